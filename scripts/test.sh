@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The one test command: installs test dependencies, then format check,
+# clippy, release build and every test. Exits non-zero on the first failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() {
+    echo
+    echo "==> $*"
+    "$@"
+}
+
+step scripts/install-deps.sh
+step cargo fmt --check
+step cargo clippy --all-targets -- -D warnings
+step cargo build --release
+step cargo test --release
+
+echo
+echo "test.sh: all steps passed"

@@ -1,0 +1,271 @@
+//! The routing decision for one DN and operation, with the reasons.
+
+use crate::dn::Dn;
+use crate::knowledge::Snapshot;
+use crate::route::{message, select_read, select_write, DsaView, Lookup, RouteError, Table};
+use serde::Serialize;
+use std::fmt::Write;
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OpKind {
+    Search,
+    Compare,
+    Bind,
+    Add,
+    Delete,
+    Modify,
+    Moddn,
+}
+
+impl OpKind {
+    pub fn is_write(self) -> bool {
+        matches!(
+            self,
+            OpKind::Add | OpKind::Delete | OpKind::Modify | OpKind::Moddn
+        )
+    }
+}
+
+/// One DSA of the ordered list, as `explain` shows it.
+#[derive(Debug, Serialize)]
+pub struct ListedDsa {
+    pub name: String,
+    pub group: Option<String>,
+    pub state: &'static str,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Explanation {
+    pub dn: String,
+    pub op: OpKind,
+    /// The partition's prefix, LDAP string form.
+    pub partition: Option<String>,
+    /// The ordered list (writes: the write order), names.
+    pub order: Vec<String>,
+    pub dsas: Vec<ListedDsa>,
+    /// The group chosen (reads), or `null` for a DSA with no group name.
+    pub group: Option<String>,
+    /// The DSAs the request may go to, in ordered-list order.
+    pub targets: Vec<String>,
+    pub reason: String,
+    /// `null`, or the LDAP result name (`noSuchObject`, `unavailable`, ...).
+    pub error: Option<&'static str>,
+    /// The diagnostic message a client would get with `error`.
+    pub message: Option<String>,
+}
+
+impl Explanation {
+    fn new(dn: &str, op: OpKind) -> Explanation {
+        Explanation {
+            dn: dn.to_string(),
+            op,
+            partition: None,
+            order: Vec::new(),
+            dsas: Vec::new(),
+            group: None,
+            targets: Vec::new(),
+            reason: String::new(),
+            error: None,
+            message: None,
+        }
+    }
+
+    /// Text for people.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "dn:        {}",
+            if self.dn.is_empty() {
+                "(root)"
+            } else {
+                &self.dn
+            }
+        );
+        let _ = writeln!(out, "operation: {:?}", self.op);
+        let _ = writeln!(
+            out,
+            "partition: {}",
+            self.partition.as_deref().unwrap_or("(none)")
+        );
+        if !self.dsas.is_empty() {
+            let _ = writeln!(
+                out,
+                "{}:",
+                if self.op.is_write() {
+                    "write order"
+                } else {
+                    "ordered list"
+                }
+            );
+            for (i, d) in self.dsas.iter().enumerate() {
+                let _ = writeln!(
+                    out,
+                    "  {}. {:<8} group {:<12} {}",
+                    i + 1,
+                    d.name,
+                    d.group.as_deref().unwrap_or("-"),
+                    d.state
+                );
+            }
+        }
+        let _ = writeln!(out, "why:       {}", self.reason);
+        match self.error {
+            None => {
+                let _ = writeln!(out, "targets:   {}", self.targets.join(", "));
+            }
+            Some(e) => {
+                let _ = writeln!(
+                    out,
+                    "result:    {e}: {}",
+                    self.message.as_deref().unwrap_or("")
+                );
+            }
+        }
+        out
+    }
+}
+
+/// Explain routing of `op` on `dn` under `view`.
+pub fn explain_route(
+    snap: &Snapshot,
+    table: &Table,
+    view: &impl DsaView,
+    dn: &str,
+    op: OpKind,
+) -> Explanation {
+    let mut x = Explanation::new(dn, op);
+    let parsed = match Dn::parse_any(dn) {
+        Ok(d) => d,
+        Err(e) => {
+            x.error = Some("invalidDNSyntax");
+            x.message = Some(format!("invalid DN: {e}"));
+            x.reason = "the DN does not parse".into();
+            return x;
+        }
+    };
+    if parsed.is_root() && matches!(op, OpKind::Search | OpKind::Bind) {
+        x.reason = match op {
+            OpKind::Bind => {
+                "an anonymous bind (empty name) is answered by the router; no DSA is contacted"
+            }
+            _ => "a base search of the root DSE is answered by the router",
+        }
+        .into();
+        return x;
+    }
+    let p = match table.lookup(&parsed) {
+        Lookup::Partition(p) => p,
+        Lookup::NoPartition { below } => {
+            x.error = Some("noSuchObject");
+            x.message = Some(format!("dsa-router: no partition holds {parsed}"));
+            x.reason = if below.is_empty() {
+                "no partition prefix is an ancestor of the DN".into()
+            } else {
+                let names: Vec<String> = below.iter().map(|p| p.prefix.to_string()).collect();
+                format!(
+                    "no partition holds the DN; partitions below it: {}",
+                    names.join("; ")
+                )
+            };
+            return x;
+        }
+    };
+    x.partition = Some(p.prefix.to_string());
+    let list = if op.is_write() {
+        &p.write_order
+    } else {
+        &p.order
+    };
+    let group_name = |i: usize| p.group_of(i).and_then(|g| g.name.clone());
+    for &i in list {
+        x.order.push(snap.dsas[i].name.clone());
+        x.dsas.push(ListedDsa {
+            name: snap.dsas[i].name.clone(),
+            group: group_name(i),
+            state: view.status(i).as_str(),
+        });
+    }
+    let name = |i: usize| snap.dsas[i].name.clone();
+    if op.is_write() {
+        match select_write(p, view) {
+            Ok(c) => {
+                x.targets = vec![name(c.dsa)];
+                let skipped: Vec<String> = list
+                    .iter()
+                    .take_while(|&&i| i != c.dsa)
+                    .map(|&i| format!("{} {}", name(i), view.status(i).as_str()))
+                    .collect();
+                x.reason = if skipped.is_empty() {
+                    format!("writes are not load-shared: {} is the first eligible DSA of the write order", name(c.dsa))
+                } else {
+                    format!(
+                        "writes are not load-shared: {} is the first eligible DSA of the write order (skipped: {})",
+                        name(c.dsa),
+                        skipped.join(", ")
+                    )
+                };
+            }
+            Err(e) => fail(&mut x, e, p, snap, view),
+        }
+        return x;
+    }
+    match select_read(p, view, 0) {
+        Ok(c) => {
+            let g = &p.groups[c.group];
+            x.group = g.name.clone();
+            x.targets = g
+                .members
+                .iter()
+                .filter(|&&m| view.status(m).eligible() && !view.saturated(m))
+                .map(|&m| name(m))
+                .collect();
+            let label = |gi: usize| {
+                let g = &p.groups[gi];
+                g.name.clone().unwrap_or_else(|| {
+                    let members: Vec<String> = g.members.iter().map(|&m| name(m)).collect();
+                    format!("the group of {}", members.join(", "))
+                })
+            };
+            let passed: Vec<String> = (0..c.group)
+                .map(|gi| format!("{} has no eligible member", label(gi)))
+                .collect();
+            let first = g.members[0];
+            let mut why = String::new();
+            if !passed.is_empty() {
+                let _ = write!(why, "{}; ", passed.join("; "));
+            }
+            let _ = write!(
+                why,
+                "{} is the first group with an eligible member (its first member in the ordered list is {}); targets are its eligible members, least in-flight first, rotating among equals",
+                label(c.group),
+                name(first)
+            );
+            x.reason = why;
+        }
+        Err(e) => fail(&mut x, e, p, snap, view),
+    }
+    x
+}
+
+fn fail(
+    x: &mut Explanation,
+    e: RouteError,
+    p: &crate::route::Partition,
+    snap: &Snapshot,
+    view: &impl DsaView,
+) {
+    match e {
+        RouteError::Unavailable => {
+            x.error = Some("unavailable");
+            x.message = Some(message::unavailable(p, snap, view));
+            x.reason = "no DSA of the partition is eligible".into();
+        }
+        RouteError::Busy { group } => {
+            x.error = Some("busy");
+            x.message = Some(message::busy(p, group, snap, view));
+            x.reason = "every target of the chosen group is at its concurrency limit".into();
+        }
+    }
+}

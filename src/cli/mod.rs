@@ -1,0 +1,221 @@
+//! The `check` and `explain` subcommands: knowledge and routing, shown to
+//! people (text) and scripts (`--json`). Both use the same routing code as
+//! the data path, on a run-time view made from the command line.
+
+mod explain;
+pub mod serve;
+
+pub use explain::{explain_route, Explanation, OpKind};
+
+use crate::knowledge::{self, Snapshot};
+use crate::route::{DsaIdx, DsaStatus, DsaView, Table};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// Arguments of `dsa-router explain`.
+#[derive(clap::Args, Debug)]
+pub struct ExplainArgs {
+    /// The root knowledge file.
+    pub root: PathBuf,
+    /// The target DN (LDAP string form, or knowledge `<type value>` form).
+    pub dn: String,
+    /// The operation.
+    #[arg(long, value_enum, default_value_t = OpKind::Search)]
+    pub op: OpKind,
+    /// The router's own DSA block, never a target.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// DSAs to treat as down (comma-separated names).
+    #[arg(long, value_delimiter = ',')]
+    pub down: Vec<String>,
+    /// DSAs to treat as disabled by an administrator.
+    #[arg(long, value_delimiter = ',')]
+    pub disabled: Vec<String>,
+    /// DSAs to treat as draining.
+    #[arg(long, value_delimiter = ',')]
+    pub draining: Vec<String>,
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A run-time view built from names on the command line: every DSA up with
+/// nothing in flight unless listed.
+pub struct StaticView {
+    pub status: Vec<DsaStatus>,
+}
+
+impl StaticView {
+    pub fn all_up(snap: &Snapshot) -> StaticView {
+        StaticView {
+            status: vec![DsaStatus::Up; snap.dsas.len()],
+        }
+    }
+
+    /// Mark the named DSAs; an unknown name is an error.
+    pub fn mark(
+        &mut self,
+        snap: &Snapshot,
+        names: &[String],
+        status: DsaStatus,
+    ) -> Result<(), String> {
+        for n in names.iter().filter(|n| !n.is_empty()) {
+            let i = snap
+                .dsa_index(n)
+                .ok_or_else(|| format!("no DSA named \"{n}\" in the knowledge"))?;
+            self.status[i] = status;
+        }
+        Ok(())
+    }
+}
+
+impl DsaView for StaticView {
+    fn status(&self, dsa: DsaIdx) -> DsaStatus {
+        self.status.get(dsa).copied().unwrap_or(DsaStatus::Down)
+    }
+
+    fn in_flight(&self, _dsa: DsaIdx) -> u32 {
+        0
+    }
+
+    fn limit(&self, _dsa: DsaIdx) -> Option<u32> {
+        None
+    }
+}
+
+fn load_or_report(root: &Path) -> Option<Snapshot> {
+    match knowledge::load(root) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            eprint!("{e}");
+            eprintln!(
+                "dsa-router: {} error(s); knowledge {} not loaded",
+                e.errors.len(),
+                root.display()
+            );
+            None
+        }
+    }
+}
+
+/// `dsa-router check ROOT`: exit 0 when the knowledge is valid.
+pub fn check(root: &Path, name: Option<&str>) -> ExitCode {
+    let Some(snap) = load_or_report(root) else {
+        return ExitCode::from(1);
+    };
+    let table = match Table::build(&snap, name) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    print!("{}", render_check(&snap, &table));
+    for w in &snap.warnings {
+        eprint!("{w}");
+    }
+    ExitCode::SUCCESS
+}
+
+/// The human-readable summary printed by `check`.
+pub fn render_check(snap: &Snapshot, table: &Table) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "knowledge {}: {} file(s), {} DSA(s), {} partition(s), {} warning(s)",
+        snap.root.display(),
+        snap.files.len(),
+        snap.dsas.len(),
+        table.partitions().len(),
+        snap.warnings.len()
+    );
+    if let Some(r) = table.router {
+        let d = &snap.dsas[r];
+        let _ = writeln!(
+            out,
+            "router {} (prefix {}): never a target",
+            d.name, d.prefix
+        );
+    }
+    if !snap.precedence.is_empty() {
+        let _ = writeln!(out, "set precedence = {}", snap.precedence.join(", "));
+    }
+    if !snap.write_precedence.is_empty() {
+        let _ = writeln!(
+            out,
+            "set write-precedence = {}",
+            snap.write_precedence.join(", ")
+        );
+    }
+    for p in table.partitions_sorted() {
+        let _ = writeln!(out, "partition {}", p.prefix);
+        for (pos, &i) in p.order.iter().enumerate() {
+            let d = &snap.dsas[i];
+            let group = match p.group_of(i).and_then(|g| g.name.as_deref()) {
+                Some(g) => g.to_string(),
+                None if d.load_share() => "(unnamed load-share)".to_string(),
+                None => "(own)".to_string(),
+            };
+            let addrs: Vec<String> = d.addresses.iter().map(|a| a.to_string()).collect();
+            let _ = writeln!(
+                out,
+                "  {}. {:<8} group {:<20} {:<24} dsa-flags {}",
+                pos + 1,
+                d.name,
+                group,
+                addrs.join(", "),
+                if d.dsa_flags.is_empty() {
+                    "-".to_string()
+                } else {
+                    d.dsa_flags.join(",")
+                },
+            );
+        }
+        let writer = p
+            .write_order
+            .first()
+            .map(|&i| snap.dsas[i].name.as_str())
+            .unwrap_or("-");
+        let _ = writeln!(out, "  writes: {writer} first, then the ordered list");
+    }
+    out
+}
+
+/// `dsa-router explain ROOT DN ...`
+pub fn explain(args: &ExplainArgs) -> ExitCode {
+    let Some(snap) = load_or_report(&args.root) else {
+        return ExitCode::from(1);
+    };
+    let table = match Table::build(&snap, args.name.as_deref()) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let mut view = StaticView::all_up(&snap);
+    for (names, status) in [
+        (&args.down, DsaStatus::Down),
+        (&args.disabled, DsaStatus::Disabled),
+        (&args.draining, DsaStatus::Draining),
+    ] {
+        if let Err(e) = view.mark(&snap, names, status) {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    }
+    let x = explain_route(&snap, &table, &view, &args.dn, args.op);
+    if args.json {
+        match serde_json::to_string_pretty(&x) {
+            Ok(s) => println!("{s}"),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(1);
+            }
+        }
+    } else {
+        print!("{}", x.render());
+    }
+    ExitCode::SUCCESS
+}

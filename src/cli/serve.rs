@@ -1,0 +1,211 @@
+//! `serve` and `demo`: logging, configuration from flags, signals.
+
+use crate::knowledge;
+use crate::router::{Config, Router};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// Limits and behaviour shared by `serve` and `demo`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct LimitArgs {
+    /// Maximum client connections at once.
+    #[arg(long, default_value_t = 10_000)]
+    pub max_clients: usize,
+    /// Largest request PDU, bytes.
+    #[arg(long, default_value_t = 4 << 20)]
+    pub max_request_pdu: usize,
+    /// Largest response PDU from a DSA, bytes.
+    #[arg(long, default_value_t = 16 << 20)]
+    pub max_response_pdu: usize,
+    /// Outstanding operations per client connection (`busy` beyond).
+    #[arg(long, default_value_t = 256)]
+    pub max_outstanding: usize,
+    /// Response PDUs queued for one client before it counts as stalled and
+    /// is disconnected.
+    #[arg(long, default_value_t = 1024)]
+    pub client_queue: usize,
+    /// Seconds a client may stay idle (0: forever).
+    #[arg(long, default_value_t = 900)]
+    pub idle_timeout: u64,
+    /// Seconds a client may leave a PDU incomplete.
+    #[arg(long, default_value_t = 30)]
+    pub pdu_timeout: u64,
+    /// Seconds to connect to a DSA.
+    #[arg(long, default_value_t = 3)]
+    pub connect_timeout: u64,
+    /// Seconds an operation may take on a DSA.
+    #[arg(long, default_value_t = 120)]
+    pub op_timeout: u64,
+    /// Seconds shutdown waits for in-flight operations.
+    #[arg(long, default_value_t = 10)]
+    pub shutdown_grace: u64,
+    /// Turn the access log (one line per operation) off.
+    #[arg(long)]
+    pub no_access_log: bool,
+}
+
+impl LimitArgs {
+    pub fn config(&self) -> Config {
+        Config {
+            max_clients: self.max_clients.max(1),
+            max_request_pdu: self.max_request_pdu.max(64),
+            max_response_pdu: self.max_response_pdu.max(64),
+            max_outstanding: self.max_outstanding.max(1),
+            client_queue: self.client_queue.max(1),
+            idle_timeout: Duration::from_secs(self.idle_timeout),
+            pdu_timeout: Duration::from_secs(self.pdu_timeout.max(1)),
+            connect_timeout: Duration::from_secs(self.connect_timeout.max(1)),
+            op_timeout: Duration::from_secs(self.op_timeout.max(1)),
+            shutdown_grace: Duration::from_secs(self.shutdown_grace),
+            access_log: !self.no_access_log,
+        }
+    }
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ServeArgs {
+    /// The root knowledge file.
+    #[arg(long)]
+    pub knowledge: PathBuf,
+    /// The router's own DSA block: never a target; its address is the
+    /// default listen address.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Listen address (default: the router's own block's address, else
+    /// 127.0.0.1:3389).
+    #[arg(long)]
+    pub listen: Option<String>,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+}
+
+pub fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("DSA_ROUTER_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())
+}
+
+pub fn serve(args: &ServeArgs) -> ExitCode {
+    init_logging();
+    let snap = match knowledge::load(&args.knowledge) {
+        Ok(s) => s,
+        Err(e) => {
+            eprint!("{e}");
+            return ExitCode::from(1);
+        }
+    };
+    for w in &snap.warnings {
+        tracing::warn!("{}", w.to_string().trim_end());
+    }
+    let own = args
+        .name
+        .as_deref()
+        .and_then(|n| snap.dsa_index(n))
+        .map(|i| snap.dsas[i].clone());
+    let listen = args
+        .listen
+        .clone()
+        .or_else(|| {
+            own.as_ref()
+                .and_then(|d| crate::upstream::pool::socket_addrs(d).into_iter().next())
+        })
+        .unwrap_or_else(|| "127.0.0.1:3389".to_string());
+    let router = match Router::new(args.limits.config(), snap, args.name.clone()) {
+        Ok(r) => Arc::new(r),
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let rt = match runtime() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let root = args.knowledge.clone();
+    let result: Result<(), String> = rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(&listen)
+            .await
+            .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
+        let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        tracing::info!(%addr, knowledge = %root.display(), "dsa-router listening");
+        let (tx, rx) = watch::channel(false);
+        tokio::spawn(signals(tx, router.clone(), root));
+        crate::server::run(listener, router, rx).await;
+        tracing::info!("dsa-router stopped");
+        Ok(())
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// SIGINT/SIGTERM: shut down. SIGHUP: reload knowledge.
+async fn signals(tx: watch::Sender<bool>, router: Arc<Router>, root: PathBuf) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
+    ) else {
+        tracing::error!("cannot install signal handlers");
+        return;
+    };
+    loop {
+        tokio::select! {
+            _ = term.recv() => break,
+            _ = int.recv() => break,
+            _ = hup.recv() => reload(&router, &root),
+        }
+    }
+    tracing::info!("shutting down: no new connections; waiting for operations in flight");
+    let _ = tx.send(true);
+}
+
+/// Reload knowledge: validated whole; on error the old snapshot stays.
+pub fn reload(router: &Router, root: &std::path::Path) {
+    match knowledge::load(root) {
+        Ok(snap) => match router.reload(snap) {
+            Ok(()) => tracing::info!(knowledge = %root.display(), "knowledge reloaded"),
+            Err(e) => tracing::error!(error = %e, "reload rejected; keeping the old knowledge"),
+        },
+        Err(e) => tracing::error!("reload rejected; keeping the old knowledge:\n{e}"),
+    }
+}
+
+pub fn demo(limits: &LimitArgs, listen: Option<String>) -> ExitCode {
+    init_logging();
+    let rt = match runtime() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match rt.block_on(crate::demo::run(limits.config(), listen)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}

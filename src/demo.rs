@@ -1,0 +1,142 @@
+//! `dsa-router demo`: the seed's setup on loopback, needing nothing but the
+//! binary. It starts an in-memory test DSA at the address of every DSA in
+//! the built-in `knowledge/demo/` knowledge, loaded with generated data, and
+//! the router R1 in front of them, then prints commands to try.
+
+use crate::knowledge::{self, Memory, Snapshot};
+use crate::router::{Config, Router};
+use crate::testdsa::{Directory, TestDsa};
+use std::path::Path;
+use std::sync::Arc;
+use tokio::sync::watch;
+
+const FILES: &[(&str, &str)] = &[
+    (
+        "knowledge/demo/router.dxg",
+        include_str!("../knowledge/demo/router.dxg"),
+    ),
+    ("knowledge/R1.dxc", include_str!("../knowledge/R1.dxc")),
+    ("knowledge/D1.dxc", include_str!("../knowledge/D1.dxc")),
+    ("knowledge/H1.dxc", include_str!("../knowledge/H1.dxc")),
+    ("knowledge/H2.dxc", include_str!("../knowledge/H2.dxc")),
+    ("knowledge/D2.dxc", include_str!("../knowledge/D2.dxc")),
+    ("knowledge/C1.dxc", include_str!("../knowledge/C1.dxc")),
+    ("knowledge/C2.dxc", include_str!("../knowledge/C2.dxc")),
+];
+
+/// The built-in demo knowledge.
+pub fn demo_knowledge() -> Result<Snapshot, knowledge::LoadError> {
+    let mut m = Memory::default();
+    for (p, t) in FILES {
+        m = m.with(p, t);
+    }
+    knowledge::load_from(Path::new("knowledge/demo/router.dxg"), &m)
+}
+
+/// Test data for one DSA holding `suffix` (LDAP string), marked with the
+/// DSA's name so a client can see who answered: `cn=served-by,<suffix>` has
+/// `description: <name>`. `cn=router` is the identity the router binds as
+/// (password `routerpw`), allowed to use proxied authorization; users
+/// `alice` and `bob` have passwords `alicepw` and `bobpw`;
+/// `ou=Restricted` is readable by `cn=router` only.
+pub fn seed_ldif(suffix: &str, dsa: &str) -> String {
+    let first = suffix.split(',').next().unwrap_or(suffix);
+    let (attr, value) = first.split_once('=').unwrap_or(("o", first));
+    let oc = match attr.to_ascii_lowercase().as_str() {
+        "ou" => "organizationalUnit",
+        "dc" => "domain",
+        _ => "organization",
+    };
+    let mut s = format!("dn: {suffix}\nobjectClass: top\nobjectClass: {oc}\n{attr}: {value}\n\n");
+    s += &format!("dn: cn=served-by,{suffix}\nobjectClass: top\nobjectClass: applicationProcess\ncn: served-by\ndescription: {dsa}\n\n");
+    s += &format!("dn: cn=router,{suffix}\nobjectClass: top\nobjectClass: person\ncn: router\nsn: router\nuserPassword: routerpw\ntestAclProxy: TRUE\n\n");
+    s += &format!(
+        "dn: ou=People,{suffix}\nobjectClass: top\nobjectClass: organizationalUnit\nou: People\n\n"
+    );
+    for (uid, pw, name) in [
+        ("alice", "alicepw", "Alice Example"),
+        ("bob", "bobpw", "Bob Example"),
+    ] {
+        s += &format!(
+            "dn: uid={uid},ou=People,{suffix}\nobjectClass: top\nobjectClass: inetOrgPerson\nuid: {uid}\ncn: {name}\nsn: Example\nmail: {uid}@example.com\nuserPassword: {pw}\n\n"
+        );
+    }
+    for i in 0..20 {
+        s += &format!(
+            "dn: uid=user{i:04},ou=People,{suffix}\nobjectClass: top\nobjectClass: inetOrgPerson\nuid: user{i:04}\ncn: User {i}\nsn: User\nuserPassword: pw\n\n"
+        );
+    }
+    s += &format!(
+        "dn: ou=Restricted,{suffix}\nobjectClass: top\nobjectClass: organizationalUnit\nou: Restricted\ntestAclReaders: cn=router,{suffix}\n\n"
+    );
+    s += &format!(
+        "dn: cn=secret,ou=Restricted,{suffix}\nobjectClass: top\nobjectClass: applicationProcess\ncn: secret\ndescription: only the router identity reads this\ntestAclReaders: cn=router,{suffix}\n\n"
+    );
+    s
+}
+
+/// Start a test DSA for every DSA of `snap` except `router`, at its first
+/// address (port 0 addresses are not rewritten: tests use real knowledge).
+pub async fn start_test_dsas(
+    snap: &Snapshot,
+    router: Option<&str>,
+) -> Result<Vec<TestDsa>, String> {
+    let mut out = Vec::new();
+    for d in &snap.dsas {
+        if router.is_some_and(|r| r.eq_ignore_ascii_case(&d.name)) {
+            continue;
+        }
+        let addr = crate::upstream::pool::socket_addrs(d)
+            .into_iter()
+            .next()
+            .ok_or_else(|| format!("DSA {} has no address", d.name))?;
+        let dir = Directory::from_ldif(&seed_ldif(&d.prefix.to_string(), &d.name))?;
+        let dsa = TestDsa::start(dir, &addr, &d.name)
+            .await
+            .map_err(|e| format!("cannot start test DSA {} on {addr}: {e}", d.name))?;
+        out.push(dsa);
+    }
+    Ok(out)
+}
+
+/// Run the demo until Ctrl-C.
+pub async fn run(cfg: Config, listen: Option<String>) -> Result<(), String> {
+    let snap = demo_knowledge().map_err(|e| e.to_string())?;
+    let dsas = start_test_dsas(&snap, Some("R1")).await?;
+    let r1 = snap
+        .dsa_index("R1")
+        .map(|i| &snap.dsas[i])
+        .ok_or("no R1 in demo knowledge")?;
+    let listen = listen.unwrap_or_else(|| {
+        crate::upstream::pool::socket_addrs(r1)
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| "127.0.0.1:3389".into())
+    });
+    let router = Arc::new(Router::new(cfg, snap, Some("R1".into()))?);
+    let listener = tokio::net::TcpListener::bind(&listen)
+        .await
+        .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    for d in &dsas {
+        println!("test DSA {:<3} listening on {}", d.name, d.addr);
+    }
+    let url = format!("ldap://{addr}");
+    println!("router R1 listening on {url}\n");
+    println!("Try (reads share GROUP1: run the first one twice to see D1 and H1 take turns):");
+    println!("  ldapsearch -x -H {url} -b \"cn=served-by,o=DEMOCORP,c=AU\" -s base description");
+    println!("  ldapsearch -x -H {url} -b \"o=DEMOCORP,c=AU\" \"(uid=alice)\" cn mail");
+    println!("  ldapsearch -x -H {url} -b \"o=CUSTOMER,c=AU\" -s one dn");
+    println!("  ldapsearch -x -H {url} -b \"\" -s base namingContexts supportedLDAPVersion");
+    println!("  ldapcompare -x -H {url} \"uid=alice,ou=People,o=DEMOCORP,c=AU\" \"mail:alice@example.com\"");
+    println!("  ldapwhoami -x -H {url} -D \"uid=alice,ou=People,o=DEMOCORP,c=AU\" -w alicepw");
+    println!("  dsa-router explain knowledge/demo/router.dxg \"o=DEMOCORP,c=AU\" --name R1\n");
+    println!("Ctrl-C stops everything.");
+    let (tx, rx) = watch::channel(false);
+    let server = tokio::spawn(crate::server::run(listener, router, rx));
+    let _ = tokio::signal::ctrl_c().await;
+    let _ = tx.send(true);
+    let _ = server.await;
+    drop(dsas);
+    Ok(())
+}

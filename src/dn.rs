@@ -1,0 +1,704 @@
+//! Distinguished names: parsing, normalization and ancestry.
+//!
+//! Two notations reach the router. LDAP strings (RFC 4514, leaf first:
+//! `ou=Human Resources,o=DEMOCORP,c=AU`) arrive on the wire and may appear in
+//! knowledge; knowledge files write DNs root first, one RDN per angle-bracket
+//! pair (`<c AU><o DEMOCORP><ou "Human Resources">`). Both parse into one
+//! [`Dn`], which keeps the display form and a normalized form side by side.
+//!
+//! Comparison follows spec 3.1: attribute types compare case-insensitively
+//! (a few well-known OIDs are mapped to their short names), values compare
+//! case-insensitively after escapes are decoded and leading, trailing and
+//! repeated inner spaces are dropped, and the attribute-value assertions of a
+//! multi-valued RDN compare in any order (they are kept sorted).
+
+use std::fmt;
+
+/// Why a DN string was rejected; `offset` is a character offset into the
+/// input, so callers can point a caret at it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DnError {
+    pub offset: usize,
+    pub message: String,
+}
+
+impl fmt::Display for DnError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (at character {})", self.message, self.offset + 1)
+    }
+}
+
+impl std::error::Error for DnError {}
+
+/// One attribute-value assertion: `type=value`.
+#[derive(Debug, Clone)]
+pub struct Ava {
+    /// The attribute type as written.
+    pub attr: String,
+    /// The decoded value as written (escapes resolved).
+    pub value: String,
+    norm_attr: String,
+    norm_value: String,
+}
+
+impl Ava {
+    pub fn new(attr: &str, value: &str) -> Ava {
+        Ava {
+            attr: attr.to_string(),
+            value: value.to_string(),
+            norm_attr: normalize_attr(attr),
+            norm_value: normalize_value(value),
+        }
+    }
+
+    fn key(&self) -> (&str, &str) {
+        (&self.norm_attr, &self.norm_value)
+    }
+}
+
+/// A relative distinguished name: one or more AVAs, kept sorted by their
+/// normalized form so that `cn=a+uid=b` equals `uid=b+cn=a`.
+#[derive(Debug, Clone)]
+pub struct Rdn {
+    avas: Vec<Ava>,
+}
+
+impl Rdn {
+    pub fn new(mut avas: Vec<Ava>) -> Rdn {
+        avas.sort_by(|a, b| a.key().cmp(&b.key()));
+        Rdn { avas }
+    }
+
+    pub fn avas(&self) -> &[Ava] {
+        &self.avas
+    }
+}
+
+impl PartialEq for Rdn {
+    fn eq(&self, other: &Rdn) -> bool {
+        self.avas.len() == other.avas.len()
+            && self
+                .avas
+                .iter()
+                .zip(other.avas.iter())
+                .all(|(a, b)| a.key() == b.key())
+    }
+}
+
+impl Eq for Rdn {}
+
+/// A distinguished name, RDNs stored leaf first as in LDAP strings.
+#[derive(Debug, Clone, Default)]
+pub struct Dn {
+    rdns: Vec<Rdn>,
+}
+
+impl PartialEq for Dn {
+    fn eq(&self, other: &Dn) -> bool {
+        self.rdns == other.rdns
+    }
+}
+
+impl Eq for Dn {}
+
+impl std::hash::Hash for Dn {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        for rdn in &self.rdns {
+            for ava in &rdn.avas {
+                ava.norm_attr.hash(state);
+                ava.norm_value.hash(state);
+            }
+            0xffu8.hash(state);
+        }
+    }
+}
+
+impl Dn {
+    /// The null DN (the root).
+    pub fn root() -> Dn {
+        Dn { rdns: Vec::new() }
+    }
+
+    pub fn from_rdns(rdns: Vec<Rdn>) -> Dn {
+        Dn { rdns }
+    }
+
+    pub fn is_root(&self) -> bool {
+        self.rdns.is_empty()
+    }
+
+    /// Number of RDNs.
+    pub fn depth(&self) -> usize {
+        self.rdns.len()
+    }
+
+    /// RDNs, leaf first.
+    pub fn rdns(&self) -> &[Rdn] {
+        &self.rdns
+    }
+
+    /// True when `self` is `other` or one of its ancestors.
+    pub fn is_ancestor_or_self_of(&self, other: &Dn) -> bool {
+        let n = self.rdns.len();
+        let m = other.rdns.len();
+        n <= m && self.rdns[..] == other.rdns[m - n..]
+    }
+
+    /// The ancestor with `depth` RDNs (the root for 0).
+    pub fn ancestor(&self, depth: usize) -> Dn {
+        let n = self.rdns.len();
+        let keep = depth.min(n);
+        Dn {
+            rdns: self.rdns[n - keep..].to_vec(),
+        }
+    }
+
+    /// The normalized LDAP string: lowercase types and values, sorted AVAs,
+    /// no insignificant spaces. Equal DNs have equal normalized strings.
+    pub fn normalized(&self) -> String {
+        let mut out = String::new();
+        for (i, rdn) in self.rdns.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            for (j, ava) in rdn.avas.iter().enumerate() {
+                if j > 0 {
+                    out.push('+');
+                }
+                out.push_str(&ava.norm_attr);
+                out.push('=');
+                escape_value_into(&ava.norm_value, &mut out);
+            }
+        }
+        out
+    }
+
+    /// Parse an RFC 4514 string (leaf first). Legacy RFC 2253/1779 forms are
+    /// accepted where unambiguous: `;` as a separator, quoted values, spaces
+    /// around `=`, `,` and `+`.
+    pub fn parse_ldap(s: &str) -> Result<Dn, DnError> {
+        LdapDnParser::new(s).parse()
+    }
+
+    /// Parse the knowledge notation, root first: `<c AU><o DEMOCORP>`.
+    /// `<>` and the empty string are the null DN. An AVA inside brackets is
+    /// `type value` or `type=value`; `+` joins AVAs of one RDN; a value with
+    /// spaces or specials is quoted.
+    pub fn parse_knowledge(s: &str) -> Result<Dn, DnError> {
+        parse_angle(s)
+    }
+
+    /// Parse either notation: angle-bracket form when the text starts with
+    /// `<`, LDAP string form otherwise.
+    pub fn parse_any(s: &str) -> Result<Dn, DnError> {
+        let t = s.trim();
+        if t.starts_with('<') || t == "\"\"" {
+            parse_angle(s)
+        } else {
+            Dn::parse_ldap(s)
+        }
+    }
+}
+
+impl fmt::Display for Dn {
+    /// The LDAP string form as written (types and value case kept), escaped
+    /// per RFC 4514.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut out = String::new();
+        for (i, rdn) in self.rdns.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            for (j, ava) in rdn.avas.iter().enumerate() {
+                if j > 0 {
+                    out.push('+');
+                }
+                out.push_str(&ava.attr);
+                out.push('=');
+                escape_value_into(&ava.value, &mut out);
+            }
+        }
+        f.write_str(&out)
+    }
+}
+
+fn normalize_attr(attr: &str) -> String {
+    let lower = attr.trim().to_ascii_lowercase();
+    let lower = lower.strip_prefix("oid.").unwrap_or(&lower);
+    let short = match lower {
+        "2.5.4.3" => "cn",
+        "2.5.4.6" => "c",
+        "2.5.4.7" => "l",
+        "2.5.4.8" => "st",
+        "2.5.4.9" => "street",
+        "2.5.4.10" => "o",
+        "2.5.4.11" => "ou",
+        "0.9.2342.19200300.100.1.1" => "uid",
+        "0.9.2342.19200300.100.1.25" => "dc",
+        "commonname" => "cn",
+        "countryname" => "c",
+        "organizationname" => "o",
+        "organizationalunitname" => "ou",
+        "userid" => "uid",
+        "domaincomponent" => "dc",
+        "localityname" => "l",
+        "stateorprovincename" => "st",
+        other => other,
+    };
+    short.to_string()
+}
+
+/// Case-fold and drop leading, trailing and repeated inner spaces.
+fn normalize_value(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for word in value.split(' ').filter(|w| !w.is_empty()) {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        for c in word.chars() {
+            out.extend(c.to_lowercase());
+        }
+    }
+    out
+}
+
+/// RFC 4514 section 2.4 escaping.
+fn escape_value_into(value: &str, out: &mut String) {
+    let last = value.chars().count().saturating_sub(1);
+    for (i, c) in value.chars().enumerate() {
+        let special = matches!(c, '"' | '+' | ',' | ';' | '<' | '>' | '\\')
+            || (i == 0 && (c == '#' || c == ' '))
+            || (i == last && c == ' ');
+        if c == '\0' {
+            out.push_str("\\00");
+        } else if special {
+            out.push('\\');
+            out.push(c);
+        } else {
+            out.push(c);
+        }
+    }
+}
+
+fn is_attr_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '-' || c == '.' || c == '_'
+}
+
+fn check_attr(attr: &str, offset: usize) -> Result<(), DnError> {
+    let err = |m: &str| DnError {
+        offset,
+        message: m.to_string(),
+    };
+    let first = attr
+        .chars()
+        .next()
+        .ok_or_else(|| err("missing attribute type"))?;
+    if !attr.chars().all(is_attr_char) {
+        return Err(err("invalid character in attribute type"));
+    }
+    if first.is_ascii_digit() {
+        // numericoid: digits separated by single dots
+        if attr
+            .split('.')
+            .any(|p| p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()))
+        {
+            return Err(err("invalid numeric OID attribute type"));
+        }
+    } else if !first.is_ascii_alphabetic() {
+        return Err(err("attribute type must start with a letter or digit"));
+    }
+    Ok(())
+}
+
+struct LdapDnParser<'a> {
+    chars: Vec<char>,
+    pos: usize,
+    _src: &'a str,
+}
+
+impl<'a> LdapDnParser<'a> {
+    fn new(s: &'a str) -> Self {
+        LdapDnParser {
+            chars: s.chars().collect(),
+            pos: 0,
+            _src: s,
+        }
+    }
+
+    fn err(&self, message: &str) -> DnError {
+        DnError {
+            offset: self.pos,
+            message: message.to_string(),
+        }
+    }
+
+    fn peek(&self) -> Option<char> {
+        self.chars.get(self.pos).copied()
+    }
+
+    fn skip_spaces(&mut self) {
+        while self.peek() == Some(' ') {
+            self.pos += 1;
+        }
+    }
+
+    fn parse(mut self) -> Result<Dn, DnError> {
+        self.skip_spaces();
+        if self.peek().is_none() {
+            return Ok(Dn::root());
+        }
+        let mut rdns = Vec::new();
+        let mut avas = Vec::new();
+        loop {
+            avas.push(self.ava()?);
+            self.skip_spaces();
+            match self.peek() {
+                None => {
+                    rdns.push(Rdn::new(std::mem::take(&mut avas)));
+                    break;
+                }
+                Some('+') => self.pos += 1,
+                Some(',') | Some(';') => {
+                    self.pos += 1;
+                    rdns.push(Rdn::new(std::mem::take(&mut avas)));
+                }
+                Some(_) => return Err(self.err("expected ',' or '+' after value")),
+            }
+            self.skip_spaces();
+        }
+        Ok(Dn { rdns })
+    }
+
+    fn ava(&mut self) -> Result<Ava, DnError> {
+        self.skip_spaces();
+        let start = self.pos;
+        while self.peek().is_some_and(is_attr_char) {
+            self.pos += 1;
+        }
+        let attr: String = self.chars[start..self.pos].iter().collect();
+        if attr.is_empty() {
+            return Err(self.err("expected an attribute type"));
+        }
+        check_attr(&attr, start)?;
+        self.skip_spaces();
+        if self.peek() != Some('=') {
+            return Err(self.err("expected '=' after attribute type"));
+        }
+        self.pos += 1;
+        self.skip_spaces();
+        let value = self.value()?;
+        Ok(Ava::new(&attr, &value))
+    }
+
+    fn value(&mut self) -> Result<String, DnError> {
+        match self.peek() {
+            Some('#') => self.hex_value(),
+            Some('"') => self.quoted_value(),
+            _ => self.string_value(),
+        }
+    }
+
+    fn hex_value(&mut self) -> Result<String, DnError> {
+        self.pos += 1;
+        let start = self.pos;
+        while self.peek().is_some_and(|c| c.is_ascii_hexdigit()) {
+            self.pos += 1;
+        }
+        let hex: String = self.chars[start..self.pos].iter().collect();
+        if hex.is_empty() || !hex.len().is_multiple_of(2) {
+            return Err(self.err("'#' must be followed by an even number of hex digits"));
+        }
+        // Keep the BER-encoded form as the value: '#' + hex, lowercased by
+        // normalization. Decoding would need the attribute's syntax.
+        Ok(format!("#{hex}"))
+    }
+
+    fn quoted_value(&mut self) -> Result<String, DnError> {
+        self.pos += 1;
+        let mut bytes = Vec::new();
+        loop {
+            match self.peek() {
+                None => return Err(self.err("unterminated quoted value")),
+                Some('"') => {
+                    self.pos += 1;
+                    break;
+                }
+                Some('\\') => self.escape(&mut bytes)?,
+                Some(c) => {
+                    push_char(&mut bytes, c);
+                    self.pos += 1;
+                }
+            }
+        }
+        String::from_utf8(bytes).map_err(|_| self.err("escaped bytes are not valid UTF-8"))
+    }
+
+    fn string_value(&mut self) -> Result<String, DnError> {
+        let mut bytes = Vec::new();
+        // Trailing unescaped spaces are insignificant; escaped ones are not.
+        let mut significant_len = 0;
+        loop {
+            match self.peek() {
+                None | Some(',') | Some(';') | Some('+') => break,
+                Some('\\') => {
+                    self.escape(&mut bytes)?;
+                    significant_len = bytes.len();
+                }
+                Some(c @ ('"' | '<' | '>' | '=')) => {
+                    if c == '=' {
+                        // '=' in a value is tolerated by most servers.
+                        push_char(&mut bytes, c);
+                        self.pos += 1;
+                        significant_len = bytes.len();
+                    } else {
+                        return Err(self.err("unescaped special character in value"));
+                    }
+                }
+                Some('\0') => return Err(self.err("NUL character in value")),
+                Some(c) => {
+                    push_char(&mut bytes, c);
+                    self.pos += 1;
+                    if c != ' ' {
+                        significant_len = bytes.len();
+                    }
+                }
+            }
+        }
+        bytes.truncate(significant_len);
+        String::from_utf8(bytes).map_err(|_| self.err("escaped bytes are not valid UTF-8"))
+    }
+
+    fn escape(&mut self, bytes: &mut Vec<u8>) -> Result<(), DnError> {
+        self.pos += 1;
+        match self.peek() {
+            Some(c) if c.is_ascii_hexdigit() => {
+                let hi = c;
+                let lo = self
+                    .chars
+                    .get(self.pos + 1)
+                    .copied()
+                    .filter(|c| c.is_ascii_hexdigit())
+                    .ok_or_else(|| {
+                        self.err("'\\' must be followed by a special character or two hex digits")
+                    })?;
+                let byte = (hex_digit(hi) << 4) | hex_digit(lo);
+                bytes.push(byte);
+                self.pos += 2;
+                Ok(())
+            }
+            Some(c @ (' ' | '"' | '#' | '+' | ',' | ';' | '<' | '=' | '>' | '\\')) => {
+                push_char(bytes, c);
+                self.pos += 1;
+                Ok(())
+            }
+            _ => Err(self.err("'\\' must be followed by a special character or two hex digits")),
+        }
+    }
+}
+
+fn push_char(bytes: &mut Vec<u8>, c: char) {
+    let mut buf = [0u8; 4];
+    bytes.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+}
+
+fn hex_digit(c: char) -> u8 {
+    c.to_digit(16).map(|d| d as u8).unwrap_or(0)
+}
+
+/// `<c AU><o DEMOCORP><ou "Human Resources">`, root first.
+fn parse_angle(s: &str) -> Result<Dn, DnError> {
+    let chars: Vec<char> = s.chars().collect();
+    let err = |offset: usize, m: &str| DnError {
+        offset,
+        message: m.to_string(),
+    };
+    let mut pos = 0;
+    let mut root_first: Vec<Rdn> = Vec::new();
+    let skip = |pos: &mut usize| {
+        while chars.get(*pos).is_some_and(|c| c.is_whitespace()) {
+            *pos += 1;
+        }
+    };
+    skip(&mut pos);
+    if pos == chars.len() || (chars.len() - pos == 2 && chars[pos] == '"' && chars[pos + 1] == '"')
+    {
+        return Ok(Dn::root());
+    }
+    while pos < chars.len() {
+        if chars[pos] != '<' {
+            return Err(err(pos, "expected '<'"));
+        }
+        pos += 1;
+        skip(&mut pos);
+        if chars.get(pos) == Some(&'>') {
+            pos += 1;
+            skip(&mut pos);
+            if root_first.is_empty() && pos == chars.len() {
+                return Ok(Dn::root());
+            }
+            return Err(err(pos.saturating_sub(1), "empty RDN '<>' inside a DN"));
+        }
+        let mut avas = Vec::new();
+        loop {
+            skip(&mut pos);
+            let start = pos;
+            while chars.get(pos).is_some_and(|&c| is_attr_char(c)) {
+                pos += 1;
+            }
+            let attr: String = chars[start..pos].iter().collect();
+            if attr.is_empty() {
+                return Err(err(pos, "expected an attribute type"));
+            }
+            check_attr(&attr, start)?;
+            skip(&mut pos);
+            if chars.get(pos) == Some(&'=') {
+                pos += 1;
+                skip(&mut pos);
+            }
+            let value = match chars.get(pos) {
+                Some('"') => {
+                    pos += 1;
+                    let mut v = String::new();
+                    loop {
+                        match chars.get(pos) {
+                            None => return Err(err(pos, "unterminated quoted value")),
+                            Some('"') => {
+                                pos += 1;
+                                break;
+                            }
+                            Some('\\') if pos + 1 < chars.len() => {
+                                v.push(chars[pos + 1]);
+                                pos += 2;
+                            }
+                            Some(&c) => {
+                                v.push(c);
+                                pos += 1;
+                            }
+                        }
+                    }
+                    v
+                }
+                _ => {
+                    let start = pos;
+                    while chars
+                        .get(pos)
+                        .is_some_and(|&c| c != '>' && c != '+' && c != '<' && c != '"')
+                    {
+                        pos += 1;
+                    }
+                    let v: String = chars[start..pos].iter().collect();
+                    v.trim().to_string()
+                }
+            };
+            if value.is_empty() {
+                return Err(err(pos, "empty attribute value"));
+            }
+            avas.push(Ava::new(&attr, &value));
+            skip(&mut pos);
+            match chars.get(pos) {
+                Some('+') => pos += 1,
+                Some('>') => {
+                    pos += 1;
+                    break;
+                }
+                None => return Err(err(pos, "missing '>'")),
+                Some(_) => return Err(err(pos, "expected '>' or '+'")),
+            }
+        }
+        root_first.push(Rdn::new(avas));
+        skip(&mut pos);
+    }
+    root_first.reverse();
+    Ok(Dn { rdns: root_first })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn n(s: &str) -> String {
+        match Dn::parse_any(s) {
+            Ok(dn) => dn.normalized(),
+            Err(e) => format!("ERR {e}"),
+        }
+    }
+
+    #[test]
+    fn equivalent_forms_normalize_alike() {
+        let cases: &[(&str, &str)] = &[
+            ("o=DEMOCORP,c=AU", "o=democorp,c=au"),
+            ("O = DemoCorp , C=au", "o=democorp,c=au"),
+            ("<c AU><o DEMOCORP>", "o=democorp,c=au"),
+            ("<c=AU><o=DEMOCORP>", "o=democorp,c=au"),
+            (
+                "<c AU><o DEMOCORP><ou \"Human Resources\">",
+                "ou=human resources,o=democorp,c=au",
+            ),
+            (
+                "ou=Human   Resources ,o=DEMOCORP;c=AU",
+                "ou=human resources,o=democorp,c=au",
+            ),
+            ("cn=a+uid=b,o=x", "cn=a+uid=b,o=x"),
+            ("uid=b+cn=a,o=x", "cn=a+uid=b,o=x"),
+            ("cn=J\\2c Smith,o=x", "cn=j\\, smith,o=x"),
+            ("cn=\"J, Smith\",o=x", "cn=j\\, smith,o=x"),
+            ("2.5.4.3=Bob,O=X", "cn=bob,o=x"),
+            ("CN=Bob\\ ,o=x", "cn=bob,o=x"),
+            ("", ""),
+            ("<>", ""),
+            ("\"\"", ""),
+            ("cn=#04024869,o=x", "cn=\\#04024869,o=x"),
+            ("cn=Émile,o=X", "cn=émile,o=x"),
+        ];
+        for (input, want) in cases {
+            assert_eq!(n(input), *want, "input {input:?}");
+        }
+    }
+
+    #[test]
+    fn invalid_dns_are_errors() {
+        for bad in [
+            "cn",
+            "=x",
+            "cn=x,",
+            "cn=x,,o=y",
+            "cn=\"x",
+            "cn=x\\",
+            "cn=x\\zz",
+            "1.=x",
+            "c n=x",
+            "<c AU",
+            "<c AU><>",
+            "<c>",
+            "c AU>",
+            "cn=a<b",
+            "cn=#abc",
+        ] {
+            assert!(Dn::parse_any(bad).is_err(), "{bad:?} should be rejected");
+        }
+    }
+
+    #[test]
+    fn ancestry() {
+        let p = Dn::parse_any("<c AU><o DEMOCORP>").expect("dn");
+        let c = Dn::parse_any("cn=x, ou=y, o=democorp, c=au").expect("dn");
+        assert!(p.is_ancestor_or_self_of(&c));
+        assert!(p.is_ancestor_or_self_of(&p));
+        assert!(!c.is_ancestor_or_self_of(&p));
+        assert!(Dn::root().is_ancestor_or_self_of(&c));
+        assert_eq!(c.ancestor(2), p);
+    }
+
+    #[test]
+    fn display_round_trips() {
+        for s in [
+            "cn=J\\, Smith+uid=7,o=DEMOCORP,c=AU",
+            "cn=\\ lead,o=x",
+            "cn=a\\\\b",
+        ] {
+            let dn = Dn::parse_ldap(s).expect("dn");
+            let again = Dn::parse_ldap(&dn.to_string()).expect("dn");
+            assert_eq!(dn, again, "{s}");
+        }
+    }
+}

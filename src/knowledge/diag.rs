@@ -1,0 +1,123 @@
+//! Diagnostics that point into knowledge files: file, line, column, and the
+//! offending line with a caret under the column.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// A position in a knowledge file. Lines and columns count from 1; columns
+/// count characters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Location {
+    pub file: Arc<PathBuf>,
+    pub line: usize,
+    pub column: usize,
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:{}", self.file.display(), self.line, self.column)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Severity {
+    Error,
+    Warning,
+}
+
+/// One error or warning, with the source line it points at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Diagnostic {
+    pub severity: Severity,
+    pub message: String,
+    pub location: Option<Location>,
+    /// The text of the line `location` points at.
+    pub source_line: Option<String>,
+}
+
+impl Diagnostic {
+    pub fn error(
+        message: impl Into<String>,
+        location: Option<Location>,
+        text: Option<&str>,
+    ) -> Self {
+        Self::new(Severity::Error, message.into(), location, text)
+    }
+
+    pub fn warning(
+        message: impl Into<String>,
+        location: Option<Location>,
+        text: Option<&str>,
+    ) -> Self {
+        Self::new(Severity::Warning, message.into(), location, text)
+    }
+
+    fn new(
+        severity: Severity,
+        message: String,
+        location: Option<Location>,
+        text: Option<&str>,
+    ) -> Self {
+        let source_line = match (&location, text) {
+            (Some(loc), Some(text)) => text
+                .lines()
+                .nth(loc.line.saturating_sub(1))
+                .map(str::to_string),
+            _ => None,
+        };
+        Diagnostic {
+            severity,
+            message,
+            location,
+            source_line,
+        }
+    }
+}
+
+impl fmt::Display for Diagnostic {
+    /// ```text
+    /// error: unknown DSA "H3" in set precedence
+    ///   --> knowledge/router.dxg:7:22
+    ///    |
+    ///  7 | set precedence = H1, H3;
+    ///    |                      ^
+    /// ```
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kind = match self.severity {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        };
+        writeln!(f, "{kind}: {}", self.message)?;
+        if let Some(loc) = &self.location {
+            let num = loc.line.to_string();
+            let pad = " ".repeat(num.len());
+            writeln!(f, "{pad}--> {loc}")?;
+            if let Some(line) = &self.source_line {
+                let line = line.replace('\t', " ");
+                writeln!(f, "{pad} |")?;
+                writeln!(f, "{num} | {line}")?;
+                let caret = " ".repeat(loc.column.saturating_sub(1));
+                writeln!(f, "{pad} | {caret}^")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A knowledge load that failed: every error found, in file order.
+#[derive(Debug, Clone)]
+pub struct LoadError {
+    pub errors: Vec<Diagnostic>,
+}
+
+impl fmt::Display for LoadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for e in &self.errors {
+            write!(f, "{e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for LoadError {}

@@ -1,0 +1,43 @@
+//! # dsa-router
+//!
+//! An LDAP router DSA. Clients connect to it as if it were one directory
+//! server; each operation is routed by its target DN to one DSA of the
+//! namespace partition that holds it, using CA Directory (DXserver)
+//! knowledge files.
+//!
+//! # Layout
+//! * [`dn`]: DN parsing (RFC 4514 strings and the knowledge `<type value>`
+//!   form), normalization and ancestry. Pure.
+//! * [`knowledge`]: the DXserver knowledge grammar, `source` resolution and
+//!   validation into one immutable [`knowledge::Snapshot`]. Pure apart from
+//!   reading files.
+//! * [`route`]: partitions, the ordered list, load-share groups and target
+//!   selection for reads and writes. Pure: a function of the snapshot and the
+//!   per-DSA run-time view.
+//! * [`state`]: per-DSA run-time state (health, admin state, in-flight
+//!   counts), keyed by DSA name so it survives knowledge reloads.
+//! * [`testdsa`]: an in-memory DSA loaded from LDIF, with fault switches, for
+//!   tests and `demo`.
+//! * [`wire`]: framing, message-ID rewriting, request decoding, and the
+//!   PDUs the router writes itself.
+//! * [`upstream`]: connections to DSAs (multiplexed, message IDs remapped)
+//!   and per-DSA pools.
+//! * [`session`]: one client connection: routing each request, identity,
+//!   the bounded outbound queue.
+//! * [`router`]: configuration and the routing snapshot, swapped whole.
+//! * [`server`]: the accept loop, `run(listener, router, shutdown)`.
+//! * [`demo`]: `dsa-router demo`, the seed setup on loopback with test DSAs.
+//! * [`cli`]: output of the `check` and `explain` subcommands.
+
+pub mod cli;
+pub mod demo;
+pub mod dn;
+pub mod knowledge;
+pub mod route;
+pub mod router;
+pub mod server;
+pub mod session;
+pub mod state;
+pub mod testdsa;
+pub mod upstream;
+pub mod wire;

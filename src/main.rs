@@ -1,0 +1,45 @@
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// dsa-router: an LDAP router DSA driven by CA Directory knowledge files.
+#[derive(Parser)]
+#[command(name = "dsa-router", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Load knowledge, print the partitions and their DSAs, report errors.
+    Check {
+        /// The root knowledge file (e.g. knowledge/router.dxg).
+        root: PathBuf,
+        /// The router's own DSA block, never a target.
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// Show where an operation on a DN would be routed, and why.
+    Explain(dsa_router::cli::ExplainArgs),
+    /// Run the router.
+    Serve(dsa_router::cli::serve::ServeArgs),
+    /// Run the seed setup on loopback: test DSAs and router R1.
+    Demo {
+        /// Router listen address (default: R1's, 127.0.0.1:3389).
+        #[arg(long)]
+        listen: Option<String>,
+        #[command(flatten)]
+        limits: dsa_router::cli::serve::LimitArgs,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.cmd {
+        Cmd::Check { root, name } => dsa_router::cli::check(&root, name.as_deref()),
+        Cmd::Explain(args) => dsa_router::cli::explain(&args),
+        Cmd::Serve(args) => dsa_router::cli::serve::serve(&args),
+        Cmd::Demo { listen, limits } => dsa_router::cli::serve::demo(&limits, listen),
+    }
+}

@@ -1,0 +1,426 @@
+//! One client connection.
+//!
+//! The session task reads PDUs, decodes each just enough to route it, and
+//! forwards it at once to the DSA it belongs to, so a client may have many
+//! operations outstanding across partitions; responses come back through the
+//! upstream readers onto the client's bounded queue ([`out::ClientOut`]),
+//! which a writer task drains. A bind is the one operation the session
+//! awaits (RFC 4511 forbids other requests while a bind is in progress).
+//!
+//! Identity (spec 4.1): an anonymous client's operations run on unbound
+//! shared connections; a bound client's run on the router's shared
+//! connection with the proxied-authorization control where the DSA trusts
+//! conveyed originators, otherwise on a connection of its own bound by
+//! replaying its bind. Binds never travel on shared connections.
+
+mod bind;
+mod local;
+pub mod out;
+
+use crate::dn::Dn;
+use crate::route::{message, select_read, select_write, Lookup, RouteError};
+use crate::router::Router;
+use crate::upstream::conn::{Conn, LogCtx, Pending, Sink};
+use crate::upstream::pool::BindPdu;
+use crate::wire::frame::{self, Header};
+use crate::wire::request::{self, Op, Request, OID_PAGED_RESULTS, OID_PROXIED_AUTHZ};
+use crate::wire::response::{self, Code};
+use bytes::{Bytes, BytesMut};
+use out::ClientOut;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+/// Who the client is.
+enum Identity {
+    Anonymous,
+    /// Bound; the bind PDU is kept (in memory only) to replay it.
+    Bound(BindPdu),
+}
+
+/// What to do after a request.
+enum Flow {
+    Continue,
+    /// Close the connection, after a Notice of Disconnection if given.
+    Close(Option<(Code, String)>),
+}
+
+struct Session {
+    router: Arc<Router>,
+    peer: SocketAddr,
+    out: Arc<ClientOut>,
+    identity: Identity,
+    /// Connections of the client's own, by DSA name (lower case).
+    private: HashMap<String, Arc<Conn>>,
+}
+
+/// Serve one client until it leaves, misbehaves, or shutdown.
+pub async fn run(
+    router: Arc<Router>,
+    stream: TcpStream,
+    peer: SocketAddr,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let _ = stream.set_nodelay(true);
+    let (mut rd, wr) = stream.into_split();
+    let (out, rx) = ClientOut::new(router.cfg.client_queue);
+    let done = CancellationToken::new();
+    let writer = tokio::spawn(writer(wr, rx, out.kill.clone(), done.clone()));
+    let mut s = Session {
+        router: router.clone(),
+        peer,
+        out: out.clone(),
+        identity: Identity::Anonymous,
+        private: HashMap::new(),
+    };
+    let cfg = &router.cfg;
+    let mut buf = BytesMut::with_capacity(4096);
+    let mut notice: Option<(Code, String)> = None;
+    'conn: loop {
+        loop {
+            match frame::frame_len(&buf, cfg.max_request_pdu) {
+                Ok(Some(len)) => {
+                    let pdu = buf.split_to(len).freeze();
+                    match s.handle(pdu).await {
+                        Flow::Continue => {}
+                        Flow::Close(n) => {
+                            notice = n;
+                            break 'conn;
+                        }
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::warn!(client = %peer, error = %e, "malformed PDU from client; disconnecting");
+                    notice = Some((Code::ProtocolError, format!("dsa-router: {e}")));
+                    break 'conn;
+                }
+            }
+        }
+        let wait = if buf.is_empty() {
+            cfg.idle_timeout
+        } else {
+            cfg.pdu_timeout
+        };
+        let read = async {
+            if wait.is_zero() {
+                Ok(rd.read_buf(&mut buf).await)
+            } else {
+                tokio::time::timeout(wait, rd.read_buf(&mut buf)).await
+            }
+        };
+        tokio::select! {
+            r = read => match r {
+                Ok(Ok(0)) => break,
+                Ok(Ok(_)) => {}
+                Ok(Err(_)) => break,
+                Err(_) => {
+                    let what = if buf.is_empty() { "idle" } else { "incomplete PDU" };
+                    tracing::info!(client = %peer, "{what} timeout; disconnecting");
+                    notice = Some((Code::Unavailable, format!("dsa-router: {what} timeout")));
+                    break;
+                }
+            },
+            _ = out.kill.cancelled() => break,
+            _ = shutdown.changed() => {
+                // Stop reading; let work in flight finish up to the grace.
+                let deadline = Instant::now() + cfg.shutdown_grace;
+                while out.outstanding() > 0 && Instant::now() < deadline {
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                }
+                notice = Some((Code::Unavailable, "dsa-router: shutting down".into()));
+                break;
+            }
+        }
+    }
+    if let Some((code, msg)) = notice {
+        let mut b = BytesMut::new();
+        response::notice_of_disconnection(code, &msg, &mut b);
+        let _ = out.deliver(b.freeze());
+    }
+    out.abandon_all();
+    for (_, c) in s.private.drain() {
+        c.close();
+    }
+    done.cancel();
+    let _ = writer.await;
+}
+
+/// Drain the client's queue to its socket, batching PDUs into few writes.
+async fn writer(
+    mut wr: tokio::net::tcp::OwnedWriteHalf,
+    mut rx: mpsc::Receiver<Bytes>,
+    kill: CancellationToken,
+    done: CancellationToken,
+) {
+    let mut buf = BytesMut::with_capacity(16 * 1024);
+    loop {
+        let first = tokio::select! {
+            biased;
+            m = rx.recv() => m,
+            _ = kill.cancelled() => None,
+            _ = done.cancelled() => {
+                // Flush what is queued (a final notice), then close.
+                while let Ok(m) = rx.try_recv() {
+                    buf.extend_from_slice(&m);
+                }
+                let _ = wr.write_all(&buf).await;
+                None
+            }
+        };
+        let Some(first) = first else { break };
+        buf.extend_from_slice(&first);
+        while buf.len() < 64 * 1024 {
+            match rx.try_recv() {
+                Ok(more) => buf.extend_from_slice(&more),
+                Err(_) => break,
+            }
+        }
+        if wr.write_all(&buf).await.is_err() {
+            kill.cancel();
+            break;
+        }
+        buf.clear();
+    }
+    let _ = wr.shutdown().await;
+}
+
+impl Session {
+    async fn handle(&mut self, pdu: Bytes) -> Flow {
+        let h = match frame::header(&pdu) {
+            Ok(h) => h,
+            Err(e) => return self.malformed(&e.to_string()),
+        };
+        let req = match request::decode(&pdu) {
+            Ok(r) => r,
+            Err(e) => return self.malformed(&e.message),
+        };
+        match &req.op {
+            Op::Unbind => Flow::Close(None),
+            Op::Abandon { target } => {
+                self.out.abandon(*target);
+                Flow::Continue
+            }
+            Op::Bind { .. } => self.bind(&pdu, &h, &req).await,
+            Op::Extended { .. } => self.extended(&pdu, &h, &req).await,
+            Op::Search { base, scope: 0, .. } if base.is_empty() => {
+                self.root_dse(&req).await;
+                Flow::Continue
+            }
+            _ => {
+                self.forward(&pdu, &h, &req, None).await;
+                Flow::Continue
+            }
+        }
+    }
+
+    fn malformed(&self, why: &str) -> Flow {
+        tracing::warn!(client = %self.peer, error = %why, "undecodable request; disconnecting");
+        Flow::Close(Some((Code::ProtocolError, format!("dsa-router: {why}"))))
+    }
+
+    /// Answer a request with an LDAPResult of the router's own.
+    async fn reply(&self, req: &Request, code: Code, matched: &str, msg: &str) {
+        let Some(t) = req.op.response_tag() else {
+            return;
+        };
+        let mut b = BytesMut::new();
+        if self.router.cfg.access_log {
+            let result = code.clone() as u32;
+            tracing::info!(target: "access", client = %self.peer, op = req.op.name(), result, dsa = "-", "answered by the router: {msg}");
+        }
+        response::result(req.msgid, t, code, matched, msg, &mut b);
+        self.out.send(b.freeze()).await;
+    }
+
+    /// Route and forward one operation. `target` overrides the DN the
+    /// request names (Password Modify).
+    async fn forward(&mut self, pdu: &Bytes, h: &Header, req: &Request, target: Option<&str>) {
+        let router = self.router.clone();
+        let cfg = &router.cfg;
+        if self.out.outstanding() >= cfg.max_outstanding {
+            let msg = format!(
+                "dsa-router: too many outstanding operations on this connection (limit {})",
+                cfg.max_outstanding
+            );
+            return self.reply(req, Code::Busy, "", &msg).await;
+        }
+        let dn_text = target.unwrap_or(match &req.op {
+            Op::Search { base, .. } => base,
+            Op::Compare { dn }
+            | Op::Add { dn }
+            | Op::Delete { dn }
+            | Op::Modify { dn }
+            | Op::ModDn { dn } => dn,
+            _ => "",
+        });
+        let is_write = target.is_some()
+            || matches!(
+                req.op,
+                Op::Add { .. } | Op::Delete { .. } | Op::Modify { .. } | Op::ModDn { .. }
+            );
+        let dn = match Dn::parse_ldap(dn_text) {
+            Ok(d) => d,
+            Err(e) => {
+                return self
+                    .reply(
+                        req,
+                        Code::InvalidDNSyntax,
+                        "",
+                        &format!("dsa-router: invalid DN: {e}"),
+                    )
+                    .await
+            }
+        };
+        let routing = self.router.routing();
+        let p = match routing.table.lookup(&dn) {
+            Lookup::Partition(p) => p,
+            Lookup::NoPartition { below } => {
+                let msg = if below.is_empty() {
+                    format!("dsa-router: no partition holds {dn}")
+                } else {
+                    format!("dsa-router: no partition holds {dn}; it lies above {} partition(s), and searches spanning partitions are not supported yet", below.len())
+                };
+                return self.reply(req, Code::NoSuchObject, "", &msg).await;
+            }
+        };
+        let mut chosen = if is_write {
+            select_write(p, &routing.states)
+        } else {
+            select_read(p, &routing.states, p.tick())
+        };
+        // The next page of a paged search goes to the DSA that issued the
+        // cookie.
+        let paged = req.control(OID_PAGED_RESULTS);
+        if let Some(cookie) = paged
+            .and_then(|c| c.value.as_deref())
+            .and_then(request::paged_cookie)
+        {
+            if let Some(i) = self
+                .out
+                .cookie_dsa(&cookie)
+                .and_then(|n| routing.snap.dsa_index(&n))
+            {
+                if p.order.contains(&i) && routing.states.0[i].status().eligible() {
+                    chosen = Ok(crate::route::Choice { group: 0, dsa: i });
+                }
+            }
+        }
+        let dsa = match chosen {
+            Ok(c) => c.dsa,
+            Err(RouteError::Unavailable) => {
+                return self
+                    .reply(
+                        req,
+                        Code::Unavailable,
+                        "",
+                        &message::unavailable(p, &routing.snap, &routing.states),
+                    )
+                    .await
+            }
+            Err(RouteError::Busy { group }) => {
+                return self
+                    .reply(
+                        req,
+                        Code::Busy,
+                        "",
+                        &message::busy(p, group, &routing.snap, &routing.states),
+                    )
+                    .await
+            }
+        };
+        let pool = routing.pools[dsa].clone();
+        let own_proxy = req.control(OID_PROXIED_AUTHZ).is_some();
+        let (conn, proxy) = match (&self.identity, own_proxy) {
+            (Identity::Anonymous, false) => (pool.shared(false).await, None),
+            (Identity::Bound(b), false) if pool.proxies() => (
+                pool.shared(true).await,
+                Some(frame::proxy_authz_control(&format!("dn:{}", b.dn))),
+            ),
+            _ => (
+                self.private_conn(&routing.snap.dsas[dsa].name, &pool).await,
+                None,
+            ),
+        };
+        let conn = match conn {
+            Ok(c) => c,
+            Err(e) => {
+                let code = match e {
+                    crate::upstream::pool::UpstreamError::BindRefused { .. } => {
+                        Code::InsufficentAccessRights
+                    }
+                    _ => Code::Unavailable,
+                };
+                tracing::warn!(dsa = %pool.dsa.name, error = %e, "cannot reach DSA");
+                return self
+                    .reply(
+                        req,
+                        code,
+                        "",
+                        &format!("dsa-router: DSA {}: {e}", pool.dsa.name),
+                    )
+                    .await;
+            }
+        };
+        let log = cfg.access_log.then(|| {
+            Box::new(LogCtx {
+                client: self.peer,
+                op: req.op.name(),
+                dn: dn_text.to_string(),
+                partition: p.prefix.to_string(),
+            })
+        });
+        self.out.track_placeholder(req.msgid);
+        let pending = Pending {
+            sink: Sink::Client {
+                out: self.out.clone(),
+                msgid: req.msgid,
+            },
+            resp_tag: req.op.response_tag().unwrap_or(0x78),
+            is_write,
+            paged: paged.is_some(),
+            started: Instant::now(),
+            log,
+            _guard: Some(routing.states.0[dsa].begin()),
+        };
+        let Some(id) = conn.register(pending) else {
+            self.out.finish(req.msgid);
+            return self
+                .reply(
+                    req,
+                    Code::Unavailable,
+                    "",
+                    &format!("dsa-router: connection to DSA {} closed", pool.dsa.name),
+                )
+                .await;
+        };
+        self.out.track(req.msgid, &conn, id);
+        let mut b = BytesMut::with_capacity(pdu.len() + 64);
+        frame::rewrite(pdu, h, id, proxy.as_deref(), &mut b);
+        conn.send(b.freeze());
+    }
+
+    /// The client's own connection to a DSA, bound as the client.
+    async fn private_conn(
+        &mut self,
+        name: &str,
+        pool: &crate::upstream::pool::Pool,
+    ) -> Result<Arc<Conn>, crate::upstream::pool::UpstreamError> {
+        let key = name.to_ascii_lowercase();
+        if let Some(c) = self.private.get(&key).filter(|c| c.is_alive()) {
+            return Ok(c.clone());
+        }
+        let identity = match &self.identity {
+            Identity::Bound(b) => Some(b),
+            Identity::Anonymous => None,
+        };
+        let c = pool.private(identity).await?;
+        self.private.insert(key, c.clone());
+        Ok(c)
+    }
+}

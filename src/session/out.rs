@@ -1,0 +1,135 @@
+//! A client's outbound side: its bounded queue of response PDUs, the map of
+//! its outstanding operations (for abandon and clean-up), and the
+//! paged-results cookies it holds (so the next page goes to the DSA that
+//! issued the cookie).
+//!
+//! The queue is bounded in PDUs. A client that stops reading fills it; the
+//! router then abandons that client's operations upstream and disconnects
+//! it, and nobody else waits: upstream readers never block on a client.
+
+use crate::upstream::conn::Conn;
+use bytes::Bytes;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+pub enum Delivery {
+    Queued,
+    /// The client's queue is full: it is not reading.
+    Full,
+    /// The client is gone.
+    Gone,
+}
+
+pub struct ClientOut {
+    tx: mpsc::Sender<Bytes>,
+    outstanding: Mutex<HashMap<i32, (Weak<Conn>, i32)>>,
+    cookies: Mutex<HashMap<Vec<u8>, String>>,
+    /// Cancelled to disconnect the client (overflow, shutdown).
+    pub kill: CancellationToken,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl ClientOut {
+    pub fn new(capacity: usize) -> (Arc<ClientOut>, mpsc::Receiver<Bytes>) {
+        let (tx, rx) = mpsc::channel(capacity.max(1));
+        (
+            Arc::new(ClientOut {
+                tx,
+                outstanding: Mutex::new(HashMap::new()),
+                cookies: Mutex::new(HashMap::new()),
+                kill: CancellationToken::new(),
+            }),
+            rx,
+        )
+    }
+
+    /// Queue a PDU for the client without waiting.
+    pub fn deliver(&self, pdu: Bytes) -> Delivery {
+        match self.tx.try_send(pdu) {
+            Ok(()) => Delivery::Queued,
+            Err(mpsc::error::TrySendError::Full(_)) => Delivery::Full,
+            Err(mpsc::error::TrySendError::Closed(_)) => Delivery::Gone,
+        }
+    }
+
+    /// Queue a PDU the router wrote itself, waiting for room (the session
+    /// task's own answers; bounded by the client's outstanding limit).
+    pub async fn send(&self, pdu: Bytes) -> bool {
+        self.tx.send(pdu).await.is_ok()
+    }
+
+    /// Count an operation as outstanding before it is registered upstream,
+    /// so that a response racing the registration cannot leave a stale
+    /// entry behind.
+    pub fn track_placeholder(&self, msgid: i32) {
+        lock(&self.outstanding).insert(msgid, (Weak::new(), 0));
+    }
+
+    /// Record where an outstanding operation went (if it is still
+    /// outstanding).
+    pub fn track(&self, msgid: i32, conn: &Arc<Conn>, upstream_id: i32) {
+        if let Some(e) = lock(&self.outstanding).get_mut(&msgid) {
+            *e = (Arc::downgrade(conn), upstream_id);
+        }
+    }
+
+    /// The operation ended (its final response is being delivered).
+    pub fn finish(&self, msgid: i32) {
+        lock(&self.outstanding).remove(&msgid);
+    }
+
+    pub fn outstanding(&self) -> usize {
+        lock(&self.outstanding).len()
+    }
+
+    /// Abandon one outstanding operation upstream (client's AbandonRequest).
+    pub fn abandon(&self, msgid: i32) {
+        let entry = lock(&self.outstanding).remove(&msgid);
+        if let Some((conn, id)) = entry {
+            if let Some(conn) = conn.upgrade() {
+                conn.abandon(id);
+            }
+        }
+    }
+
+    /// Abandon everything outstanding (disconnect, overflow).
+    pub fn abandon_all(&self) {
+        let all: Vec<(Weak<Conn>, i32)> = lock(&self.outstanding).drain().map(|(_, v)| v).collect();
+        for (conn, id) in all {
+            if let Some(conn) = conn.upgrade() {
+                conn.abandon(id);
+            }
+        }
+    }
+
+    /// The client is not reading: abandon its work and disconnect it.
+    pub fn overflow(&self) {
+        if !self.kill.is_cancelled() {
+            tracing::warn!("client output queue full (client not reading); abandoning its operations and disconnecting it");
+            self.kill.cancel();
+        }
+        self.abandon_all();
+    }
+
+    pub fn remember_cookie(&self, cookie: Vec<u8>, dsa: String) {
+        let mut c = lock(&self.cookies);
+        if cookie.is_empty() {
+            return;
+        }
+        // Bounded: a client holds few paged searches at once.
+        if c.len() >= 64 {
+            c.clear();
+        }
+        c.insert(cookie, dsa);
+    }
+
+    /// The DSA that issued a paged-results cookie.
+    pub fn cookie_dsa(&self, cookie: &[u8]) -> Option<String> {
+        lock(&self.cookies).get(cookie).cloned()
+    }
+}

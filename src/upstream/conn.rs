@@ -1,0 +1,353 @@
+//! One TCP connection to a DSA, shared by many operations.
+//!
+//! Operations are registered in a pending table under a message ID of this
+//! connection's own; the reader task demultiplexes responses by that ID,
+//! rewrites it back to the client's, and pushes the PDU onto the client's
+//! bounded outbound queue. An operation is complete at its final response
+//! (`SearchResultDone`, not the first entry); its in-flight guard drops
+//! then. When the connection dies, every pending operation gets an answer.
+
+use crate::session::out::{ClientOut, Delivery};
+use crate::state::{DsaState, InFlight};
+use crate::wire::frame::{self, tag};
+use crate::wire::response::{self, Code};
+use bytes::{Bytes, BytesMut};
+use std::collections::HashMap;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+/// Where a response goes.
+pub enum Sink {
+    /// Forwarded to a client under its own message ID.
+    Client { out: Arc<ClientOut>, msgid: i32 },
+    /// Handed to a task of the router awaiting it (binds): the final
+    /// response PDU, unmodified.
+    Waiter(oneshot::Sender<Bytes>),
+}
+
+/// Access-log context, present only when the access log is on.
+pub struct LogCtx {
+    pub client: SocketAddr,
+    pub op: &'static str,
+    pub dn: String,
+    pub partition: String,
+}
+
+/// An operation awaiting its responses.
+pub struct Pending {
+    pub sink: Sink,
+    /// The response tag for errors the router must answer itself.
+    pub resp_tag: u8,
+    pub is_write: bool,
+    /// Track the paged-results cookie of the final response.
+    pub paged: bool,
+    pub started: Instant,
+    pub log: Option<Box<LogCtx>>,
+    pub _guard: Option<InFlight>,
+}
+
+pub struct Conn {
+    pub dsa: Arc<DsaState>,
+    tx: mpsc::UnboundedSender<Bytes>,
+    pending: Mutex<HashMap<i32, Pending>>,
+    next_id: AtomicI32,
+    alive: AtomicBool,
+    stop: CancellationToken,
+}
+
+impl Conn {
+    /// Connect to the first address that answers within `timeout`.
+    pub async fn connect(
+        dsa: Arc<DsaState>,
+        addrs: &[String],
+        timeout: Duration,
+        max_pdu: usize,
+    ) -> io::Result<Arc<Conn>> {
+        let mut last = io::Error::new(io::ErrorKind::NotFound, "no address");
+        for a in addrs {
+            match tokio::time::timeout(timeout, TcpStream::connect(a.as_str())).await {
+                Ok(Ok(s)) => return Ok(Self::start(dsa, s, max_pdu)),
+                Ok(Err(e)) => last = e,
+                Err(_) => {
+                    last =
+                        io::Error::new(io::ErrorKind::TimedOut, format!("connect to {a} timed out"))
+                }
+            }
+        }
+        Err(last)
+    }
+
+    fn start(dsa: Arc<DsaState>, stream: TcpStream, max_pdu: usize) -> Arc<Conn> {
+        let _ = stream.set_nodelay(true);
+        let (rd, wr) = stream.into_split();
+        let (tx, rx) = mpsc::unbounded_channel();
+        let conn = Arc::new(Conn {
+            dsa,
+            tx,
+            pending: Mutex::new(HashMap::new()),
+            next_id: AtomicI32::new(1),
+            alive: AtomicBool::new(true),
+            stop: CancellationToken::new(),
+        });
+        tokio::spawn(writer(wr, rx, conn.stop.clone()));
+        tokio::spawn(reader(rd, conn.clone(), max_pdu));
+        conn
+    }
+
+    pub fn is_alive(&self) -> bool {
+        self.alive.load(Ordering::Relaxed)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<i32, Pending>> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Register an operation; returns its message ID on this connection.
+    pub fn register(&self, p: Pending) -> Option<i32> {
+        if !self.is_alive() {
+            return None;
+        }
+        let mut map = self.lock();
+        loop {
+            let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+            if id <= 0 {
+                // Wrapped: start again at 1 (0 is reserved for unsolicited).
+                self.next_id.store(1, Ordering::Relaxed);
+                continue;
+            }
+            if let std::collections::hash_map::Entry::Vacant(v) = map.entry(id) {
+                v.insert(p);
+                return Some(id);
+            }
+        }
+    }
+
+    /// Queue a PDU for writing.
+    pub fn send(&self, pdu: Bytes) -> bool {
+        self.is_alive() && self.tx.send(pdu).is_ok()
+    }
+
+    /// Forget an operation and abandon it on the DSA (client abandon,
+    /// client gone, or overflow). Returns whether it was still pending.
+    pub fn abandon(&self, id: i32) -> bool {
+        let was = self.lock().remove(&id).is_some();
+        if was {
+            let mut b = BytesMut::with_capacity(16);
+            let aid = self.next_id.fetch_add(1, Ordering::Relaxed).max(1);
+            frame::abandon(aid, id, &mut b);
+            self.send(b.freeze());
+        }
+        was
+    }
+
+    /// Remove an operation without telling the DSA (it already answered or
+    /// the waiter gave up).
+    pub fn forget(&self, id: i32) -> Option<Pending> {
+        self.lock().remove(&id)
+    }
+
+    pub fn pending_count(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Close the connection; pending operations are failed.
+    pub fn close(&self) {
+        self.stop.cancel();
+    }
+
+    /// Mark dead and answer every pending operation.
+    fn fail_all(&self, why: &str) {
+        self.alive.store(false, Ordering::Relaxed);
+        self.stop.cancel();
+        let drained: Vec<(i32, Pending)> = self.lock().drain().collect();
+        for (_, p) in drained {
+            let Sink::Client { out, msgid } = p.sink else {
+                continue; // dropping the waiter's sender wakes it with an error
+            };
+            let (code, msg) = if p.is_write {
+                (
+                    Code::Unavailable,
+                    format!("dsa-router: connection to DSA {} lost before it answered; the outcome of this update is unknown ({why})", self.dsa.name),
+                )
+            } else {
+                (
+                    Code::Unavailable,
+                    format!(
+                        "dsa-router: connection to DSA {} lost ({why})",
+                        self.dsa.name
+                    ),
+                )
+            };
+            let mut b = BytesMut::new();
+            response::result(msgid, p.resp_tag, code, "", &msg, &mut b);
+            out.finish(msgid);
+            let _ = out.deliver(b.freeze());
+            self.dsa.errors.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Route one response PDU from the DSA.
+    fn dispatch(self: &Arc<Self>, pdu: Bytes) -> Result<(), frame::FrameError> {
+        let h = frame::header(&pdu)?;
+        if h.msgid == 0 {
+            // Unsolicited notification (e.g. Notice of Disconnection): the
+            // DSA is closing this connection.
+            return Err(frame::FrameError::Malformed(
+                "DSA sent an unsolicited notification",
+            ));
+        }
+        let is_final = tag::is_final_response(h.op_tag);
+        let mut map = self.lock();
+        let Some(p) = map.get_mut(&h.msgid) else {
+            return Ok(()); // abandoned or timed out: drop
+        };
+        if !is_final {
+            if let Sink::Client { out, msgid } = &p.sink {
+                let mut b = BytesMut::with_capacity(pdu.len() + 4);
+                frame::rewrite(&pdu, &h, *msgid, None, &mut b);
+                match out.deliver(b.freeze()) {
+                    Delivery::Queued => {}
+                    Delivery::Full | Delivery::Gone => {
+                        let out = out.clone();
+                        let cmsgid = *msgid;
+                        map.remove(&h.msgid);
+                        drop(map);
+                        out.finish(cmsgid);
+                        out.overflow();
+                        let mut b = BytesMut::with_capacity(16);
+                        frame::abandon(
+                            self.next_id.fetch_add(1, Ordering::Relaxed).max(1),
+                            h.msgid,
+                            &mut b,
+                        );
+                        self.send(b.freeze());
+                    }
+                }
+            }
+            return Ok(());
+        }
+        let Some(p) = map.remove(&h.msgid) else {
+            return Ok(());
+        };
+        drop(map);
+        self.dsa.served.fetch_add(1, Ordering::Relaxed);
+        let code = result_code(&pdu, &h);
+        if let Some(log) = &p.log {
+            tracing::info!(
+                target: "access",
+                client = %log.client,
+                op = log.op,
+                dn = %log.dn,
+                partition = %log.partition,
+                dsa = %self.dsa.name,
+                result = code.unwrap_or(255),
+                latency_us = p.started.elapsed().as_micros() as u64,
+            );
+        }
+        match p.sink {
+            Sink::Waiter(w) => {
+                let _ = w.send(pdu);
+            }
+            Sink::Client { out, msgid } => {
+                if p.paged && h.op_tag == tag::SEARCH_DONE {
+                    if let Some(cookie) = crate::wire::request::response_paged_cookie(&pdu, &h) {
+                        out.remember_cookie(cookie, self.dsa.name.clone());
+                    }
+                }
+                let mut b = BytesMut::with_capacity(pdu.len() + 4);
+                frame::rewrite(&pdu, &h, msgid, None, &mut b);
+                out.finish(msgid);
+                if let Delivery::Full = out.deliver(b.freeze()) {
+                    out.overflow();
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The resultCode of a response PDU (LDAPResult's first element).
+pub fn result_code(pdu: &[u8], h: &frame::Header) -> Option<u8> {
+    let op = pdu.get(h.op_start..h.op_end)?;
+    let (_, n) = frame::read_len(op.get(1..)?).ok()??;
+    let body = op.get(1 + n..)?;
+    match body {
+        [0x0a, 0x01, code, ..] => Some(*code),
+        _ => None,
+    }
+}
+
+async fn writer(
+    mut wr: tokio::net::tcp::OwnedWriteHalf,
+    mut rx: mpsc::UnboundedReceiver<Bytes>,
+    stop: CancellationToken,
+) {
+    let mut buf = BytesMut::with_capacity(16 * 1024);
+    loop {
+        let first = tokio::select! {
+            m = rx.recv() => m,
+            _ = stop.cancelled() => None,
+        };
+        let Some(first) = first else { break };
+        buf.extend_from_slice(&first);
+        while buf.len() < 64 * 1024 {
+            match rx.try_recv() {
+                Ok(more) => buf.extend_from_slice(&more),
+                Err(_) => break,
+            }
+        }
+        if wr.write_all(&buf).await.is_err() {
+            stop.cancel();
+            break;
+        }
+        buf.clear();
+    }
+    let _ = wr.shutdown().await;
+}
+
+async fn reader(mut rd: tokio::net::tcp::OwnedReadHalf, conn: Arc<Conn>, max_pdu: usize) {
+    let mut buf = BytesMut::with_capacity(64 * 1024);
+    let why = loop {
+        let n = tokio::select! {
+            r = rd.read_buf(&mut buf) => r,
+            _ = conn.stop.cancelled() => break "closed by the router".to_string(),
+        };
+        match n {
+            Ok(0) => break "closed by the DSA".to_string(),
+            Err(e) => break format!("read error: {e}"),
+            Ok(_) => {}
+        }
+        let mut bad = None;
+        loop {
+            match frame::frame_len(&buf, max_pdu) {
+                Ok(Some(len)) => {
+                    let pdu = buf.split_to(len).freeze();
+                    if let Err(e) = conn.dispatch(pdu) {
+                        bad = Some(e.to_string());
+                        break;
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    bad = Some(e.to_string());
+                    break;
+                }
+            }
+        }
+        if let Some(e) = bad {
+            tracing::warn!(dsa = %conn.dsa.name, error = %e, "bad response from DSA; closing the connection");
+            break e;
+        }
+        if buf.capacity() - buf.len() < 4096 {
+            buf.reserve(64 * 1024);
+        }
+    };
+    conn.fail_all(&why);
+}

@@ -1,0 +1,265 @@
+//! Per-DSA connection pools.
+//!
+//! Each DSA has two shared connections, created on first use and replaced
+//! when they die: an *anonymous* one (never bound: anonymous clients'
+//! operations run there as anonymous) and, for DSAs that trust conveyed
+//! originators, a *router* one bound as the DSA's `ldap-dsa-name`, on which
+//! bound clients' operations carry the proxied-authorization control.
+//! Binds never travel on either: they use connections of their own
+//! ([`connect_bound`]).
+
+use super::conn::{Conn, Pending, Sink};
+use crate::knowledge::{DsaDef, Secret};
+use crate::state::DsaState;
+use crate::wire::frame;
+use bytes::{Bytes, BytesMut};
+use ldap3_proto::proto::{LdapBindCred, LdapBindRequest, LdapMsg, LdapOp};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+use tokio::sync::{oneshot, Mutex};
+
+/// Connection settings shared by all pools.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub connect_timeout: Duration,
+    pub op_timeout: Duration,
+    pub max_response_pdu: usize,
+}
+
+#[derive(Debug)]
+pub enum UpstreamError {
+    /// Could not connect or the connection died.
+    Io(String),
+    /// The bind (router identity or replayed client bind) was refused.
+    BindRefused { code: u8, message: String },
+    /// No answer in time.
+    Timeout,
+}
+
+impl std::fmt::Display for UpstreamError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UpstreamError::Io(e) => f.write_str(e),
+            UpstreamError::BindRefused { code, message } => {
+                write!(f, "bind refused (result {code}: {message})")
+            }
+            UpstreamError::Timeout => f.write_str("timed out"),
+        }
+    }
+}
+
+#[derive(Default)]
+struct Slot {
+    cur: RwLock<Option<Arc<Conn>>>,
+    connecting: Mutex<()>,
+}
+
+impl Slot {
+    fn live(&self) -> Option<Arc<Conn>> {
+        let g = self.cur.read().unwrap_or_else(|p| p.into_inner());
+        g.as_ref().filter(|c| c.is_alive()).cloned()
+    }
+
+    fn set(&self, c: Arc<Conn>) {
+        *self.cur.write().unwrap_or_else(|p| p.into_inner()) = Some(c);
+    }
+
+    fn take(&self) -> Option<Arc<Conn>> {
+        self.cur.write().unwrap_or_else(|p| p.into_inner()).take()
+    }
+}
+
+pub struct Pool {
+    pub dsa: Arc<DsaState>,
+    pub addrs: Vec<String>,
+    /// A bind as `ldap-dsa-name`/`ldap-dsa-password`, when the DSA trusts
+    /// conveyed originators.
+    router_identity: Option<BindPdu>,
+    anon: Slot,
+    routed: Slot,
+    limits: Limits,
+}
+
+/// `host:port` strings of a DSA's addresses, in order.
+pub fn socket_addrs(d: &DsaDef) -> Vec<String> {
+    d.addresses
+        .iter()
+        .map(|a| {
+            if a.host.contains(':') {
+                format!("[{}]:{}", a.host, a.port)
+            } else {
+                format!("{}:{}", a.host, a.port)
+            }
+        })
+        .collect()
+}
+
+impl Pool {
+    pub fn new(dsa: Arc<DsaState>, def: &DsaDef, limits: Limits) -> Pool {
+        let router_identity = match (&def.ldap_dsa_name, &def.ldap_dsa_password) {
+            (Some(dn), pw) if def.trusts_conveyed_originator() => {
+                let pw = pw.clone().unwrap_or_else(|| Secret::new(""));
+                Some(BindPdu::new(
+                    dn.to_string(),
+                    bind_pdu(&dn.to_string(), pw.expose().as_bytes()).freeze(),
+                ))
+            }
+            _ => None,
+        };
+        Pool {
+            dsa,
+            addrs: socket_addrs(def),
+            router_identity,
+            anon: Slot::default(),
+            routed: Slot::default(),
+            limits,
+        }
+    }
+
+    /// Whether bound clients' operations may use the shared router
+    /// connection with proxied authorization.
+    pub fn proxies(&self) -> bool {
+        self.router_identity.is_some()
+    }
+
+    /// The shared connection: anonymous, or bound as the router.
+    pub async fn shared(&self, routed: bool) -> Result<Arc<Conn>, UpstreamError> {
+        let slot = if routed { &self.routed } else { &self.anon };
+        if let Some(c) = slot.live() {
+            return Ok(c);
+        }
+        let _g = slot.connecting.lock().await;
+        if let Some(c) = slot.live() {
+            return Ok(c);
+        }
+        let identity = if routed {
+            self.router_identity.as_ref()
+        } else {
+            None
+        };
+        let c = connect_bound(&self.dsa, &self.addrs, identity, self.limits).await?;
+        slot.set(c.clone());
+        Ok(c)
+    }
+
+    /// A connection of the client's own (anonymous, or bound by replaying
+    /// the client's bind).
+    pub async fn private(&self, identity: Option<&BindPdu>) -> Result<Arc<Conn>, UpstreamError> {
+        connect_bound(&self.dsa, &self.addrs, identity, self.limits).await
+    }
+
+    /// Close the shared connections (DSA removed or readdressed).
+    pub fn close(&self) {
+        for s in [&self.anon, &self.routed] {
+            if let Some(c) = s.take() {
+                c.close();
+            }
+        }
+    }
+}
+
+/// Connect and, when an identity is given, bind as it before returning.
+pub async fn connect_bound(
+    dsa: &Arc<DsaState>,
+    addrs: &[String],
+    identity: Option<&BindPdu>,
+    limits: Limits,
+) -> Result<Arc<Conn>, UpstreamError> {
+    let conn = Conn::connect(
+        dsa.clone(),
+        addrs,
+        limits.connect_timeout,
+        limits.max_response_pdu,
+    )
+    .await
+    .map_err(|e| UpstreamError::Io(format!("cannot connect to DSA {}: {e}", dsa.name)))?;
+    if let Some(bind) = identity {
+        let dn = &bind.dn;
+        let resp = request(&conn, &bind.pdu, limits.op_timeout).await?;
+        let h = frame::header(&resp).map_err(|e| UpstreamError::Io(e.to_string()))?;
+        let code = super::conn::result_code(&resp, &h).unwrap_or(80);
+        if code != 0 {
+            conn.close();
+            return Err(UpstreamError::BindRefused {
+                code,
+                message: format!("DSA {} refused the bind as {dn}", dsa.name),
+            });
+        }
+    }
+    Ok(conn)
+}
+
+/// Send a PDU on `conn` and wait for its final response, unmodified.
+pub async fn request(
+    conn: &Arc<Conn>,
+    pdu: &[u8],
+    timeout: Duration,
+) -> Result<Bytes, UpstreamError> {
+    let h = frame::header(pdu).map_err(|e| UpstreamError::Io(e.to_string()))?;
+    let (tx, rx) = oneshot::channel();
+    let id = conn
+        .register(Pending {
+            sink: Sink::Waiter(tx),
+            resp_tag: 0,
+            is_write: false,
+            paged: false,
+            started: Instant::now(),
+            log: None,
+            _guard: None,
+        })
+        .ok_or_else(|| UpstreamError::Io(format!("connection to DSA {} closed", conn.dsa.name)))?;
+    let mut b = BytesMut::with_capacity(pdu.len() + 4);
+    frame::rewrite(pdu, &h, id, None, &mut b);
+    conn.send(b.freeze());
+    match tokio::time::timeout(timeout, rx).await {
+        Ok(Ok(resp)) => Ok(resp),
+        Ok(Err(_)) => Err(UpstreamError::Io(format!(
+            "connection to DSA {} lost",
+            conn.dsa.name
+        ))),
+        Err(_) => {
+            conn.abandon(id);
+            Err(UpstreamError::Timeout)
+        }
+    }
+}
+
+/// A simple bind PDU (message ID 1; rewritten when sent).
+pub fn bind_pdu(dn: &str, password: &[u8]) -> BytesMut {
+    let msg = LdapMsg {
+        msgid: 1,
+        op: LdapOp::BindRequest(LdapBindRequest {
+            version: 3,
+            dn: dn.to_string(),
+            cred: LdapBindCred::Simple(String::from_utf8_lossy(password).into_owned()),
+        }),
+        ctrl: Vec::new(),
+    };
+    let mut b = BytesMut::new();
+    let tag: lber::structure::StructureTag = msg.into();
+    let _ = lber::write::encode_into(&mut b, tag);
+    b
+}
+
+/// A simple bind request, ready to replay: the PDU as the client sent it
+/// (or as the router encoded it), password included. Never printed.
+#[derive(Clone)]
+pub struct BindPdu {
+    pub dn: String,
+    pdu: Bytes,
+}
+
+impl BindPdu {
+    pub fn new(dn: String, pdu: Bytes) -> BindPdu {
+        BindPdu { dn, pdu }
+    }
+}
+
+impl std::fmt::Debug for BindPdu {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BindPdu")
+            .field("dn", &self.dn)
+            .field("pdu", &"***")
+            .finish()
+    }
+}

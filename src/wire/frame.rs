@@ -1,0 +1,375 @@
+//! Framing and the few byte-level edits the router makes to a PDU.
+//!
+//! An LDAPMessage is `SEQUENCE { messageID INTEGER, protocolOp, controls
+//! [0] OPTIONAL }`. To forward a PDU the router needs only its end, its
+//! message ID and its operation tag; these are read from the identifier and
+//! length octets at the front. Everything after the message ID is copied as
+//! it arrived, so unknown controls and extensions survive byte for byte.
+//! Decoding of request contents is left to `ldap3_lber` (see `request`).
+
+use bytes::{BufMut, BytesMut};
+
+/// Why a byte stream is not LDAP.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FrameError {
+    /// The PDU does not start with a SEQUENCE tag.
+    NotSequence(u8),
+    /// Indefinite or over-long length encoding.
+    BadLength,
+    /// Larger than the configured limit.
+    TooLarge(usize),
+    /// The message ID or operation is malformed.
+    Malformed(&'static str),
+}
+
+impl std::fmt::Display for FrameError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FrameError::NotSequence(t) => {
+                write!(f, "PDU starts with tag 0x{t:02x}, not a SEQUENCE")
+            }
+            FrameError::BadLength => f.write_str("invalid BER length encoding"),
+            FrameError::TooLarge(n) => write!(f, "PDU of {n} bytes exceeds the limit"),
+            FrameError::Malformed(m) => f.write_str(m),
+        }
+    }
+}
+
+/// Reads a definite BER length at `buf[0..]`: `(length, octets used)`, or
+/// `None` when more bytes are needed.
+pub fn read_len(buf: &[u8]) -> Result<Option<(usize, usize)>, FrameError> {
+    let Some(&first) = buf.first() else {
+        return Ok(None);
+    };
+    if first < 0x80 {
+        return Ok(Some((first as usize, 1)));
+    }
+    let n = (first & 0x7f) as usize;
+    if n == 0 || n > 4 {
+        // 0x80 is the indefinite form, which LDAP forbids (RFC 4511 5.1).
+        return Err(FrameError::BadLength);
+    }
+    if buf.len() < 1 + n {
+        return Ok(None);
+    }
+    let mut len = 0usize;
+    for &b in &buf[1..=n] {
+        len = (len << 8) | b as usize;
+    }
+    Ok(Some((len, 1 + n)))
+}
+
+/// The total length of the PDU at the front of `buf`, `None` when more bytes
+/// are needed. Rejects a PDU larger than `max` as soon as its header shows it.
+pub fn frame_len(buf: &[u8], max: usize) -> Result<Option<usize>, FrameError> {
+    let Some(&tag) = buf.first() else {
+        return Ok(None);
+    };
+    if tag != 0x30 {
+        return Err(FrameError::NotSequence(tag));
+    }
+    let Some((len, n)) = read_len(&buf[1..])? else {
+        return Ok(None);
+    };
+    let total = 1 + n + len;
+    if total > max {
+        return Err(FrameError::TooLarge(total));
+    }
+    Ok(if buf.len() >= total {
+        Some(total)
+    } else {
+        None
+    })
+}
+
+/// The parts of a complete PDU: where the message ID sits and what follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header {
+    pub msgid: i32,
+    /// The protocolOp's identifier octet (e.g. 0x63 search request).
+    pub op_tag: u8,
+    /// Offset of the protocolOp element.
+    pub op_start: usize,
+    /// Offset just after the protocolOp element (controls follow, if any).
+    pub op_end: usize,
+}
+
+/// Parse the header of a complete PDU (as delimited by [`frame_len`]).
+pub fn header(pdu: &[u8]) -> Result<Header, FrameError> {
+    let (len, n) = read_len(pdu.get(1..).unwrap_or_default())?
+        .ok_or(FrameError::Malformed("truncated PDU"))?;
+    let body = 1 + n;
+    if body + len != pdu.len() {
+        return Err(FrameError::Malformed("PDU length mismatch"));
+    }
+    if pdu.get(body) != Some(&0x02) {
+        return Err(FrameError::Malformed("message ID is not an INTEGER"));
+    }
+    let (idlen, m) = read_len(pdu.get(body + 1..).unwrap_or_default())?
+        .ok_or(FrameError::Malformed("truncated message ID"))?;
+    let id_start = body + 1 + m;
+    let id_end = id_start + idlen;
+    if idlen == 0 || idlen > 4 || id_end > pdu.len() {
+        return Err(FrameError::Malformed("message ID out of range"));
+    }
+    let mut v: i64 = if pdu[id_start] & 0x80 != 0 { -1 } else { 0 };
+    for &b in &pdu[id_start..id_end] {
+        v = (v << 8) | b as i64;
+    }
+    if !(0..=i32::MAX as i64).contains(&v) {
+        return Err(FrameError::Malformed("message ID out of range"));
+    }
+    let op_tag = *pdu
+        .get(id_end)
+        .ok_or(FrameError::Malformed("missing protocolOp"))?;
+    if op_tag & 0x1f == 0x1f {
+        return Err(FrameError::Malformed(
+            "multi-byte tags are not LDAP operations",
+        ));
+    }
+    let (oplen, k) = read_len(pdu.get(id_end + 1..).unwrap_or_default())?
+        .ok_or(FrameError::Malformed("truncated protocolOp"))?;
+    let op_end = id_end + 1 + k + oplen;
+    if op_end > pdu.len() {
+        return Err(FrameError::Malformed("protocolOp overruns the PDU"));
+    }
+    Ok(Header {
+        msgid: v as i32,
+        op_tag,
+        op_start: id_end,
+        op_end,
+    })
+}
+
+fn put_len(out: &mut BytesMut, len: usize) {
+    if len < 0x80 {
+        out.put_u8(len as u8);
+    } else if len <= 0xff {
+        out.put_u8(0x81);
+        out.put_u8(len as u8);
+    } else if len <= 0xffff {
+        out.put_u8(0x82);
+        out.put_u16(len as u16);
+    } else if len <= 0xff_ffff {
+        out.put_u8(0x83);
+        out.put_u8((len >> 16) as u8);
+        out.put_u16(len as u16);
+    } else {
+        out.put_u8(0x84);
+        out.put_u32(len as u32);
+    }
+}
+
+fn len_of_len(len: usize) -> usize {
+    match len {
+        0..=0x7f => 1,
+        0x80..=0xff => 2,
+        0x100..=0xffff => 3,
+        0x1_0000..=0xff_ffff => 4,
+        _ => 5,
+    }
+}
+
+/// Minimal two's-complement content octets of a non-negative message ID.
+fn id_octets(id: i32) -> ([u8; 5], usize) {
+    let be = (id as i64).to_be_bytes();
+    // Skip leading zero octets while the next octet's high bit is clear.
+    let mut start = 3; // an i32 needs at most 5 octets of an i64's 8
+    while start < 7 && be[start] == 0 && be[start + 1] & 0x80 == 0 {
+        start += 1;
+    }
+    let mut out = [0u8; 5];
+    let n = 8 - start;
+    out[..n].copy_from_slice(&be[start..]);
+    (out, n)
+}
+
+/// Append `pdu` to `out` with its message ID replaced by `new_id` and, when
+/// given, `extra_control` (one encoded `Control` SEQUENCE) added to its
+/// controls. Every other byte is copied unchanged.
+pub fn rewrite(
+    pdu: &[u8],
+    h: &Header,
+    new_id: i32,
+    extra_control: Option<&[u8]>,
+    out: &mut BytesMut,
+) {
+    let (id, idn) = id_octets(new_id);
+    let op = &pdu[h.op_start..h.op_end];
+    let rest = &pdu[h.op_end..];
+    let mut body_len = 2 + idn + op.len();
+    match extra_control {
+        None => {
+            body_len += rest.len();
+            out.reserve(1 + len_of_len(body_len) + body_len);
+            out.put_u8(0x30);
+            put_len(out, body_len);
+            out.put_u8(0x02);
+            out.put_u8(idn as u8);
+            out.put_slice(&id[..idn]);
+            out.put_slice(op);
+            out.put_slice(rest);
+        }
+        Some(ctrl) => {
+            // Existing controls' content, if the PDU has a [0] controls
+            // element; anything after it is kept too.
+            let (existing, after): (&[u8], &[u8]) = match rest.first() {
+                Some(0xa0) => match read_len(&rest[1..]) {
+                    Ok(Some((l, n))) if 1 + n + l <= rest.len() => {
+                        (&rest[1 + n..1 + n + l], &rest[1 + n + l..])
+                    }
+                    _ => (&[], rest),
+                },
+                _ => (&[], rest),
+            };
+            let ctrls_len = existing.len() + ctrl.len();
+            body_len += 1 + len_of_len(ctrls_len) + ctrls_len + after.len();
+            out.reserve(1 + len_of_len(body_len) + body_len);
+            out.put_u8(0x30);
+            put_len(out, body_len);
+            out.put_u8(0x02);
+            out.put_u8(idn as u8);
+            out.put_slice(&id[..idn]);
+            out.put_slice(op);
+            out.put_u8(0xa0);
+            put_len(out, ctrls_len);
+            out.put_slice(existing);
+            out.put_slice(ctrl);
+            out.put_slice(after);
+        }
+    }
+}
+
+/// The RFC 4370 proxied-authorization control (critical) for `authz_id`
+/// (`dn:...`, or empty for anonymous), encoded.
+pub fn proxy_authz_control(authz_id: &str) -> Vec<u8> {
+    const OID: &[u8] = b"2.16.840.1.113730.3.4.18";
+    let v = authz_id.as_bytes();
+    let mut b = BytesMut::new();
+    let inner = 2 + OID.len() + 3 + 1 + len_of_len(v.len()) + v.len();
+    b.put_u8(0x30);
+    put_len(&mut b, inner);
+    b.put_u8(0x04);
+    b.put_u8(OID.len() as u8);
+    b.put_slice(OID);
+    b.put_slice(&[0x01, 0x01, 0xff]);
+    b.put_u8(0x04);
+    put_len(&mut b, v.len());
+    b.put_slice(v);
+    b.to_vec()
+}
+
+/// An AbandonRequest for `target`, as message `msgid`.
+pub fn abandon(msgid: i32, target: i32, out: &mut BytesMut) {
+    let (id, idn) = id_octets(msgid);
+    let (t, tn) = id_octets(target);
+    out.put_u8(0x30);
+    out.put_u8((2 + idn + 2 + tn) as u8);
+    out.put_u8(0x02);
+    out.put_u8(idn as u8);
+    out.put_slice(&id[..idn]);
+    out.put_u8(0x50);
+    out.put_u8(tn as u8);
+    out.put_slice(&t[..tn]);
+}
+
+/// Operation tags (identifier octets) the router acts on.
+pub mod tag {
+    pub const BIND_REQUEST: u8 = 0x60;
+    pub const BIND_RESPONSE: u8 = 0x61;
+    pub const UNBIND_REQUEST: u8 = 0x42;
+    pub const SEARCH_REQUEST: u8 = 0x63;
+    pub const SEARCH_ENTRY: u8 = 0x64;
+    pub const SEARCH_DONE: u8 = 0x65;
+    pub const MODIFY_REQUEST: u8 = 0x66;
+    pub const ADD_REQUEST: u8 = 0x68;
+    pub const DEL_REQUEST: u8 = 0x4a;
+    pub const MODDN_REQUEST: u8 = 0x6c;
+    pub const COMPARE_REQUEST: u8 = 0x6e;
+    pub const ABANDON_REQUEST: u8 = 0x50;
+    pub const SEARCH_REFERENCE: u8 = 0x73;
+    pub const EXTENDED_REQUEST: u8 = 0x77;
+    pub const EXTENDED_RESPONSE: u8 = 0x78;
+    pub const INTERMEDIATE: u8 = 0x79;
+
+    /// Whether a response with this tag ends its operation.
+    pub fn is_final_response(t: u8) -> bool {
+        !matches!(t, SEARCH_ENTRY | SEARCH_REFERENCE | INTERMEDIATE)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn id_octets_are_minimal() {
+        for (id, want) in [
+            (0, vec![0u8]),
+            (1, vec![1]),
+            (127, vec![127]),
+            (128, vec![0, 128]),
+            (255, vec![0, 255]),
+            (256, vec![1, 0]),
+            (i32::MAX, vec![0x7f, 0xff, 0xff, 0xff]),
+        ] {
+            let (o, n) = id_octets(id);
+            assert_eq!(&o[..n], &want[..], "{id}");
+        }
+    }
+
+    #[test]
+    fn rewrite_round_trips_through_header() {
+        // search request, msgid 5, with one control
+        let pdu: &[u8] = &[
+            0x30, 0x1d, 0x02, 0x01, 0x05, 0x63, 0x0b, 0x04, 0x00, 0x0a, 0x01, 0x00, 0x0a, 0x01,
+            0x00, 0x02, 0x01, 0x00, 0xa0, 0x0b, 0x30, 0x09, 0x04, 0x04, b'1', b'.', b'2', b'3',
+            0x01, 0x01, 0xff,
+        ];
+        let mut p = pdu.to_vec();
+        p[1] = (p.len() - 2) as u8;
+        // fix op length: op content is 9 bytes (04 00 0a 01 00 0a 01 00 02 01 00 = 11)
+        let h = header(&p).expect("header");
+        assert_eq!(h.msgid, 5);
+        assert_eq!(h.op_tag, 0x63);
+        for new in [1, 200, 70000, i32::MAX] {
+            for extra in [None, Some(proxy_authz_control("dn:cn=x"))] {
+                let mut out = BytesMut::new();
+                rewrite(&p, &h, new, extra.as_deref(), &mut out);
+                assert_eq!(frame_len(&out, 1 << 20), Ok(Some(out.len())));
+                let h2 = header(&out).expect("rewritten header");
+                assert_eq!(h2.msgid, new);
+                assert_eq!(&out[h2.op_start..h2.op_end], &p[h.op_start..h.op_end]);
+                let parsed = lber::parse::Parser::new(32)
+                    .parse(&out)
+                    .expect("lber parses it");
+                assert!(parsed.0.is_empty());
+                if extra.is_some() {
+                    assert!(out.windows(7).any(|w| w == b"dn:cn=x"));
+                    assert!(out.windows(3).any(|w| w == b"1.2"));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn bad_frames() {
+        assert_eq!(
+            frame_len(&[0x31, 0], 100),
+            Err(FrameError::NotSequence(0x31))
+        );
+        assert_eq!(frame_len(&[0x30, 0x80], 100), Err(FrameError::BadLength));
+        assert_eq!(
+            frame_len(&[0x30, 0x85, 1, 1, 1, 1, 1], 100),
+            Err(FrameError::BadLength)
+        );
+        assert_eq!(
+            frame_len(&[0x30, 0x84, 0x10, 0, 0, 0], 100),
+            Err(FrameError::TooLarge(0x1000_0006))
+        );
+        assert_eq!(frame_len(&[0x30, 0x03, 2, 1], 100), Ok(None));
+        assert!(header(&[0x30, 0x03, 0x04, 0x01, 0x00]).is_err());
+        assert!(header(&[0x30, 0x05, 0x02, 0x01, 0x01, 0x63, 0x09]).is_err());
+        assert!(header(&[0x30, 0x06, 0x02, 0x01, 0xff, 0x42, 0x00, 0x00]).is_err());
+    }
+}

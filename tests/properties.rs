@@ -1,0 +1,191 @@
+//! Property tests for the pure logic: DN parsing and normalization, the
+//! knowledge parser on arbitrary input, and target selection.
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+use dsa_router::dn::Dn;
+use dsa_router::knowledge::{self, Memory, Snapshot};
+use dsa_router::route::{select_read, select_write, DsaIdx, DsaStatus, DsaView, RouteError, Table};
+use proptest::prelude::*;
+use std::path::Path;
+
+fn attr() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just("cn".to_string()),
+        Just("CN".to_string()),
+        Just("ou".to_string()),
+        Just("o".to_string()),
+        Just("uid".to_string()),
+        Just("2.5.4.3".to_string()),
+        "[a-z][a-z0-9-]{0,6}",
+    ]
+}
+
+fn value() -> impl Strategy<Value = String> {
+    // Any printable text incl. specials, spaces and non-ASCII.
+    "[ a-zA-Z0-9,+;<>=#\"\\\\éß日]{1,12}".prop_filter("not only spaces", |s| !s.trim().is_empty())
+}
+
+fn dn_parts() -> impl Strategy<Value = Vec<Vec<(String, String)>>> {
+    prop::collection::vec(prop::collection::vec((attr(), value()), 1..3), 0..5)
+}
+
+fn build(parts: &[Vec<(String, String)>]) -> Dn {
+    use dsa_router::dn::{Ava, Rdn};
+    Dn::from_rdns(
+        parts
+            .iter()
+            .map(|r| Rdn::new(r.iter().map(|(a, v)| Ava::new(a, v)).collect()))
+            .collect(),
+    )
+}
+
+struct View {
+    status: Vec<DsaStatus>,
+    in_flight: Vec<u32>,
+    limit: Vec<Option<u32>>,
+}
+
+impl DsaView for View {
+    fn status(&self, d: DsaIdx) -> DsaStatus {
+        self.status[d]
+    }
+    fn in_flight(&self, d: DsaIdx) -> u32 {
+        self.in_flight[d]
+    }
+    fn limit(&self, d: DsaIdx) -> Option<u32> {
+        self.limit[d]
+    }
+}
+
+/// Knowledge with `n` DSAs on one prefix in random groups.
+fn knowledge_for(groups: &[u8], precedence: &[usize]) -> Snapshot {
+    let mut text = String::new();
+    for (i, g) in groups.iter().enumerate() {
+        let group = match g {
+            0 => String::new(),
+            1 => "dsa-flags = load-share".to_string(),
+            g => format!("dsa-flags = load-share load-share-group = G{g}"),
+        };
+        text.push_str(&format!(
+            "set dsa D{i} = {{ prefix = <c AU> address = tcp h port 1 {group} }};\n"
+        ));
+    }
+    if !precedence.is_empty() {
+        let names: Vec<String> = precedence
+            .iter()
+            .map(|p| format!("D{}", p % groups.len()))
+            .collect();
+        text.push_str(&format!("set precedence = {};\n", names.join(", ")));
+    }
+    knowledge::load_from(Path::new("k.dxg"), &Memory::default().with("k.dxg", &text)).unwrap()
+}
+
+fn status() -> impl Strategy<Value = DsaStatus> {
+    prop_oneof![
+        4 => Just(DsaStatus::Up),
+        1 => Just(DsaStatus::Down),
+        1 => Just(DsaStatus::Disabled),
+        1 => Just(DsaStatus::Draining),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn display_then_parse_is_identity(parts in dn_parts()) {
+        let dn = build(&parts);
+        let text = dn.to_string();
+        let again = Dn::parse_ldap(&text).map_err(|e| TestCaseError::fail(format!("{text:?}: {e}")))?;
+        prop_assert_eq!(&again, &dn, "{:?}", text);
+    }
+
+    #[test]
+    fn normalization_is_idempotent_and_decides_equality(parts in dn_parts()) {
+        let dn = build(&parts);
+        let n1 = dn.normalized();
+        let n2 = Dn::parse_ldap(&n1).unwrap().normalized();
+        prop_assert_eq!(&n1, &n2);
+        // Case and extra spaces do not matter.
+        let shouted = Dn::parse_ldap(&dn.to_string().to_ascii_uppercase());
+        if let Ok(s) = shouted {
+            prop_assert_eq!(s.normalized().to_lowercase(), n1.to_lowercase());
+        }
+    }
+
+    #[test]
+    fn dn_parser_never_panics(s in "\\PC{0,40}") {
+        let _ = Dn::parse_any(&s);
+        let _ = Dn::parse_knowledge(&s);
+    }
+
+    #[test]
+    fn knowledge_parser_never_panics(s in "[ -~\\n\\t]{0,200}") {
+        let _ = knowledge::load_from(Path::new("r.dxg"), &Memory::default().with("r.dxg", &s));
+    }
+
+    #[test]
+    fn knowledge_parser_never_panics_on_mangled_valid_input(cut in 0usize..400, junk in "[ -~]{0,5}") {
+        let base = "set dsa \"D1\" = {\n prefix = <c AU><o DEMOCORP>\n address = tcp \"h\" port 1, ipv6 \"::1\" port 2\n dsa-flags = load-share\n load-share-group = \"G\"\n};\nset precedence = D1;\n";
+        let cut = cut.min(base.len());
+        let mut s = base[..cut].to_string();
+        s.push_str(&junk);
+        s.push_str(&base[cut..]);
+        let _ = knowledge::load_from(Path::new("r.dxg"), &Memory::default().with("r.dxg", &s));
+    }
+
+    #[test]
+    fn selection_never_picks_an_ineligible_or_saturated_dsa(
+        groups in prop::collection::vec(0u8..4, 1..8),
+        precedence in prop::collection::vec(0usize..8, 0..3),
+        statuses in prop::collection::vec(status(), 8),
+        in_flight in prop::collection::vec(0u32..4, 8),
+        limits in prop::collection::vec(prop::option::of(1u32..4), 8),
+        tick in any::<usize>(),
+    ) {
+        let snap = knowledge_for(&groups, &precedence);
+        let table = Table::build(&snap, None).unwrap();
+        let p = &table.partitions()[0];
+        let v = View { status: statuses, in_flight, limit: limits };
+        match select_read(p, &v, tick) {
+            Ok(c) => {
+                prop_assert!(v.status(c.dsa).eligible());
+                prop_assert!(!v.saturated(c.dsa));
+                // The chosen group is the first group with an eligible member.
+                let first = p.groups.iter().position(|g| g.members.iter().any(|&m| v.status(m).eligible()));
+                prop_assert_eq!(Some(c.group), first);
+                // And the pick is least in flight among the open members.
+                let least = p.groups[c.group].members.iter()
+                    .filter(|&&m| v.status(m).eligible() && !v.saturated(m))
+                    .map(|&m| v.in_flight(m)).min();
+                prop_assert_eq!(Some(v.in_flight(c.dsa)), least);
+            }
+            Err(RouteError::Unavailable) => {
+                prop_assert!(p.order.iter().all(|&m| !v.status(m).eligible()));
+            }
+            Err(RouteError::Busy { group }) => {
+                let g = &p.groups[group];
+                prop_assert!(g.members.iter().filter(|&&m| v.status(m).eligible()).all(|&m| v.saturated(m)));
+            }
+        }
+        if let Ok(c) = select_write(p, &v) {
+            prop_assert!(v.status(c.dsa).eligible());
+            let first = p.write_order.iter().copied().find(|&m| v.status(m).eligible());
+            prop_assert_eq!(Some(c.dsa), first);
+        }
+    }
+
+    #[test]
+    fn rotation_spreads_sequential_picks_evenly(n in 1usize..7, rounds in 1usize..20, start in 0usize..1_000_000) {
+        let snap = knowledge_for(&vec![2u8; n], &[]);
+        let table = Table::build(&snap, None).unwrap();
+        let p = &table.partitions()[0];
+        let v = View { status: vec![DsaStatus::Up; n], in_flight: vec![0; n], limit: vec![None; n] };
+        let mut counts = vec![0usize; n];
+        for t in 0..(n * rounds) {
+            counts[select_read(p, &v, start.wrapping_add(t)).unwrap().dsa] += 1;
+        }
+        let (min, max) = (counts.iter().min().unwrap(), counts.iter().max().unwrap());
+        prop_assert!(max - min <= 1, "{:?}", counts);
+    }
+}
