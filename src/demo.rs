@@ -140,3 +140,64 @@ pub async fn run(cfg: Config, listen: Option<String>) -> Result<(), String> {
     drop(dsas);
     Ok(())
 }
+
+/// `dsa-router testdsa`: one test DSA as a process of its own, so tests can
+/// kill, stop and restart it. Prints `ready ADDR` when listening.
+pub fn run_testdsa(
+    listen: &str,
+    name: &str,
+    suffixes: &[String],
+    ldif: Option<&Path>,
+) -> std::process::ExitCode {
+    let mut text = String::new();
+    for s in suffixes {
+        text += &seed_ldif(s, name);
+    }
+    if let Some(f) = ldif {
+        match std::fs::read_to_string(f) {
+            Ok(t) => text += &t,
+            Err(e) => {
+                eprintln!("error: {}: {e}", f.display());
+                return std::process::ExitCode::from(1);
+            }
+        }
+    }
+    let dir = match Directory::from_ldif(&text) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return std::process::ExitCode::from(1);
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return std::process::ExitCode::from(1);
+        }
+    };
+    rt.block_on(async {
+        let listener = match tokio::net::TcpListener::bind(listen).await {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("error: cannot listen on {listen}: {e}");
+                return std::process::ExitCode::from(1);
+            }
+        };
+        if let Ok(a) = listener.local_addr() {
+            println!("ready {a}");
+        }
+        crate::testdsa::serve(
+            listener,
+            dir,
+            crate::testdsa::Faults::default(),
+            name.to_string(),
+        )
+        .await;
+        std::process::ExitCode::SUCCESS
+    })
+}

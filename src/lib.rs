@@ -18,6 +18,7 @@
 //!   counts), keyed by DSA name so it survives knowledge reloads.
 //! * [`testdsa`]: an in-memory DSA loaded from LDIF, with fault switches, for
 //!   tests and `demo`.
+//! * [`health`]: active probes, rise/fall, passive signals.
 //! * [`wire`]: framing, message-ID rewriting, request decoding, and the
 //!   PDUs the router writes itself.
 //! * [`upstream`]: connections to DSAs (multiplexed, message IDs remapped)
@@ -32,6 +33,7 @@
 pub mod cli;
 pub mod demo;
 pub mod dn;
+pub mod health;
 pub mod knowledge;
 pub mod route;
 pub mod router;

@@ -24,6 +24,22 @@ enum Cmd {
     Explain(dsa_router::cli::ExplainArgs),
     /// Run the router.
     Serve(dsa_router::cli::serve::ServeArgs),
+    /// Run one in-memory test DSA (for tests and experiments).
+    #[command(hide = true)]
+    Testdsa {
+        /// Listen address.
+        #[arg(long)]
+        listen: String,
+        /// DSA name (reported in result messages).
+        #[arg(long)]
+        name: String,
+        /// Suffix for generated seed data (repeatable).
+        #[arg(long)]
+        suffix: Vec<String>,
+        /// LDIF file to load instead of, or besides, generated data.
+        #[arg(long)]
+        ldif: Option<PathBuf>,
+    },
     /// Run the seed setup on loopback: test DSAs and router R1.
     Demo {
         /// Router listen address (default: R1's, 127.0.0.1:3389).
@@ -40,6 +56,12 @@ fn main() -> ExitCode {
         Cmd::Check { root, name } => dsa_router::cli::check(&root, name.as_deref()),
         Cmd::Explain(args) => dsa_router::cli::explain(&args),
         Cmd::Serve(args) => dsa_router::cli::serve::serve(&args),
+        Cmd::Testdsa {
+            listen,
+            name,
+            suffix,
+            ldif,
+        } => dsa_router::demo::run_testdsa(&listen, &name, &suffix, ldif.as_deref()),
         Cmd::Demo { listen, limits } => dsa_router::cli::serve::demo(&limits, listen),
     }
 }

@@ -33,6 +33,8 @@ pub struct Config {
     /// How long shutdown waits for in-flight operations.
     pub shutdown_grace: Duration,
     pub access_log: bool,
+    /// Active health probes; `None` turns them off.
+    pub health: Option<crate::health::HealthConfig>,
 }
 
 impl Default for Config {
@@ -49,6 +51,7 @@ impl Default for Config {
             op_timeout: Duration::from_secs(120),
             shutdown_grace: Duration::from_secs(10),
             access_log: true,
+            health: Some(crate::health::HealthConfig::default()),
         }
     }
 }
@@ -59,6 +62,7 @@ impl Config {
             connect_timeout: self.connect_timeout,
             op_timeout: self.op_timeout,
             max_response_pdu: self.max_response_pdu,
+            fall: self.health.as_ref().map(|h| h.fall).unwrap_or(3),
         }
     }
 }

@@ -14,6 +14,9 @@ use tokio::task::JoinSet;
 
 /// Serve clients on `listener` until `shutdown` turns true.
 pub async fn run(listener: TcpListener, router: Arc<Router>, mut shutdown: watch::Receiver<bool>) {
+    if let Some(h) = router.cfg.health.clone() {
+        tokio::spawn(crate::health::run(router.clone(), h, shutdown.clone()));
+    }
     let slots = Arc::new(Semaphore::new(router.cfg.max_clients));
     let mut sessions = JoinSet::new();
     loop {

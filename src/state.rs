@@ -11,7 +11,8 @@ use crate::knowledge::Snapshot;
 use crate::route::{DsaIdx, DsaStatus, DsaView};
 use dashmap::DashMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
 
 const HEALTH_UP: u8 = 0;
 const HEALTH_DOWN: u8 = 1;
@@ -35,6 +36,21 @@ pub struct DsaState {
     limit: AtomicU32,
     pub served: AtomicU64,
     pub errors: AtomicU64,
+    /// Bumped each time the DSA goes down; connections watch it to re-send
+    /// the reads waiting on a DSA that stopped answering.
+    down_epoch: AtomicU64,
+    pub down_signal: tokio::sync::Notify,
+    track: Mutex<Track>,
+}
+
+/// Health bookkeeping: consecutive probe results, why, since when.
+#[derive(Debug, Clone)]
+pub struct Track {
+    pub oks: u32,
+    pub fails: u32,
+    pub reason: String,
+    pub since: SystemTime,
+    pub probe_latency: Option<Duration>,
 }
 
 impl DsaState {
@@ -47,12 +63,84 @@ impl DsaState {
             limit: AtomicU32::new(0),
             served: AtomicU64::new(0),
             errors: AtomicU64::new(0),
+            down_epoch: AtomicU64::new(0),
+            down_signal: tokio::sync::Notify::new(),
+            track: Mutex::new(Track {
+                oks: 0,
+                fails: 0,
+                reason: "not probed yet".into(),
+                since: SystemTime::now(),
+                probe_latency: None,
+            }),
         }
+    }
+
+    fn track(&self) -> std::sync::MutexGuard<'_, Track> {
+        self.track.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn health_track(&self) -> Track {
+        self.track().clone()
     }
 
     pub fn set_up(&self, up: bool) {
         self.health
             .store(if up { HEALTH_UP } else { HEALTH_DOWN }, Ordering::Relaxed);
+    }
+
+    pub fn down_epoch(&self) -> u64 {
+        self.down_epoch.load(Ordering::Relaxed)
+    }
+
+    fn go_down(&self, t: &mut Track, reason: String) {
+        self.set_up(false);
+        tracing::warn!(dsa = %self.name, reason = %reason, "DSA down");
+        t.reason = reason;
+        t.since = SystemTime::now();
+        t.oks = 0;
+        self.down_epoch.fetch_add(1, Ordering::Relaxed);
+        self.down_signal.notify_waiters();
+    }
+
+    /// A probe succeeded; up again after `rise` in a row.
+    pub fn probe_ok(&self, latency: Duration, rise: u32) {
+        let mut t = self.track();
+        t.fails = 0;
+        t.probe_latency = Some(latency);
+        if self.is_up() {
+            return;
+        }
+        t.oks += 1;
+        if t.oks >= rise.max(1) {
+            self.set_up(true);
+            t.reason = format!("{} probe(s) succeeded", t.oks);
+            t.since = SystemTime::now();
+            tracing::info!(dsa = %self.name, reason = %t.reason, "DSA up");
+        }
+    }
+
+    /// A probe (or an operation timeout) failed; down after `fall` in a row.
+    pub fn probe_failed(&self, reason: &str, fall: u32) {
+        let mut t = self.track();
+        t.oks = 0;
+        if !self.is_up() {
+            return;
+        }
+        t.fails += 1;
+        if t.fails >= fall.max(1) {
+            let r = format!("{} probe(s) failed, last: {reason}", t.fails);
+            self.go_down(&mut t, r);
+        }
+    }
+
+    /// A passive signal (refused or timed-out connect, reset connection):
+    /// down at once.
+    pub fn passive_down(&self, reason: &str) {
+        let mut t = self.track();
+        t.oks = 0;
+        if self.is_up() {
+            self.go_down(&mut t, reason.to_string());
+        }
     }
 
     pub fn is_up(&self) -> bool {

@@ -45,6 +45,24 @@ pub struct LimitArgs {
     /// Turn the access log (one line per operation) off.
     #[arg(long)]
     pub no_access_log: bool,
+    /// Seconds between health probes of each DSA (0: no active probes).
+    #[arg(long, default_value_t = 1.0)]
+    pub probe_interval: f64,
+    /// Seconds a probe may take.
+    #[arg(long, default_value_t = 1.0)]
+    pub probe_timeout: f64,
+    /// Failed probes in a row that mark a DSA down.
+    #[arg(long, default_value_t = 3)]
+    pub fall: u32,
+    /// Good probes in a row that bring a DSA back up.
+    #[arg(long, default_value_t = 2)]
+    pub rise: u32,
+    /// Probe search base (default: the root DSE).
+    #[arg(long, default_value = "")]
+    pub probe_base: String,
+    /// Probe search filter.
+    #[arg(long, default_value = "(objectClass=*)")]
+    pub probe_filter: String,
 }
 
 impl LimitArgs {
@@ -61,6 +79,15 @@ impl LimitArgs {
             op_timeout: Duration::from_secs(self.op_timeout.max(1)),
             shutdown_grace: Duration::from_secs(self.shutdown_grace),
             access_log: !self.no_access_log,
+            health: (self.probe_interval > 0.0).then(|| crate::health::HealthConfig {
+                interval: Duration::from_secs_f64(self.probe_interval.max(0.01)),
+                timeout: Duration::from_secs_f64(self.probe_timeout.max(0.01)),
+                fall: self.fall.max(1),
+                rise: self.rise.max(1),
+                base: self.probe_base.clone(),
+                filter: self.probe_filter.clone(),
+                bind: None,
+            }),
         }
     }
 }

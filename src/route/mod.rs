@@ -21,7 +21,7 @@
 pub mod message;
 mod select;
 
-pub use select::{select_read, select_write, Choice, DsaStatus, DsaView, RouteError};
+pub use select::{select_read, select_write, Choice, DsaStatus, DsaView, Excluding, RouteError};
 
 use crate::dn::Dn;
 use crate::knowledge::{GroupKey, Snapshot};

@@ -104,3 +104,28 @@ pub fn select_write(p: &Partition, view: &impl DsaView) -> Result<Choice, RouteE
     }
     Ok(Choice { group, dsa })
 }
+
+/// A view with some DSAs treated as down: the targets already tried by a
+/// transparent retry.
+pub struct Excluding<'a, V: DsaView> {
+    pub inner: &'a V,
+    pub tried: &'a [DsaIdx],
+}
+
+impl<V: DsaView> DsaView for Excluding<'_, V> {
+    fn status(&self, dsa: DsaIdx) -> DsaStatus {
+        if self.tried.contains(&dsa) {
+            DsaStatus::Down
+        } else {
+            self.inner.status(dsa)
+        }
+    }
+
+    fn in_flight(&self, dsa: DsaIdx) -> u32 {
+        self.inner.in_flight(dsa)
+    }
+
+    fn limit(&self, dsa: DsaIdx) -> Option<u32> {
+        self.inner.limit(dsa)
+    }
+}

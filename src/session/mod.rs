@@ -16,9 +16,10 @@
 mod bind;
 mod local;
 pub mod out;
+pub mod retry;
 
 use crate::dn::Dn;
-use crate::route::{message, select_read, select_write, Lookup, RouteError};
+use crate::route::{message, select_read, select_write, Excluding, Lookup, RouteError};
 use crate::router::Router;
 use crate::upstream::conn::{Conn, LogCtx, Pending, Sink};
 use crate::upstream::pool::BindPdu;
@@ -289,82 +290,86 @@ impl Session {
                 return self.reply(req, Code::NoSuchObject, "", &msg).await;
             }
         };
-        let mut chosen = if is_write {
-            select_write(p, &routing.states)
-        } else {
-            select_read(p, &routing.states, p.tick())
-        };
         // The next page of a paged search goes to the DSA that issued the
         // cookie.
         let paged = req.control(OID_PAGED_RESULTS);
-        if let Some(cookie) = paged
+        let sticky = paged
             .and_then(|c| c.value.as_deref())
             .and_then(request::paged_cookie)
-        {
-            if let Some(i) = self
-                .out
-                .cookie_dsa(&cookie)
-                .and_then(|n| routing.snap.dsa_index(&n))
-            {
-                if p.order.contains(&i) && routing.states.0[i].status().eligible() {
-                    chosen = Ok(crate::route::Choice { group: 0, dsa: i });
-                }
-            }
-        }
-        let dsa = match chosen {
-            Ok(c) => c.dsa,
-            Err(RouteError::Unavailable) => {
-                return self
-                    .reply(
-                        req,
-                        Code::Unavailable,
-                        "",
-                        &message::unavailable(p, &routing.snap, &routing.states),
-                    )
-                    .await
-            }
-            Err(RouteError::Busy { group }) => {
-                return self
-                    .reply(
-                        req,
-                        Code::Busy,
-                        "",
-                        &message::busy(p, group, &routing.snap, &routing.states),
-                    )
-                    .await
-            }
-        };
-        let pool = routing.pools[dsa].clone();
+            .and_then(|cookie| self.out.cookie_dsa(&cookie))
+            .and_then(|n| routing.snap.dsa_index(&n))
+            .filter(|&i| p.order.contains(&i) && routing.states.0[i].status().eligible());
         let own_proxy = req.control(OID_PROXIED_AUTHZ).is_some();
-        let (conn, proxy) = match (&self.identity, own_proxy) {
-            (Identity::Anonymous, false) => (pool.shared(false).await, None),
-            (Identity::Bound(b), false) if pool.proxies() => (
-                pool.shared(true).await,
-                Some(frame::proxy_authz_control(&format!("dn:{}", b.dn))),
-            ),
-            _ => (
-                self.private_conn(&routing.snap.dsas[dsa].name, &pool).await,
-                None,
-            ),
-        };
-        let conn = match conn {
-            Ok(c) => c,
-            Err(e) => {
-                let code = match e {
-                    crate::upstream::pool::UpstreamError::BindRefused { .. } => {
-                        Code::InsufficentAccessRights
+        // Choose a target and get a connection; a target that cannot be
+        // reached is marked down (passively) and the next one tried.
+        let mut tried: Vec<usize> = Vec::new();
+        let (dsa, conn, proxy, shared) = loop {
+            let view = Excluding {
+                inner: &routing.states,
+                tried: &tried,
+            };
+            let chosen = match sticky {
+                Some(i) if tried.is_empty() => Ok(crate::route::Choice { group: 0, dsa: i }),
+                _ if is_write => select_write(p, &view),
+                _ => select_read(p, &view, p.tick()),
+            };
+            let dsa = match chosen {
+                Ok(c) => c.dsa,
+                Err(RouteError::Unavailable) => {
+                    return self
+                        .reply(
+                            req,
+                            Code::Unavailable,
+                            "",
+                            &message::unavailable(p, &routing.snap, &view),
+                        )
+                        .await
+                }
+                Err(RouteError::Busy { group }) => {
+                    return self
+                        .reply(
+                            req,
+                            Code::Busy,
+                            "",
+                            &message::busy(p, group, &routing.snap, &view),
+                        )
+                        .await
+                }
+            };
+            let pool = routing.pools[dsa].clone();
+            let (conn, proxy, shared) = match (&self.identity, own_proxy) {
+                (Identity::Anonymous, false) => (pool.shared(false).await, None, true),
+                (Identity::Bound(b), false) if pool.proxies() => {
+                    (pool.shared(true).await, Some(format!("dn:{}", b.dn)), true)
+                }
+                _ => (
+                    self.private_conn(&routing.snap.dsas[dsa].name, &pool).await,
+                    None,
+                    false,
+                ),
+            };
+            match conn {
+                Ok(c) => break (dsa, c, proxy, shared),
+                Err(crate::upstream::pool::UpstreamError::BindRefused { code, message }) => {
+                    let msg = format!("dsa-router: your identity could not be established on DSA {} ({message}, result {code})", pool.dsa.name);
+                    return self
+                        .reply(req, Code::InsufficentAccessRights, "", &msg)
+                        .await;
+                }
+                Err(e) => {
+                    tracing::warn!(dsa = %pool.dsa.name, error = %e, "cannot reach DSA; trying the next target");
+                    tried.push(dsa);
+                    if is_write || tried.len() >= retry::MAX_ATTEMPTS {
+                        return self
+                            .reply(
+                                req,
+                                Code::Unavailable,
+                                "",
+                                &format!("dsa-router: DSA {}: {e}", pool.dsa.name),
+                            )
+                            .await;
                     }
-                    _ => Code::Unavailable,
-                };
-                tracing::warn!(dsa = %pool.dsa.name, error = %e, "cannot reach DSA");
-                return self
-                    .reply(
-                        req,
-                        code,
-                        "",
-                        &format!("dsa-router: DSA {}: {e}", pool.dsa.name),
-                    )
-                    .await;
+                }
             }
         };
         let log = cfg.access_log.then(|| {
@@ -373,6 +378,19 @@ impl Session {
                 op: req.op.name(),
                 dn: dn_text.to_string(),
                 partition: p.prefix.to_string(),
+            })
+        });
+        let retry = (!is_write && shared && target.is_none()).then(|| {
+            Box::new(retry::Retry {
+                router: Arc::downgrade(&self.router),
+                pdu: pdu.clone(),
+                header: *h,
+                proxy_dn: proxy.clone(),
+                dn: dn.clone(),
+                tried: tried
+                    .iter()
+                    .map(|&i| routing.snap.dsas[i].name.clone())
+                    .collect(),
             })
         });
         self.out.track_placeholder(req.msgid);
@@ -386,20 +404,24 @@ impl Session {
             paged: paged.is_some(),
             started: Instant::now(),
             log,
+            delivered: false,
+            retry,
             _guard: Some(routing.states.0[dsa].begin()),
         };
         let Some(id) = conn.register(pending) else {
             self.out.finish(req.msgid);
+            let name = &routing.snap.dsas[dsa].name;
             return self
                 .reply(
                     req,
                     Code::Unavailable,
                     "",
-                    &format!("dsa-router: connection to DSA {} closed", pool.dsa.name),
+                    &format!("dsa-router: connection to DSA {name} closed"),
                 )
                 .await;
         };
         self.out.track(req.msgid, &conn, id);
+        let proxy = proxy.as_deref().map(frame::proxy_authz_control);
         let mut b = BytesMut::with_capacity(pdu.len() + 64);
         frame::rewrite(pdu, h, id, proxy.as_deref(), &mut b);
         conn.send(b.freeze());

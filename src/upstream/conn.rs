@@ -7,7 +7,9 @@
 //! (`SearchResultDone`, not the first entry); its in-flight guard drops
 //! then. When the connection dies, every pending operation gets an answer.
 
+use super::pool::Limits;
 use crate::session::out::{ClientOut, Delivery};
+use crate::session::retry::{self, Retry};
 use crate::state::{DsaState, InFlight};
 use crate::wire::frame::{self, tag};
 use crate::wire::response::{self, Code};
@@ -30,6 +32,8 @@ pub enum Sink {
     /// Handed to a task of the router awaiting it (binds): the final
     /// response PDU, unmodified.
     Waiter(oneshot::Sender<Bytes>),
+    /// Moved elsewhere (re-sent); nothing to answer.
+    Detached,
 }
 
 /// Access-log context, present only when the access log is on.
@@ -50,7 +54,18 @@ pub struct Pending {
     pub paged: bool,
     pub started: Instant,
     pub log: Option<Box<LogCtx>>,
+    /// Whether any response already reached the client (then it cannot be
+    /// re-sent elsewhere).
+    pub delivered: bool,
+    /// Present for reads that may be re-sent to another DSA.
+    pub retry: Option<Box<Retry>>,
     pub _guard: Option<InFlight>,
+}
+
+impl Pending {
+    fn retryable(&self) -> bool {
+        self.retry.is_some() && !self.delivered && matches!(self.sink, Sink::Client { .. })
+    }
 }
 
 pub struct Conn {
@@ -67,13 +82,13 @@ impl Conn {
     pub async fn connect(
         dsa: Arc<DsaState>,
         addrs: &[String],
-        timeout: Duration,
-        max_pdu: usize,
+        limits: Limits,
     ) -> io::Result<Arc<Conn>> {
+        let timeout = limits.connect_timeout;
         let mut last = io::Error::new(io::ErrorKind::NotFound, "no address");
         for a in addrs {
             match tokio::time::timeout(timeout, TcpStream::connect(a.as_str())).await {
-                Ok(Ok(s)) => return Ok(Self::start(dsa, s, max_pdu)),
+                Ok(Ok(s)) => return Ok(Self::start(dsa, s, limits)),
                 Ok(Err(e)) => last = e,
                 Err(_) => {
                     last =
@@ -84,7 +99,7 @@ impl Conn {
         Err(last)
     }
 
-    fn start(dsa: Arc<DsaState>, stream: TcpStream, max_pdu: usize) -> Arc<Conn> {
+    fn start(dsa: Arc<DsaState>, stream: TcpStream, limits: Limits) -> Arc<Conn> {
         let _ = stream.set_nodelay(true);
         let (rd, wr) = stream.into_split();
         let (tx, rx) = mpsc::unbounded_channel();
@@ -97,7 +112,7 @@ impl Conn {
             stop: CancellationToken::new(),
         });
         tokio::spawn(writer(wr, rx, conn.stop.clone()));
-        tokio::spawn(reader(rd, conn.clone(), max_pdu));
+        tokio::spawn(reader(rd, conn.clone(), limits));
         conn
     }
 
@@ -168,6 +183,17 @@ impl Conn {
         self.stop.cancel();
         let drained: Vec<(i32, Pending)> = self.lock().drain().collect();
         for (_, p) in drained {
+            if p.retryable() {
+                retry::resend(
+                    p,
+                    &self.dsa.name,
+                    format!(
+                        "dsa-router: connection to DSA {} lost ({why})",
+                        self.dsa.name
+                    ),
+                );
+                continue;
+            }
             let Sink::Client { out, msgid } = p.sink else {
                 continue; // dropping the waiter's sender wakes it with an error
             };
@@ -193,6 +219,93 @@ impl Conn {
         }
     }
 
+    /// Fail operations older than `timeout` with timeLimitExceeded and
+    /// abandon them on the DSA. Waiters (binds) time out on their own.
+    fn expire(&self, timeout: Duration, fall: u32) {
+        let expired: Vec<(i32, Pending)> = {
+            let mut map = self.lock();
+            let ids: Vec<i32> = map
+                .iter()
+                .filter(|(_, p)| {
+                    matches!(p.sink, Sink::Client { .. }) && p.started.elapsed() > timeout
+                })
+                .map(|(id, _)| *id)
+                .collect();
+            ids.into_iter()
+                .filter_map(|id| map.remove(&id).map(|p| (id, p)))
+                .collect()
+        };
+        if !expired.is_empty() {
+            self.dsa.probe_failed("operation timeout", fall);
+        }
+        for (id, p) in expired {
+            let mut b = BytesMut::with_capacity(16);
+            frame::abandon(
+                self.next_id.fetch_add(1, Ordering::Relaxed).max(1),
+                id,
+                &mut b,
+            );
+            self.send(b.freeze());
+            self.dsa.errors.fetch_add(1, Ordering::Relaxed);
+            if p.retryable() {
+                retry::resend(
+                    p,
+                    &self.dsa.name,
+                    format!("dsa-router: DSA {} did not answer in time", self.dsa.name),
+                );
+                continue;
+            }
+            let Sink::Client { out, msgid } = p.sink else {
+                continue;
+            };
+            let outcome = if p.is_write {
+                "; the outcome of this update is unknown"
+            } else {
+                ""
+            };
+            let msg = format!(
+                "dsa-router: DSA {} did not answer within {} s; the operation was abandoned{outcome}",
+                self.dsa.name,
+                timeout.as_secs_f32()
+            );
+            tracing::warn!(dsa = %self.dsa.name, "operation timed out after {:?}", timeout);
+            let mut b = BytesMut::new();
+            response::result(msgid, p.resp_tag, Code::TimeLimitExceeded, "", &msg, &mut b);
+            out.finish(msgid);
+            let _ = out.deliver(b.freeze());
+        }
+    }
+
+    /// The DSA went down: re-send the reads waiting here that have sent
+    /// nothing to their client yet, and abandon them on this DSA.
+    fn evacuate(&self) {
+        let moved: Vec<(i32, Pending)> = {
+            let mut map = self.lock();
+            let ids: Vec<i32> = map
+                .iter()
+                .filter(|(_, p)| p.retryable())
+                .map(|(id, _)| *id)
+                .collect();
+            ids.into_iter()
+                .filter_map(|id| map.remove(&id).map(|p| (id, p)))
+                .collect()
+        };
+        for (id, p) in moved {
+            let mut b = BytesMut::with_capacity(16);
+            frame::abandon(
+                self.next_id.fetch_add(1, Ordering::Relaxed).max(1),
+                id,
+                &mut b,
+            );
+            self.send(b.freeze());
+            retry::resend(
+                p,
+                &self.dsa.name,
+                format!("dsa-router: DSA {} went down", self.dsa.name),
+            );
+        }
+    }
+
     /// Route one response PDU from the DSA.
     fn dispatch(self: &Arc<Self>, pdu: Bytes) -> Result<(), frame::FrameError> {
         let h = frame::header(&pdu)?;
@@ -209,6 +322,7 @@ impl Conn {
             return Ok(()); // abandoned or timed out: drop
         };
         if !is_final {
+            p.delivered = true;
             if let Sink::Client { out, msgid } = &p.sink {
                 let mut b = BytesMut::with_capacity(pdu.len() + 4);
                 frame::rewrite(&pdu, &h, *msgid, None, &mut b);
@@ -252,6 +366,7 @@ impl Conn {
             );
         }
         match p.sink {
+            Sink::Detached => {}
             Sink::Waiter(w) => {
                 let _ = w.send(pdu);
             }
@@ -312,16 +427,41 @@ async fn writer(
     let _ = wr.shutdown().await;
 }
 
-async fn reader(mut rd: tokio::net::tcp::OwnedReadHalf, conn: Arc<Conn>, max_pdu: usize) {
+async fn reader(mut rd: tokio::net::tcp::OwnedReadHalf, conn: Arc<Conn>, limits: Limits) {
+    let max_pdu = limits.max_response_pdu;
     let mut buf = BytesMut::with_capacity(64 * 1024);
+    let sweep_every =
+        (limits.op_timeout / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
+    let mut sweep = tokio::time::interval(sweep_every);
+    sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut epoch = conn.dsa.down_epoch();
     let why = loop {
         let n = tokio::select! {
             r = rd.read_buf(&mut buf) => r,
+            _ = sweep.tick() => {
+                conn.expire(limits.op_timeout, limits.fall);
+                Ok(usize::MAX)
+            }
+            _ = conn.dsa.down_signal.notified() => Ok(usize::MAX),
             _ = conn.stop.cancelled() => break "closed by the router".to_string(),
         };
+        if conn.dsa.down_epoch() != epoch {
+            epoch = conn.dsa.down_epoch();
+            conn.evacuate();
+        }
         match n {
-            Ok(0) => break "closed by the DSA".to_string(),
-            Err(e) => break format!("read error: {e}"),
+            Ok(usize::MAX) => continue,
+            Ok(0) => {
+                if conn.pending_count() > 0 {
+                    conn.dsa
+                        .passive_down("connection closed by the DSA with operations pending");
+                }
+                break "closed by the DSA".to_string();
+            }
+            Err(e) => {
+                conn.dsa.passive_down(&format!("connection error: {e}"));
+                break format!("read error: {e}");
+            }
             Ok(_) => {}
         }
         let mut bad = None;

@@ -24,6 +24,8 @@ pub struct Limits {
     pub connect_timeout: Duration,
     pub op_timeout: Duration,
     pub max_response_pdu: usize,
+    /// Health `fall`: an operation timeout counts as a failed probe.
+    pub fall: u32,
 }
 
 #[derive(Debug)]
@@ -165,14 +167,13 @@ pub async fn connect_bound(
     identity: Option<&BindPdu>,
     limits: Limits,
 ) -> Result<Arc<Conn>, UpstreamError> {
-    let conn = Conn::connect(
-        dsa.clone(),
-        addrs,
-        limits.connect_timeout,
-        limits.max_response_pdu,
-    )
-    .await
-    .map_err(|e| UpstreamError::Io(format!("cannot connect to DSA {}: {e}", dsa.name)))?;
+    let conn = Conn::connect(dsa.clone(), addrs, limits)
+        .await
+        .map_err(|e| {
+            let reason = format!("cannot connect to DSA {}: {e}", dsa.name);
+            dsa.passive_down(&reason);
+            UpstreamError::Io(reason)
+        })?;
     if let Some(bind) = identity {
         let dn = &bind.dn;
         let resp = request(&conn, &bind.pdu, limits.op_timeout).await?;
@@ -205,6 +206,8 @@ pub async fn request(
             paged: false,
             started: Instant::now(),
             log: None,
+            delivered: false,
+            retry: None,
             _guard: None,
         })
         .ok_or_else(|| UpstreamError::Io(format!("connection to DSA {} closed", conn.dsa.name)))?;

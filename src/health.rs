@@ -1,0 +1,166 @@
+//! Health: active LDAP probes per DSA plus passive signals.
+//!
+//! Every `interval`, each DSA of the current snapshot is probed on a probe
+//! connection of its own (kept between probes, replaced when it fails): by
+//! default a base-scope read of the root DSE. A DSA goes down after `fall`
+//! failed probes in a row and up after `rise` good ones; each flip is logged
+//! once, with its reason ([`crate::state::DsaState`]). Passive signals from
+//! the data path (refused or timed-out connects, reset connections) mark a
+//! DSA down at once; operation timeouts count as failed probes. Probes
+//! follow reloads: they read the snapshot afresh every round.
+
+use crate::router::Router;
+use crate::upstream::conn::{result_code, Conn};
+use crate::upstream::pool::{self, BindPdu, UpstreamError};
+use crate::wire::frame;
+use bytes::{Bytes, BytesMut};
+use ldap3_proto::proto::{LdapDerefAliases, LdapMsg, LdapOp, LdapSearchRequest, LdapSearchScope};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+#[derive(Debug, Clone)]
+pub struct HealthConfig {
+    pub interval: Duration,
+    pub timeout: Duration,
+    pub fall: u32,
+    pub rise: u32,
+    /// Probe search base (default: the root DSE, "").
+    pub base: String,
+    /// Probe filter (default `(objectClass=*)`).
+    pub filter: String,
+    /// Bind DN and password for probes (default anonymous).
+    pub bind: Option<(String, crate::knowledge::Secret)>,
+}
+
+impl Default for HealthConfig {
+    fn default() -> Self {
+        HealthConfig {
+            interval: Duration::from_secs(1),
+            timeout: Duration::from_secs(1),
+            fall: 3,
+            rise: 2,
+            base: String::new(),
+            filter: "(objectClass=*)".into(),
+            bind: None,
+        }
+    }
+}
+
+/// The probe's search request PDU.
+pub fn probe_pdu(cfg: &HealthConfig) -> Result<Bytes, String> {
+    let filter = ldap3_proto::parse_ldap_filter_str(&cfg.filter)
+        .map_err(|e| format!("probe filter {}: {e:?}", cfg.filter))?;
+    let msg = LdapMsg {
+        msgid: 1,
+        op: LdapOp::SearchRequest(LdapSearchRequest {
+            base: cfg.base.clone(),
+            scope: LdapSearchScope::Base,
+            aliases: LdapDerefAliases::Never,
+            sizelimit: 1,
+            timelimit: cfg.timeout.as_secs().max(1) as i32,
+            typesonly: false,
+            filter,
+            attrs: vec!["1.1".into()],
+        }),
+        ctrl: Vec::new(),
+    };
+    let tag: lber::structure::StructureTag = msg.into();
+    let mut b = BytesMut::new();
+    lber::write::encode_into(&mut b, tag).map_err(|e| e.to_string())?;
+    Ok(b.freeze())
+}
+
+/// Probe every DSA until shutdown.
+pub async fn run(router: Arc<Router>, cfg: HealthConfig, mut shutdown: watch::Receiver<bool>) {
+    let pdu = match probe_pdu(&cfg) {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::error!(error = %e, "health probes disabled");
+            return;
+        }
+    };
+    let bind = cfg.bind.as_ref().map(|(dn, pw)| {
+        BindPdu::new(
+            dn.clone(),
+            pool::bind_pdu(dn, pw.expose().as_bytes()).freeze(),
+        )
+    });
+    let mut conns: HashMap<String, Arc<Conn>> = HashMap::new();
+    let mut tick = tokio::time::interval(cfg.interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shutdown.changed() => break,
+        }
+        let routing = router.routing();
+        let probes = routing
+            .snap
+            .dsas
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| Some(*i) != routing.table.router)
+            .map(|(i, d)| {
+                let st = routing.states.0[i].clone();
+                let addrs = routing.pools[i].addrs.clone();
+                let existing = conns.get(&d.name).filter(|c| c.is_alive()).cloned();
+                let (pdu, bind, cfg) = (pdu.clone(), bind.clone(), cfg.clone());
+                let limits = router.cfg.limits();
+                async move {
+                    let started = Instant::now();
+                    let conn = match existing {
+                        Some(c) => Ok(c),
+                        None => {
+                            let lim = pool::Limits {
+                                connect_timeout: cfg.timeout,
+                                op_timeout: cfg.timeout,
+                                ..limits
+                            };
+                            pool::connect_bound(&st, &addrs, bind.as_ref(), lim).await
+                        }
+                    };
+                    let result = match conn {
+                        Ok(c) => match pool::request(&c, &pdu, cfg.timeout).await {
+                            Ok(resp) => match frame::header(&resp)
+                                .ok()
+                                .and_then(|h| result_code(&resp, &h))
+                            {
+                                Some(0) => Ok(c),
+                                Some(code) => {
+                                    c.close();
+                                    Err(format!("probe search returned result {code}"))
+                                }
+                                None => {
+                                    c.close();
+                                    Err("malformed probe response".to_string())
+                                }
+                            },
+                            Err(e) => {
+                                c.close();
+                                Err(format!("probe: {e}"))
+                            }
+                        },
+                        Err(UpstreamError::Io(e)) => Err(e),
+                        Err(e) => Err(e.to_string()),
+                    };
+                    match &result {
+                        Ok(_) => st.probe_ok(started.elapsed(), cfg.rise),
+                        Err(e) => st.probe_failed(e, cfg.fall),
+                    }
+                    (st.name.clone(), result.ok())
+                }
+            });
+        let results = futures::future::join_all(probes).await;
+        conns.clear();
+        for (name, c) in results {
+            if let Some(c) = c {
+                conns.insert(name, c);
+            }
+        }
+    }
+    for (_, c) in conns {
+        c.close();
+    }
+}
