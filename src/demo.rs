@@ -131,8 +131,19 @@ pub async fn run(cfg: Config, listen: Option<String>) -> Result<(), String> {
     println!("  ldapcompare -x -H {url} \"uid=alice,ou=People,o=DEMOCORP,c=AU\" \"mail:alice@example.com\"");
     println!("  ldapwhoami -x -H {url} -D \"uid=alice,ou=People,o=DEMOCORP,c=AU\" -w alicepw");
     println!("  dsa-router explain knowledge/demo/router.dxg \"o=DEMOCORP,c=AU\" --name R1\n");
+    println!("  dsa-router ctl status\n");
     println!("Ctrl-C stops everything.");
     let (tx, rx) = watch::channel(false);
+    match tokio::net::TcpListener::bind(crate::admin::ctl::DEFAULT_ADMIN).await {
+        Ok(admin) => {
+            println!(
+                "admin API on http://{} (try: dsa-router ctl status)\n",
+                crate::admin::ctl::DEFAULT_ADMIN
+            );
+            tokio::spawn(crate::admin::run(admin, router.clone(), None, rx.clone()));
+        }
+        Err(e) => tracing::warn!("admin API not started: {e}"),
+    }
     let server = tokio::spawn(crate::server::run(listener, router, rx));
     let _ = tokio::signal::ctrl_c().await;
     let _ = tx.send(true);

@@ -28,13 +28,16 @@
 //! * [`router`]: configuration and the routing snapshot, swapped whole.
 //! * [`server`]: the accept loop, `run(listener, router, shutdown)`.
 //! * [`demo`]: `dsa-router demo`, the seed setup on loopback with test DSAs.
+//! * [`admin`]: the admin HTTP API (status, metrics, control) and `ctl`.
 //! * [`cli`]: output of the `check` and `explain` subcommands.
 
+pub mod admin;
 pub mod cli;
 pub mod demo;
 pub mod dn;
 pub mod health;
 pub mod knowledge;
+pub mod metrics;
 pub mod route;
 pub mod router;
 pub mod server;

@@ -77,9 +77,20 @@ pub struct Routing {
 
 pub struct Router {
     pub cfg: Config,
+    pub metrics: Arc<crate::metrics::Metrics>,
     pub name: Option<String>,
     pub registry: Registry,
     routing: ArcSwap<Routing>,
+    /// The outcome of the last reload, for `/status`.
+    pub last_reload: std::sync::Mutex<Option<ReloadOutcome>>,
+}
+
+/// What the last reload did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ReloadOutcome {
+    pub ok: bool,
+    pub at_unix: u64,
+    pub message: String,
 }
 
 impl Router {
@@ -88,9 +99,11 @@ impl Router {
         let routing = build(&cfg, &registry, snap, name.as_deref(), None)?;
         Ok(Router {
             cfg,
+            metrics: Arc::default(),
             name,
             registry,
             routing: ArcSwap::from_pointee(routing),
+            last_reload: std::sync::Mutex::new(None),
         })
     }
 
@@ -101,7 +114,7 @@ impl Router {
 
     /// Validate and swap in new knowledge; operations in flight keep the
     /// snapshot they started with.
-    pub fn reload(&self, snap: Snapshot) -> Result<(), String> {
+    pub fn reload(&self, snap: Snapshot) -> Result<String, String> {
         let old = self.routing();
         let new = build(
             &self.cfg,
@@ -110,8 +123,76 @@ impl Router {
             self.name.as_deref(),
             Some(&old),
         )?;
+        let names =
+            |r: &Routing| -> Vec<String> { r.snap.dsas.iter().map(|d| d.name.clone()).collect() };
+        let (before, after) = (names(&old), names(&new));
+        let added: Vec<&String> = after
+            .iter()
+            .filter(|n| !before.iter().any(|b| b.eq_ignore_ascii_case(n)))
+            .collect();
+        let removed: Vec<&String> = before
+            .iter()
+            .filter(|n| !after.iter().any(|a| a.eq_ignore_ascii_case(n)))
+            .collect();
+        for n in &added {
+            tracing::info!(dsa = %n, "reload: DSA added");
+        }
+        for n in &removed {
+            tracing::info!(dsa = %n, "reload: DSA removed; draining its connections");
+        }
+        // Pools no longer used (removed or readdressed DSAs) finish their
+        // in-flight work, then close.
+        for p in &old.pools {
+            if !new.pools.iter().any(|q| Arc::ptr_eq(p, q)) {
+                let p = p.clone();
+                let grace = self.cfg.op_timeout;
+                tokio::spawn(async move { p.close_when_idle(grace).await });
+            }
+        }
+        let join = |v: &[&String]| v.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ");
+        let summary = format!(
+            "knowledge reloaded: {} DSA(s), {} partition(s); added [{}], removed [{}]",
+            new.snap.dsas.len(),
+            new.table.partitions().len(),
+            join(&added),
+            join(&removed)
+        );
         self.routing.store(Arc::new(new));
-        Ok(())
+        Ok(summary)
+    }
+
+    /// Reload from the current snapshot's root file; records the outcome.
+    pub fn reload_from_disk(&self) -> Result<String, String> {
+        let root = self.routing().snap.root.clone();
+        let result = crate::knowledge::load(&root)
+            .map_err(|e| e.to_string())
+            .and_then(|s| self.reload(s));
+        let at_unix = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        let (ok, message) = match &result {
+            Ok(m) => {
+                self.metrics
+                    .reloads_ok
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                tracing::info!("{m}");
+                (true, m.clone())
+            }
+            Err(e) => {
+                self.metrics
+                    .reloads_failed
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                tracing::error!("reload rejected; keeping the old knowledge:\n{e}");
+                (false, e.clone())
+            }
+        };
+        *self.last_reload.lock().unwrap_or_else(|p| p.into_inner()) = Some(ReloadOutcome {
+            ok,
+            at_unix,
+            message,
+        });
+        result
     }
 }
 

@@ -6,6 +6,7 @@
 use crate::router::Router;
 use crate::wire::response::{self, Code};
 use bytes::BytesMut;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
@@ -36,6 +37,7 @@ pub async fn run(listener: TcpListener, router: Arc<Router>, mut shutdown: watch
         };
         let Ok(permit) = slots.clone().try_acquire_owned() else {
             tracing::warn!(client = %peer, limit = router.cfg.max_clients, "connection refused: too many client connections");
+            router.metrics.refused(crate::metrics::Refusal::Connections);
             tokio::spawn(async move {
                 let mut b = BytesMut::new();
                 response::notice_of_disconnection(
@@ -52,7 +54,11 @@ pub async fn run(listener: TcpListener, router: Arc<Router>, mut shutdown: watch
         let router = router.clone();
         let shutdown = shutdown.clone();
         sessions.spawn(async move {
+            let m = router.metrics.clone();
+            m.clients.fetch_add(1, Ordering::Relaxed);
+            m.clients_total.fetch_add(1, Ordering::Relaxed);
             crate::session::run(router, stream, peer, shutdown).await;
+            m.clients.fetch_sub(1, Ordering::Relaxed);
             drop(permit);
         });
     }

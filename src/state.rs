@@ -108,6 +108,9 @@ impl DsaState {
         t.fails = 0;
         t.probe_latency = Some(latency);
         if self.is_up() {
+            if t.reason == "not probed yet" {
+                t.reason = "probes succeed".into();
+            }
             return;
         }
         t.oks += 1;

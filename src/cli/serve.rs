@@ -105,6 +105,17 @@ pub struct ServeArgs {
     /// 127.0.0.1:3389).
     #[arg(long)]
     pub listen: Option<String>,
+    /// Admin API address (`/status`, `/metrics`, control); `none` turns it
+    /// off. Keep it on loopback or behind a token.
+    #[arg(long, default_value = crate::admin::ctl::DEFAULT_ADMIN)]
+    pub admin: String,
+    /// Bearer token required by the admin API (default:
+    /// $DSA_ROUTER_ADMIN_TOKEN; none: no token).
+    #[arg(long, env = "DSA_ROUTER_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: Option<String>,
+    /// Reload when a knowledge file changes (polled every second).
+    #[arg(long)]
+    pub watch: bool,
     #[command(flatten)]
     pub limits: LimitArgs,
 }
@@ -172,6 +183,21 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
         tracing::info!(%addr, knowledge = %root.display(), "dsa-router listening");
         let (tx, rx) = watch::channel(false);
+        if args.admin != "none" {
+            let admin = tokio::net::TcpListener::bind(&args.admin)
+                .await
+                .map_err(|e| format!("cannot listen on --admin {}: {e}", args.admin))?;
+            tracing::info!(addr = %args.admin, "admin API listening");
+            tokio::spawn(crate::admin::run(
+                admin,
+                router.clone(),
+                args.admin_token.clone(),
+                rx.clone(),
+            ));
+        }
+        if args.watch {
+            tokio::spawn(watch_files(router.clone(), rx.clone()));
+        }
         tokio::spawn(signals(tx, router.clone(), root));
         crate::server::run(listener, router, rx).await;
         tracing::info!("dsa-router stopped");
@@ -182,6 +208,41 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::from(1)
+        }
+    }
+}
+
+/// `--watch`: reload when any knowledge file's modification time or size
+/// changes.
+async fn watch_files(router: Arc<Router>, mut shutdown: watch::Receiver<bool>) {
+    let stamp = |router: &Router| -> Vec<(PathBuf, Option<std::time::SystemTime>, u64)> {
+        router
+            .routing()
+            .snap
+            .files
+            .iter()
+            .map(|f| {
+                let m = std::fs::metadata(f).ok();
+                (
+                    f.clone(),
+                    m.as_ref().and_then(|m| m.modified().ok()),
+                    m.map(|m| m.len()).unwrap_or(0),
+                )
+            })
+            .collect()
+    };
+    let mut last = stamp(&router);
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = shutdown.changed() => return,
+        }
+        let now = stamp(&router);
+        if now != last {
+            tracing::info!("knowledge file changed; reloading");
+            let r = router.clone();
+            let _ = tokio::task::spawn_blocking(move || r.reload_from_disk()).await;
+            last = stamp(&router);
         }
     }
 }
@@ -209,14 +270,8 @@ async fn signals(tx: watch::Sender<bool>, router: Arc<Router>, root: PathBuf) {
 }
 
 /// Reload knowledge: validated whole; on error the old snapshot stays.
-pub fn reload(router: &Router, root: &std::path::Path) {
-    match knowledge::load(root) {
-        Ok(snap) => match router.reload(snap) {
-            Ok(()) => tracing::info!(knowledge = %root.display(), "knowledge reloaded"),
-            Err(e) => tracing::error!(error = %e, "reload rejected; keeping the old knowledge"),
-        },
-        Err(e) => tracing::error!("reload rejected; keeping the old knowledge:\n{e}"),
-    }
+pub fn reload(router: &Router, _root: &std::path::Path) {
+    let _ = router.reload_from_disk();
 }
 
 pub fn demo(limits: &LimitArgs, listen: Option<String>) -> ExitCode {

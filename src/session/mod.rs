@@ -231,6 +231,20 @@ impl Session {
             return;
         };
         let mut b = BytesMut::new();
+        let refusal = match code {
+            Code::Busy if msg.contains("outstanding") => Some(crate::metrics::Refusal::Outstanding),
+            Code::Busy if msg.contains("concurrency") => Some(crate::metrics::Refusal::Concurrency),
+            Code::Unavailable => Some(crate::metrics::Refusal::Unavailable),
+            _ => None,
+        };
+        if let Some(r) = refusal {
+            self.router.metrics.refused(r);
+        }
+        self.router.metrics.op(
+            crate::metrics::op_index(req.op.name()),
+            code.clone() as u8,
+            0,
+        );
         if self.router.cfg.access_log {
             let result = code.clone() as u32;
             tracing::info!(target: "access", client = %self.peer, op = req.op.name(), result, dsa = "-", "answered by the router: {msg}");
@@ -406,6 +420,8 @@ impl Session {
             log,
             delivered: false,
             retry,
+            op: crate::metrics::op_index(req.op.name()) as u8,
+            metrics: Some(self.router.metrics.clone()),
             _guard: Some(routing.states.0[dsa].begin()),
         };
         let Some(id) = conn.register(pending) else {

@@ -37,6 +37,9 @@ pub fn resend(mut p: Pending, failed: &str, why: String) {
     };
     retry.tried.push(failed.to_string());
     p._guard = None;
+    if let Some(m) = &p.metrics {
+        m.retries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
     tokio::spawn(async move {
         let outcome = send_again(&mut p, retry).await;
         if let Err((code, msg)) = outcome {
@@ -46,6 +49,7 @@ pub fn resend(mut p: Pending, failed: &str, why: String) {
 }
 
 fn fail(p: Pending, code: Code, msg: String) {
+    p.record(code.clone() as u8);
     if let Sink::Client { out, msgid } = p.sink {
         let mut b = BytesMut::new();
         response::result(msgid, p.resp_tag, code, "", &msg, &mut b);
@@ -131,6 +135,8 @@ async fn send_again(p: &mut Pending, mut retry: Box<Retry>) -> Result<(), (Code,
             log: p.log.take(),
             delivered: false,
             retry: Some(retry),
+            op: p.op,
+            metrics: p.metrics.clone(),
             _guard: Some(routing.states.0[dsa].begin()),
         };
         let Some(id) = conn.register(moved) else {

@@ -8,6 +8,7 @@
 //! then. When the connection dies, every pending operation gets an answer.
 
 use super::pool::Limits;
+use crate::metrics::Metrics;
 use crate::session::out::{ClientOut, Delivery};
 use crate::session::retry::{self, Retry};
 use crate::state::{DsaState, InFlight};
@@ -59,10 +60,24 @@ pub struct Pending {
     pub delivered: bool,
     /// Present for reads that may be re-sent to another DSA.
     pub retry: Option<Box<Retry>>,
+    /// Operation kind (index into `metrics::OPS`) and where to count it.
+    pub op: u8,
+    pub metrics: Option<Arc<Metrics>>,
     pub _guard: Option<InFlight>,
 }
 
 impl Pending {
+    /// Count the operation's completion with `code`.
+    pub fn record(&self, code: u8) {
+        if let Some(m) = &self.metrics {
+            m.op(
+                self.op as usize,
+                code,
+                self.started.elapsed().as_micros() as u64,
+            );
+        }
+    }
+
     fn retryable(&self) -> bool {
         self.retry.is_some() && !self.delivered && matches!(self.sink, Sink::Client { .. })
     }
@@ -194,6 +209,7 @@ impl Conn {
                 );
                 continue;
             }
+            p.record(Code::Unavailable as u8);
             let Sink::Client { out, msgid } = p.sink else {
                 continue; // dropping the waiter's sender wakes it with an error
             };
@@ -351,8 +367,11 @@ impl Conn {
             return Ok(());
         };
         drop(map);
-        self.dsa.served.fetch_add(1, Ordering::Relaxed);
         let code = result_code(&pdu, &h);
+        if matches!(p.sink, Sink::Client { .. }) {
+            self.dsa.served.fetch_add(1, Ordering::Relaxed);
+            p.record(code.unwrap_or(80));
+        }
         if let Some(log) = &p.log {
             tracing::info!(
                 target: "access",

@@ -150,6 +150,23 @@ impl Pool {
         connect_bound(&self.dsa, &self.addrs, identity, self.limits).await
     }
 
+    /// Wait (up to `grace`) for the shared connections' operations to
+    /// finish, then close them.
+    pub async fn close_when_idle(&self, grace: Duration) {
+        let deadline = Instant::now() + grace;
+        loop {
+            let busy = [&self.anon, &self.routed]
+                .iter()
+                .filter_map(|s| s.live())
+                .any(|c| c.pending_count() > 0);
+            if !busy || Instant::now() >= deadline {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        self.close();
+    }
+
     /// Close the shared connections (DSA removed or readdressed).
     pub fn close(&self) {
         for s in [&self.anon, &self.routed] {
@@ -208,6 +225,8 @@ pub async fn request(
             log: None,
             delivered: false,
             retry: None,
+            op: 0,
+            metrics: None,
             _guard: None,
         })
         .ok_or_else(|| UpstreamError::Io(format!("connection to DSA {} closed", conn.dsa.name)))?;

@@ -1,0 +1,156 @@
+//! `dsa-router ctl`: the admin API for people (a table) and scripts
+//! (`--json`); exit status non-zero on any failure.
+
+use super::status::Status;
+use std::process::ExitCode;
+
+/// Default admin address of `serve` and `ctl`.
+pub const DEFAULT_ADMIN: &str = "127.0.0.1:8389";
+
+#[derive(clap::Args, Debug)]
+pub struct CtlArgs {
+    /// Admin API address of the router.
+    #[arg(long, default_value = DEFAULT_ADMIN)]
+    pub admin: String,
+    /// Bearer token (default: $DSA_ROUTER_ADMIN_TOKEN).
+    #[arg(long, env = "DSA_ROUTER_ADMIN_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// Print the API's JSON.
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub cmd: CtlCmd,
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum CtlCmd {
+    /// Partitions and DSAs: state, in-flight, served, errors.
+    Status,
+    /// Take a DSA out of service now.
+    Disable { name: String },
+    /// Stop new work to a DSA; in-flight work completes.
+    Drain { name: String },
+    /// Put a DSA back in service.
+    Enable { name: String },
+    /// Reload knowledge.
+    Reload,
+}
+
+fn call(args: &CtlArgs, method: &str, path: &str) -> Result<serde_json::Value, String> {
+    let url = format!("http://{}{path}", args.admin);
+    let agent = ureq::AgentBuilder::new()
+        .timeout(std::time::Duration::from_secs(10))
+        .build();
+    let mut req = agent.request(method, &url);
+    if let Some(t) = &args.token {
+        req = req.set("Authorization", &format!("Bearer {t}"));
+    }
+    let resp = match req.call() {
+        Ok(r) => r,
+        Err(ureq::Error::Status(code, r)) => {
+            let body: serde_json::Value = r.into_json().unwrap_or_default();
+            let msg = body
+                .get("error")
+                .and_then(|e| e.as_str())
+                .unwrap_or("")
+                .to_string();
+            return Err(format!("{method} {path}: HTTP {code}: {msg}"));
+        }
+        Err(e) => return Err(format!("cannot reach the admin API at {}: {e}", args.admin)),
+    };
+    resp.into_json()
+        .map_err(|e| format!("bad JSON from {url}: {e}"))
+}
+
+pub fn run(args: &CtlArgs) -> ExitCode {
+    let (method, path) = match &args.cmd {
+        CtlCmd::Status => ("GET", "/status".to_string()),
+        CtlCmd::Disable { name } => ("POST", format!("/dsas/{name}/disable")),
+        CtlCmd::Drain { name } => ("POST", format!("/dsas/{name}/drain")),
+        CtlCmd::Enable { name } => ("POST", format!("/dsas/{name}/enable")),
+        CtlCmd::Reload => ("POST", "/reload".to_string()),
+    };
+    let v = match call(args, method, &path) {
+        Ok(v) => v,
+        Err(e) => {
+            if args.json {
+                println!("{}", serde_json::json!({"ok": false, "error": e}));
+            }
+            eprintln!("error: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+        return ExitCode::SUCCESS;
+    }
+    match &args.cmd {
+        CtlCmd::Status => match serde_json::from_value::<Status>(v) {
+            Ok(s) => print!("{}", render(&s)),
+            Err(e) => {
+                eprintln!("error: unexpected status format: {e}");
+                return ExitCode::from(1);
+            }
+        },
+        CtlCmd::Reload => println!(
+            "{}",
+            v.get("message")
+                .and_then(|m| m.as_str())
+                .unwrap_or("reloaded")
+        ),
+        _ => println!(
+            "{}: {} ({} in flight)",
+            v.get("dsa").and_then(|m| m.as_str()).unwrap_or("?"),
+            v.get("state").and_then(|m| m.as_str()).unwrap_or("?"),
+            v.get("in_flight").and_then(|m| m.as_u64()).unwrap_or(0)
+        ),
+    }
+    ExitCode::SUCCESS
+}
+
+/// The status table for people.
+pub fn render(s: &Status) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "router {} (dsa-router {}), knowledge {}, {} client connection(s)",
+        s.router.as_deref().unwrap_or("-"),
+        s.version,
+        s.knowledge,
+        s.client_connections
+    );
+    if let Some(r) = &s.last_reload {
+        let _ = writeln!(
+            out,
+            "last reload: {} {}",
+            if r.ok { "ok:" } else { "FAILED:" },
+            r.message.lines().next().unwrap_or("")
+        );
+    }
+    for p in &s.partitions {
+        let _ = writeln!(out, "\npartition {}", p.prefix);
+        let _ = writeln!(
+            out,
+            "  {:<8} {:<10} {:<9} {:>9} {:>9} {:>7} {:>9}  REASON",
+            "DSA", "GROUP", "STATE", "IN-FLIGHT", "SERVED", "ERRORS", "PROBE-MS"
+        );
+        for d in &p.dsas {
+            let _ = writeln!(
+                out,
+                "  {:<8} {:<10} {:<9} {:>9} {:>9} {:>7} {:>9}  {}",
+                d.name,
+                d.group.as_deref().unwrap_or("-"),
+                d.state,
+                d.in_flight,
+                d.served,
+                d.errors,
+                d.probe_latency_ms
+                    .map(|l| format!("{l:.2}"))
+                    .unwrap_or_else(|| "-".into()),
+                d.reason
+            );
+        }
+    }
+    out
+}

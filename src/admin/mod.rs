@@ -1,0 +1,145 @@
+//! The admin HTTP API (axum), on loopback by default, optionally behind a
+//! bearer token:
+//!
+//! * `GET /status`: JSON, each partition with its DSAs in order.
+//! * `GET /metrics`: Prometheus text format.
+//! * `POST /dsas/{name}/disable|drain|enable`: administrative state.
+//! * `POST /reload`: reload knowledge (validated whole; the old snapshot
+//!   stays on error, and the response says why).
+
+pub mod ctl;
+pub mod status;
+
+use crate::router::Router;
+use crate::state::Admin;
+use axum::extract::{Path, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Json;
+use serde_json::json;
+use std::sync::Arc;
+use tokio::sync::watch;
+
+#[derive(Clone)]
+struct App {
+    router: Arc<Router>,
+    token: Option<Arc<str>>,
+}
+
+fn authorized(app: &App, headers: &HeaderMap) -> bool {
+    match &app.token {
+        None => true,
+        Some(t) => headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .is_some_and(|v| v == &**t),
+    }
+}
+
+fn denied() -> Response {
+    (
+        StatusCode::UNAUTHORIZED,
+        Json(json!({"ok": false, "error": "missing or wrong bearer token"})),
+    )
+        .into_response()
+}
+
+async fn get_status(State(app): State<App>, headers: HeaderMap) -> Response {
+    if !authorized(&app, &headers) {
+        return denied();
+    }
+    Json(status::status(&app.router)).into_response()
+}
+
+async fn get_metrics(State(app): State<App>, headers: HeaderMap) -> Response {
+    if !authorized(&app, &headers) {
+        return denied();
+    }
+    let mut out = String::with_capacity(8192);
+    app.router.metrics.render(&mut out);
+    status::dsa_metrics(&app.router, &mut out);
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
+}
+
+async fn post_dsa(
+    State(app): State<App>,
+    headers: HeaderMap,
+    Path((name, action)): Path<(String, String)>,
+) -> Response {
+    if !authorized(&app, &headers) {
+        return denied();
+    }
+    let admin = match action.as_str() {
+        "disable" => Admin::Disabled,
+        "drain" => Admin::Draining,
+        "enable" => Admin::Enabled,
+        other => {
+            return (StatusCode::NOT_FOUND, Json(json!({"ok": false, "error": format!("unknown action {other}; use disable, drain or enable")})))
+                .into_response()
+        }
+    };
+    let routing = app.router.routing();
+    let Some(i) = routing.snap.dsa_index(&name) else {
+        return (
+            StatusCode::NOT_FOUND,
+            Json(json!({"ok": false, "error": format!("no DSA named {name}")})),
+        )
+            .into_response();
+    };
+    let st = &routing.states.0[i];
+    st.set_admin(admin);
+    tracing::info!(dsa = %st.name, action = %action, "administrative state changed");
+    Json(json!({"ok": true, "dsa": st.name, "state": st.status().as_str(), "in_flight": st.in_flight()})).into_response()
+}
+
+async fn post_reload(State(app): State<App>, headers: HeaderMap) -> Response {
+    if !authorized(&app, &headers) {
+        return denied();
+    }
+    let router = app.router.clone();
+    // Reading files is blocking work.
+    let result = tokio::task::spawn_blocking(move || router.reload_from_disk()).await;
+    match result {
+        Ok(Ok(m)) => Json(json!({"ok": true, "message": m})).into_response(),
+        Ok(Err(e)) => (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Json(json!({"ok": false, "error": e})),
+        )
+            .into_response(),
+        Err(e) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Json(json!({"ok": false, "error": e.to_string()})),
+        )
+            .into_response(),
+    }
+}
+
+/// Serve the admin API on `listener` until shutdown.
+pub async fn run(
+    listener: tokio::net::TcpListener,
+    router: Arc<Router>,
+    token: Option<String>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let app = App {
+        router,
+        token: token.map(Arc::from),
+    };
+    let svc = axum::Router::new()
+        .route("/status", get(get_status))
+        .route("/metrics", get(get_metrics))
+        .route("/dsas/{name}/{action}", post(post_dsa))
+        .route("/reload", post(post_reload))
+        .with_state(app);
+    let stop = async move {
+        let _ = shutdown.changed().await;
+    };
+    if let Err(e) = axum::serve(listener, svc)
+        .with_graceful_shutdown(stop)
+        .await
+    {
+        tracing::error!(error = %e, "admin API stopped");
+    }
+}

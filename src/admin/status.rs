@@ -1,0 +1,175 @@
+//! The `/status` view: each partition with its DSAs in order.
+
+use crate::router::{ReloadOutcome, Router};
+use crate::state::Admin;
+use serde::{Deserialize, Serialize};
+use std::time::UNIX_EPOCH;
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct DsaStatus {
+    pub name: String,
+    pub group: Option<String>,
+    /// up, down, disabled or draining.
+    pub state: String,
+    pub health: String,
+    pub reason: String,
+    pub in_flight: u32,
+    pub served: u64,
+    pub errors: u64,
+    /// Unix seconds of the last health state change.
+    pub last_change_unix: u64,
+    pub probe_latency_ms: Option<f64>,
+    pub addresses: Vec<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct PartitionStatus {
+    pub prefix: String,
+    pub dsas: Vec<DsaStatus>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Status {
+    pub router: Option<String>,
+    pub version: String,
+    pub knowledge: String,
+    pub partitions: Vec<PartitionStatus>,
+    pub last_reload: Option<ReloadInfo>,
+    pub client_connections: i64,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ReloadInfo {
+    pub ok: bool,
+    pub at_unix: u64,
+    pub message: String,
+}
+
+impl From<ReloadOutcome> for ReloadInfo {
+    fn from(r: ReloadOutcome) -> Self {
+        ReloadInfo {
+            ok: r.ok,
+            at_unix: r.at_unix,
+            message: r.message,
+        }
+    }
+}
+
+pub fn status(router: &Router) -> Status {
+    let r = router.routing();
+    let partitions = r
+        .table
+        .partitions_sorted()
+        .into_iter()
+        .map(|p| PartitionStatus {
+            prefix: p.prefix.to_string(),
+            dsas: p
+                .order
+                .iter()
+                .map(|&i| {
+                    let st = &r.states.0[i];
+                    let t = st.health_track();
+                    DsaStatus {
+                        name: r.snap.dsas[i].name.clone(),
+                        group: p.group_of(i).and_then(|g| g.name.clone()),
+                        state: st.status().as_str().to_string(),
+                        health: if st.is_up() { "up" } else { "down" }.to_string(),
+                        reason: match st.admin() {
+                            Admin::Enabled => t.reason.clone(),
+                            Admin::Disabled => {
+                                format!("disabled by an administrator; health: {}", t.reason)
+                            }
+                            Admin::Draining => {
+                                format!("draining by an administrator; health: {}", t.reason)
+                            }
+                        },
+                        in_flight: st.in_flight(),
+                        served: st.served.load(std::sync::atomic::Ordering::Relaxed),
+                        errors: st.errors.load(std::sync::atomic::Ordering::Relaxed),
+                        last_change_unix: t
+                            .since
+                            .duration_since(UNIX_EPOCH)
+                            .map(|d| d.as_secs())
+                            .unwrap_or(0),
+                        probe_latency_ms: t.probe_latency.map(|d| d.as_secs_f64() * 1000.0),
+                        addresses: r.pools[i].addrs.clone(),
+                    }
+                })
+                .collect(),
+        })
+        .collect();
+    Status {
+        router: router.name.clone(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        knowledge: r.snap.root.display().to_string(),
+        partitions,
+        last_reload: router
+            .last_reload
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .map(ReloadInfo::from),
+        client_connections: router
+            .metrics
+            .clients
+            .load(std::sync::atomic::Ordering::Relaxed),
+    }
+}
+
+/// Per-DSA Prometheus series.
+pub fn dsa_metrics(router: &Router, out: &mut String) {
+    use std::fmt::Write;
+    let r = router.routing();
+    let series: [(&str, &str, &str); 5] = [
+        (
+            "dsa_router_dsa_in_flight",
+            "gauge",
+            "Operations in flight from this router to the DSA.",
+        ),
+        (
+            "dsa_router_dsa_up",
+            "gauge",
+            "1 when the DSA is up by health, else 0.",
+        ),
+        (
+            "dsa_router_dsa_eligible",
+            "gauge",
+            "1 when the DSA takes new work (up, not disabled or draining).",
+        ),
+        (
+            "dsa_router_dsa_operations_total",
+            "counter",
+            "Operations the DSA answered.",
+        ),
+        (
+            "dsa_router_dsa_errors_total",
+            "counter",
+            "Operations failed on the DSA (lost connection, timeout).",
+        ),
+    ];
+    for (name, kind, help) in series {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        for (i, d) in r.snap.dsas.iter().enumerate() {
+            if Some(i) == r.table.router {
+                continue;
+            }
+            let st = &r.states.0[i];
+            let v = match name {
+                "dsa_router_dsa_in_flight" => st.in_flight() as u64,
+                "dsa_router_dsa_up" => st.is_up() as u64,
+                "dsa_router_dsa_eligible" => st.status().eligible() as u64,
+                "dsa_router_dsa_operations_total" => {
+                    st.served.load(std::sync::atomic::Ordering::Relaxed)
+                }
+                _ => st.errors.load(std::sync::atomic::Ordering::Relaxed),
+            };
+            let _ = writeln!(
+                out,
+                "{name}{{dsa=\"{}\",partition=\"{}\"}} {v}",
+                d.name,
+                d.prefix.to_string().replace('"', "\\\"")
+            );
+        }
+    }
+}

@@ -1,0 +1,206 @@
+//! Counters for `/metrics`, handed to the parts that count (never global,
+//! so tests can assert them). Fixed arrays of atomics: recording an
+//! operation is a few relaxed increments, no locks, no allocation.
+
+use std::fmt::Write;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+
+/// Operation kinds, in metric label order.
+pub const OPS: &[&str] = &[
+    "bind", "unbind", "search", "modify", "add", "delete", "moddn", "compare", "abandon",
+    "extended",
+];
+
+/// Latency histogram bucket bounds, seconds.
+pub const BUCKETS: &[f64] = &[
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+];
+
+/// Why the router refused work.
+#[derive(Debug, Clone, Copy)]
+pub enum Refusal {
+    Concurrency = 0,
+    Cpu = 1,
+    Memory = 2,
+    Outstanding = 3,
+    Connections = 4,
+    Unavailable = 5,
+}
+
+const REFUSALS: &[&str] = &[
+    "concurrency",
+    "cpu",
+    "memory",
+    "outstanding",
+    "connections",
+    "unavailable",
+];
+
+pub fn op_index(name: &str) -> usize {
+    OPS.iter().position(|o| *o == name).unwrap_or(OPS.len() - 1)
+}
+
+pub struct Metrics {
+    ops: Vec<AtomicU64>,
+    hist: Vec<AtomicU64>,
+    hist_sum_us: Vec<AtomicU64>,
+    hist_count: Vec<AtomicU64>,
+    refusals: Vec<AtomicU64>,
+    pub retries: AtomicU64,
+    pub clients: AtomicI64,
+    pub clients_total: AtomicU64,
+    pub reloads_ok: AtomicU64,
+    pub reloads_failed: AtomicU64,
+}
+
+fn zeros(n: usize) -> Vec<AtomicU64> {
+    (0..n).map(|_| AtomicU64::new(0)).collect()
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics {
+            ops: zeros(OPS.len() * 256),
+            hist: zeros(OPS.len() * (BUCKETS.len() + 1)),
+            hist_sum_us: zeros(OPS.len()),
+            hist_count: zeros(OPS.len()),
+            refusals: zeros(REFUSALS.len()),
+            retries: AtomicU64::new(0),
+            clients: AtomicI64::new(0),
+            clients_total: AtomicU64::new(0),
+            reloads_ok: AtomicU64::new(0),
+            reloads_failed: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Metrics {
+    /// One completed operation: its result code and latency.
+    pub fn op(&self, op: usize, code: u8, micros: u64) {
+        let op = op.min(OPS.len() - 1);
+        self.ops[op * 256 + code as usize].fetch_add(1, Ordering::Relaxed);
+        let secs = micros as f64 / 1e6;
+        let b = BUCKETS
+            .iter()
+            .position(|&le| secs <= le)
+            .unwrap_or(BUCKETS.len());
+        self.hist[op * (BUCKETS.len() + 1) + b].fetch_add(1, Ordering::Relaxed);
+        self.hist_sum_us[op].fetch_add(micros, Ordering::Relaxed);
+        self.hist_count[op].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn refused(&self, why: Refusal) {
+        self.refusals[why as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn refusals(&self, why: Refusal) -> u64 {
+        self.refusals[why as usize].load(Ordering::Relaxed)
+    }
+
+    pub fn ops_count(&self, op: &str, code: u8) -> u64 {
+        self.ops[op_index(op) * 256 + code as usize].load(Ordering::Relaxed)
+    }
+
+    /// Prometheus text exposition of the router-wide counters; per-DSA
+    /// series are appended by the admin module.
+    pub fn render(&self, out: &mut String) {
+        let _ = writeln!(out, "# HELP dsa_router_operations_total Operations completed, by type and LDAP result code.");
+        let _ = writeln!(out, "# TYPE dsa_router_operations_total counter");
+        for (oi, op) in OPS.iter().enumerate() {
+            for code in 0..256 {
+                let v = self.ops[oi * 256 + code].load(Ordering::Relaxed);
+                if v > 0 {
+                    let _ = writeln!(
+                        out,
+                        "dsa_router_operations_total{{op=\"{op}\",result=\"{code}\"}} {v}"
+                    );
+                }
+            }
+        }
+        let _ = writeln!(
+            out,
+            "# HELP dsa_router_operation_duration_seconds Operation latency through the router."
+        );
+        let _ = writeln!(
+            out,
+            "# TYPE dsa_router_operation_duration_seconds histogram"
+        );
+        for (oi, op) in OPS.iter().enumerate() {
+            let count = self.hist_count[oi].load(Ordering::Relaxed);
+            if count == 0 {
+                continue;
+            }
+            let mut cum = 0;
+            for (bi, le) in BUCKETS.iter().enumerate() {
+                cum += self.hist[oi * (BUCKETS.len() + 1) + bi].load(Ordering::Relaxed);
+                let _ = writeln!(
+                    out,
+                    "dsa_router_operation_duration_seconds_bucket{{op=\"{op}\",le=\"{le}\"}} {cum}"
+                );
+            }
+            cum += self.hist[oi * (BUCKETS.len() + 1) + BUCKETS.len()].load(Ordering::Relaxed);
+            let _ = writeln!(
+                out,
+                "dsa_router_operation_duration_seconds_bucket{{op=\"{op}\",le=\"+Inf\"}} {cum}"
+            );
+            let sum = self.hist_sum_us[oi].load(Ordering::Relaxed) as f64 / 1e6;
+            let _ = writeln!(
+                out,
+                "dsa_router_operation_duration_seconds_sum{{op=\"{op}\"}} {sum}"
+            );
+            let _ = writeln!(
+                out,
+                "dsa_router_operation_duration_seconds_count{{op=\"{op}\"}} {cum}"
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP dsa_router_refusals_total Operations or connections refused, by reason."
+        );
+        let _ = writeln!(out, "# TYPE dsa_router_refusals_total counter");
+        for (i, r) in REFUSALS.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "dsa_router_refusals_total{{reason=\"{r}\"}} {}",
+                self.refusals[i].load(Ordering::Relaxed)
+            );
+        }
+        let simple: [(&str, &str, &str, i64); 5] = [
+            (
+                "dsa_router_retries_total",
+                "counter",
+                "Reads re-sent to another DSA.",
+                self.retries.load(Ordering::Relaxed) as i64,
+            ),
+            (
+                "dsa_router_client_connections",
+                "gauge",
+                "Client connections open.",
+                self.clients.load(Ordering::Relaxed),
+            ),
+            (
+                "dsa_router_client_connections_total",
+                "counter",
+                "Client connections accepted.",
+                self.clients_total.load(Ordering::Relaxed) as i64,
+            ),
+            (
+                "dsa_router_reloads_total",
+                "counter",
+                "Knowledge reloads applied.",
+                self.reloads_ok.load(Ordering::Relaxed) as i64,
+            ),
+            (
+                "dsa_router_reload_failures_total",
+                "counter",
+                "Knowledge reloads rejected.",
+                self.reloads_failed.load(Ordering::Relaxed) as i64,
+            ),
+        ];
+        for (name, kind, help, v) in simple {
+            let _ = writeln!(out, "# HELP {name} {help}");
+            let _ = writeln!(out, "# TYPE {name} {kind}");
+            let _ = writeln!(out, "{name} {v}");
+        }
+    }
+}
