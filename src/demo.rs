@@ -159,6 +159,7 @@ pub fn run_testdsa(
     name: &str,
     suffixes: &[String],
     ldif: Option<&Path>,
+    delay_ms: u64,
 ) -> std::process::ExitCode {
     let mut text = String::new();
     for s in suffixes {
@@ -202,13 +203,9 @@ pub fn run_testdsa(
         if let Ok(a) = listener.local_addr() {
             println!("ready {a}");
         }
-        crate::testdsa::serve(
-            listener,
-            dir,
-            crate::testdsa::Faults::default(),
-            name.to_string(),
-        )
-        .await;
+        let faults = crate::testdsa::Faults::default();
+        faults.set_delay(std::time::Duration::from_millis(delay_ms));
+        crate::testdsa::serve(listener, dir, faults, name.to_string()).await;
         std::process::ExitCode::SUCCESS
     })
 }

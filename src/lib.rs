@@ -28,6 +28,7 @@
 //! * [`router`]: configuration and the routing snapshot, swapped whole.
 //! * [`server`]: the accept loop, `run(listener, router, shutdown)`.
 //! * [`demo`]: `dsa-router demo`, the seed setup on loopback with test DSAs.
+//! * [`limits`]: CPU and memory thresholds over a window, cgroup-aware sampling.
 //! * [`admin`]: the admin HTTP API (status, metrics, control) and `ctl`.
 //! * [`cli`]: output of the `check` and `explain` subcommands.
 
@@ -37,6 +38,7 @@ pub mod demo;
 pub mod dn;
 pub mod health;
 pub mod knowledge;
+pub mod limits;
 pub mod metrics;
 pub mod route;
 pub mod router;

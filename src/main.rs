@@ -41,6 +41,9 @@ enum Cmd {
         /// LDIF file to load instead of, or besides, generated data.
         #[arg(long)]
         ldif: Option<PathBuf>,
+        /// Delay every response by this many milliseconds.
+        #[arg(long, default_value_t = 0)]
+        delay_ms: u64,
     },
     /// Run the seed setup on loopback: test DSAs and router R1.
     Demo {
@@ -64,7 +67,8 @@ fn main() -> ExitCode {
             name,
             suffix,
             ldif,
-        } => dsa_router::demo::run_testdsa(&listen, &name, &suffix, ldif.as_deref()),
+            delay_ms,
+        } => dsa_router::demo::run_testdsa(&listen, &name, &suffix, ldif.as_deref(), delay_ms),
         Cmd::Demo { listen, limits } => dsa_router::cli::serve::demo(&limits, listen),
     }
 }

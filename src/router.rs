@@ -10,6 +10,10 @@ use arc_swap::ArcSwap;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Default per-DSA concurrency limit: generous for one router in front of a
+/// DSA, low enough to protect it from a burst.
+pub const DEFAULT_DSA_CONCURRENCY_LIMIT: u32 = 500;
+
 /// Run-time settings of `serve`; every limit has a sane default.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -35,6 +39,15 @@ pub struct Config {
     pub access_log: bool,
     /// Active health probes; `None` turns them off.
     pub health: Option<crate::health::HealthConfig>,
+    /// Operations in flight from this router to one DSA (0: no limit);
+    /// knowledge may override it per DSA or router-wide.
+    pub dsa_concurrency_limit: u32,
+    /// Router CPU and memory thresholds (percent, 0 = off).
+    pub thresholds: crate::limits::Thresholds,
+    /// Window over which utilization is averaged.
+    pub utilization_window: Duration,
+    /// Client connections per source address (0: no limit).
+    pub max_clients_per_ip: usize,
 }
 
 impl Default for Config {
@@ -52,6 +65,10 @@ impl Default for Config {
             shutdown_grace: Duration::from_secs(10),
             access_log: true,
             health: Some(crate::health::HealthConfig::default()),
+            dsa_concurrency_limit: DEFAULT_DSA_CONCURRENCY_LIMIT,
+            thresholds: crate::limits::Thresholds::default(),
+            utilization_window: Duration::from_secs(300),
+            max_clients_per_ip: 0,
         }
     }
 }
@@ -77,6 +94,7 @@ pub struct Routing {
 
 pub struct Router {
     pub cfg: Config,
+    pub throttle: Arc<crate::limits::Throttle>,
     pub metrics: Arc<crate::metrics::Metrics>,
     pub name: Option<String>,
     pub registry: Registry,
@@ -97,7 +115,12 @@ impl Router {
     pub fn new(cfg: Config, snap: Snapshot, name: Option<String>) -> Result<Router, String> {
         let registry = Registry::default();
         let routing = build(&cfg, &registry, snap, name.as_deref(), None)?;
+        let throttle = Arc::new(crate::limits::Throttle::new(
+            thresholds(&cfg, &routing.snap)?,
+            cfg.utilization_window,
+        ));
         Ok(Router {
+            throttle,
             cfg,
             metrics: Arc::default(),
             name,
@@ -157,6 +180,8 @@ impl Router {
             join(&added),
             join(&removed)
         );
+        self.throttle
+            .set_thresholds(thresholds(&self.cfg, &new.snap)?);
         self.routing.store(Arc::new(new));
         Ok(summary)
     }
@@ -205,6 +230,13 @@ fn build(
 ) -> Result<Routing, String> {
     let table = Table::build(&snap, name)?;
     let states = registry.resolve(&snap);
+    for (d, st) in snap.dsas.iter().zip(states.0.iter()) {
+        let limit = d
+            .concurrency_limit
+            .or(snap.settings.concurrency_limit)
+            .unwrap_or(cfg.dsa_concurrency_limit);
+        st.set_limit((limit > 0).then_some(limit));
+    }
     let pools = snap
         .dsas
         .iter()
@@ -234,6 +266,19 @@ fn build(
         states,
         pools,
     })
+}
+
+/// The thresholds in force: knowledge's `set dsa-router-...-threshold`
+/// over the command line.
+fn thresholds(cfg: &Config, snap: &Snapshot) -> Result<crate::limits::Thresholds, String> {
+    crate::limits::Thresholds::validate(
+        snap.settings
+            .cpu_threshold
+            .unwrap_or(cfg.thresholds.cpu as u32),
+        snap.settings
+            .memory_threshold
+            .unwrap_or(cfg.thresholds.memory as u32),
+    )
 }
 
 fn same_identity(a: &crate::knowledge::DsaDef, b: &crate::knowledge::DsaDef) -> bool {

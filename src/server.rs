@@ -18,6 +18,24 @@ pub async fn run(listener: TcpListener, router: Arc<Router>, mut shutdown: watch
     if let Some(h) = router.cfg.health.clone() {
         tokio::spawn(crate::health::run(router.clone(), h, shutdown.clone()));
     }
+    {
+        let throttle = router.throttle.clone();
+        let rx = shutdown.clone();
+        let every = (router.cfg.utilization_window / 60).clamp(
+            std::time::Duration::from_millis(100),
+            std::time::Duration::from_secs(5),
+        );
+        tokio::spawn(async move {
+            throttle
+                .run(
+                    Box::new(crate::limits::sampler::System::detect()),
+                    every,
+                    rx,
+                )
+                .await;
+        });
+    }
+    let per_ip: Arc<dashmap::DashMap<std::net::IpAddr, usize>> = Arc::default();
     let slots = Arc::new(Semaphore::new(router.cfg.max_clients));
     let mut sessions = JoinSet::new();
     loop {
@@ -35,7 +53,32 @@ pub async fn run(listener: TcpListener, router: Arc<Router>, mut shutdown: watch
                 continue;
             }
         };
+        let ip = peer.ip();
+        let per_ip_limit = router.cfg.max_clients_per_ip;
+        if per_ip_limit > 0 {
+            let mut n = per_ip.entry(ip).or_insert(0);
+            if *n >= per_ip_limit {
+                drop(n);
+                tracing::warn!(client = %peer, limit = per_ip_limit, "connection refused: too many connections from this address");
+                router.metrics.refused(crate::metrics::Refusal::Connections);
+                refuse(stream, "dsa-router: too many connections from your address");
+                continue;
+            }
+            *n += 1;
+        }
+        let release_ip = {
+            let per_ip = per_ip.clone();
+            move || {
+                if per_ip_limit > 0 {
+                    if let Some(mut n) = per_ip.get_mut(&ip) {
+                        *n = n.saturating_sub(1);
+                    }
+                    per_ip.remove_if(&ip, |_, n| *n == 0);
+                }
+            }
+        };
         let Ok(permit) = slots.clone().try_acquire_owned() else {
+            release_ip();
             tracing::warn!(client = %peer, limit = router.cfg.max_clients, "connection refused: too many client connections");
             router.metrics.refused(crate::metrics::Refusal::Connections);
             tokio::spawn(async move {
@@ -59,6 +102,7 @@ pub async fn run(listener: TcpListener, router: Arc<Router>, mut shutdown: watch
             m.clients_total.fetch_add(1, Ordering::Relaxed);
             crate::session::run(router, stream, peer, shutdown).await;
             m.clients.fetch_sub(1, Ordering::Relaxed);
+            release_ip();
             drop(permit);
         });
     }
@@ -69,4 +113,13 @@ pub async fn run(listener: TcpListener, router: Arc<Router>, mut shutdown: watch
     })
     .await;
     sessions.abort_all();
+}
+
+/// Send a Notice of Disconnection and close, without holding up the loop.
+fn refuse(mut stream: tokio::net::TcpStream, msg: &'static str) {
+    tokio::spawn(async move {
+        let mut b = BytesMut::new();
+        response::notice_of_disconnection(Code::Unavailable, msg, &mut b);
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(1), stream.write_all(&b)).await;
+    });
 }

@@ -186,6 +186,20 @@ impl DsaState {
         }
     }
 
+    /// Count one operation in flight unless the DSA is at its concurrency
+    /// limit (atomically: concurrent callers never overshoot the limit).
+    pub fn try_begin(self: &Arc<Self>) -> Option<InFlight> {
+        let limit = self.limit();
+        let ok = self
+            .in_flight
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| match limit {
+                Some(l) if n >= l => None,
+                _ => Some(n + 1),
+            })
+            .is_ok();
+        ok.then(|| InFlight(self.clone()))
+    }
+
     /// Count one operation in flight until the guard drops.
     pub fn begin(self: &Arc<Self>) -> InFlight {
         self.in_flight.fetch_add(1, Ordering::Relaxed);

@@ -120,6 +120,24 @@ pub fn render(s: &Status) -> String {
         s.knowledge,
         s.client_connections
     );
+    let u = &s.utilization;
+    let _ = writeln!(
+        out,
+        "utilization over {:.0} s: CPU {:.1}% (threshold {}), memory {:.1}% (threshold {})",
+        u.window_seconds,
+        u.cpu_avg_percent,
+        if u.cpu_threshold_percent == 0 {
+            "off".to_string()
+        } else {
+            format!("{}%", u.cpu_threshold_percent)
+        },
+        u.memory_avg_percent,
+        if u.memory_threshold_percent == 0 {
+            "off".to_string()
+        } else {
+            format!("{}%", u.memory_threshold_percent)
+        },
+    );
     if let Some(r) = &s.last_reload {
         let _ = writeln!(
             out,

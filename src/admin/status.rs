@@ -36,6 +36,17 @@ pub struct Status {
     pub partitions: Vec<PartitionStatus>,
     pub last_reload: Option<ReloadInfo>,
     pub client_connections: i64,
+    pub utilization: Utilization,
+}
+
+/// Router CPU and memory: windowed averages and thresholds (0 = off).
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Utilization {
+    pub cpu_avg_percent: f64,
+    pub memory_avg_percent: f64,
+    pub cpu_threshold_percent: u8,
+    pub memory_threshold_percent: u8,
+    pub window_seconds: f64,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -113,12 +124,51 @@ pub fn status(router: &Router) -> Status {
             .metrics
             .clients
             .load(std::sync::atomic::Ordering::Relaxed),
+        utilization: {
+            let (cpu, mem) = router.throttle.averages();
+            let t = router.throttle.thresholds();
+            Utilization {
+                cpu_avg_percent: cpu,
+                memory_avg_percent: mem,
+                cpu_threshold_percent: t.cpu,
+                memory_threshold_percent: t.memory,
+                window_seconds: router.throttle.window().as_secs_f64(),
+            }
+        },
     }
 }
 
 /// Per-DSA Prometheus series.
 pub fn dsa_metrics(router: &Router, out: &mut String) {
     use std::fmt::Write;
+    let (cpu, mem) = router.throttle.averages();
+    let t = router.throttle.thresholds();
+    for (name, help, v) in [
+        (
+            "dsa_router_cpu_average_percent",
+            "Router CPU use averaged over the utilization window.",
+            cpu,
+        ),
+        (
+            "dsa_router_memory_average_percent",
+            "Memory use averaged over the utilization window.",
+            mem,
+        ),
+        (
+            "dsa_router_cpu_threshold_percent",
+            "CPU threshold (0 = off).",
+            t.cpu as f64,
+        ),
+        (
+            "dsa_router_memory_threshold_percent",
+            "Memory threshold (0 = off).",
+            t.memory as f64,
+        ),
+    ] {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} gauge");
+        let _ = writeln!(out, "{name} {v}");
+    }
     let r = router.routing();
     let series: [(&str, &str, &str); 5] = [
         (

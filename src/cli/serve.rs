@@ -63,11 +63,58 @@ pub struct LimitArgs {
     /// Probe search filter.
     #[arg(long, default_value = "(objectClass=*)")]
     pub probe_filter: String,
+    /// Operations in flight from this router to one DSA; beyond it the DSA
+    /// is skipped, and `busy` when its whole group is saturated (0: none).
+    #[arg(long, default_value_t = crate::router::DEFAULT_DSA_CONCURRENCY_LIMIT)]
+    pub dsa_concurrency_limit: u32,
+    /// Refuse new operations while the router's average CPU use is above
+    /// this percentage (0-100; 0 = off).
+    #[arg(long, default_value_t = 0)]
+    pub cpu_threshold: u32,
+    /// Refuse new operations while average memory use is above this
+    /// percentage (0-100; 0 = off).
+    #[arg(long, default_value_t = 0)]
+    pub memory_threshold: u32,
+    /// Window for the CPU and memory averages: seconds, or with a unit
+    /// (`30s`, `5m`).
+    #[arg(long, default_value = "5m")]
+    pub utilization_window: String,
+    /// Client connections per source address (0: no limit).
+    #[arg(long, default_value_t = 0)]
+    pub max_clients_per_ip: usize,
+}
+
+/// `300`, `300s`, `5m`, `1h`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, unit) = match s.find(|c: char| !c.is_ascii_digit() && c != '.') {
+        Some(i) => (&s[..i], &s[i..]),
+        None => (s, "s"),
+    };
+    let v: f64 = num.parse().map_err(|_| format!("bad duration {s:?}"))?;
+    let secs = match unit {
+        "ms" => v / 1000.0,
+        "s" => v,
+        "m" => v * 60.0,
+        "h" => v * 3600.0,
+        _ => return Err(format!("bad duration unit in {s:?} (use s, m or h)")),
+    };
+    if !(secs.is_finite() && secs > 0.0) {
+        return Err(format!("duration {s:?} must be positive"));
+    }
+    Ok(Duration::from_secs_f64(secs))
 }
 
 impl LimitArgs {
-    pub fn config(&self) -> Config {
-        Config {
+    pub fn config(&self) -> Result<Config, String> {
+        Ok(Config {
+            dsa_concurrency_limit: self.dsa_concurrency_limit,
+            thresholds: crate::limits::Thresholds::validate(
+                self.cpu_threshold,
+                self.memory_threshold,
+            )?,
+            utilization_window: parse_duration(&self.utilization_window)?,
+            max_clients_per_ip: self.max_clients_per_ip,
             max_clients: self.max_clients.max(1),
             max_request_pdu: self.max_request_pdu.max(64),
             max_response_pdu: self.max_response_pdu.max(64),
@@ -88,7 +135,7 @@ impl LimitArgs {
                 filter: self.probe_filter.clone(),
                 bind: None,
             }),
-        }
+        })
     }
 }
 
@@ -161,7 +208,11 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
                 .and_then(|d| crate::upstream::pool::socket_addrs(d).into_iter().next())
         })
         .unwrap_or_else(|| "127.0.0.1:3389".to_string());
-    let router = match Router::new(args.limits.config(), snap, args.name.clone()) {
+    let router = match args
+        .limits
+        .config()
+        .and_then(|c| Router::new(c, snap, args.name.clone()))
+    {
         Ok(r) => Arc::new(r),
         Err(e) => {
             eprintln!("error: {e}");
@@ -283,7 +334,14 @@ pub fn demo(limits: &LimitArgs, listen: Option<String>) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match rt.block_on(crate::demo::run(limits.config(), listen)) {
+    let cfg = match limits.config() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match rt.block_on(crate::demo::run(cfg, listen)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");

@@ -107,6 +107,9 @@ pub struct DsaDef {
     pub trust_flags: Vec<String>,
     pub link_flags: Vec<String>,
     pub load_share_group: Option<String>,
+    /// Router-only `dsa-router-concurrency-limit = N`: operations in flight
+    /// from this router to the DSA (0 = none).
+    pub concurrency_limit: Option<u32>,
     /// Attributes the router accepts but does not use, as written.
     pub other: Vec<(String, String)>,
     /// Where the block's name is.
@@ -162,6 +165,21 @@ pub struct Snapshot {
     /// `set write-precedence`, names as in `dsas`.
     pub write_precedence: Vec<String>,
     pub warnings: Vec<Diagnostic>,
+    /// Router-only `set dsa-router-...` commands.
+    pub settings: RouterSettings,
+}
+
+/// Router-only settings a knowledge tree may carry (they override the
+/// command line and change on reload). CA Directory ignores them as unknown
+/// `set` commands would be; keep them in the router's own files.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RouterSettings {
+    /// `set dsa-router-cpu-threshold = PCT;`
+    pub cpu_threshold: Option<u32>,
+    /// `set dsa-router-memory-threshold = PCT;`
+    pub memory_threshold: Option<u32>,
+    /// `set dsa-router-concurrency-limit = N;` (per DSA; 0 = none)
+    pub concurrency_limit: Option<u32>,
 }
 
 impl Snapshot {

@@ -58,6 +58,7 @@ struct Loader<'a> {
     dsas: Vec<(DsaDef, Arc<String>)>,
     precedence: Option<Vec<Named>>,
     write_precedence: Option<Vec<Named>>,
+    settings: super::RouterSettings,
     errors: Vec<Diagnostic>,
     warnings: Vec<Diagnostic>,
 }
@@ -70,6 +71,7 @@ pub fn load(root: &Path, source: &dyn Source) -> Result<Snapshot, LoadError> {
         dsas: Vec::new(),
         precedence: None,
         write_precedence: None,
+        settings: super::RouterSettings::default(),
         errors: Vec::new(),
         warnings: Vec::new(),
     };
@@ -86,6 +88,7 @@ pub fn load(root: &Path, source: &dyn Source) -> Result<Snapshot, LoadError> {
         precedence: names(l.precedence),
         write_precedence: names(l.write_precedence),
         warnings: l.warnings,
+        settings: l.settings,
     })
 }
 
@@ -333,6 +336,34 @@ impl Loader<'_> {
                 *slot = Some(names);
                 Ok(())
             }
+            "dsa-router-cpu-threshold"
+            | "dsa-router-memory-threshold"
+            | "dsa-router-concurrency-limit" => {
+                f.expect(Tok::Eq, "'='")?;
+                let v = f.name("a number")?;
+                let n: u32 = text_of(&v).parse().map_err(|_| {
+                    f.err_at(
+                        v.line,
+                        v.column,
+                        format!("set {key} takes a whole number, found {}", v.tok.describe()),
+                    )
+                })?;
+                if key != "dsa-router-concurrency-limit" && n > 100 {
+                    return Err(f.err_at(
+                        v.line,
+                        v.column,
+                        format!("set {key} is a percentage 0-100 (0 = off)"),
+                    ));
+                }
+                f.expect(Tok::Semi, "';'")?;
+                let s = &mut self.settings;
+                match key.as_str() {
+                    "dsa-router-cpu-threshold" => s.cpu_threshold = Some(n),
+                    "dsa-router-memory-threshold" => s.memory_threshold = Some(n),
+                    _ => s.concurrency_limit = Some(n),
+                }
+                Ok(())
+            }
             _ => {
                 self.warnings
                     .push(f.warn_at(&what, format!("set {key}: not used by the router, ignored")));
@@ -360,6 +391,7 @@ impl Loader<'_> {
             trust_flags: Vec::new(),
             link_flags: Vec::new(),
             load_share_group: None,
+            concurrency_limit: None,
             other: Vec::new(),
             defined_at: f.loc(name_tok.line, name_tok.column),
         };
@@ -417,6 +449,17 @@ impl Loader<'_> {
                     d.link_flags = self.flags(f, value, KNOWN_LINK_FLAGS, "link-flag")?
                 }
                 "load-share-group" => d.load_share_group = Some(single(f, value, &attr)?),
+                "dsa-router-concurrency-limit" => {
+                    let v = single(f, value, &attr)?;
+                    let n: u32 = v.parse().map_err(|_| {
+                        f.err_at(
+                            value[0].line,
+                            value[0].column,
+                            format!("'{attr}' takes a whole number, found '{v}'"),
+                        )
+                    })?;
+                    d.concurrency_limit = Some(n);
+                }
                 _ => {
                     if !PASSIVE_ATTRS.contains(&attr.as_str()) {
                         self.warnings.push(f.warn_at(

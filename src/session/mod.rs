@@ -201,6 +201,16 @@ impl Session {
             Ok(r) => r,
             Err(e) => return self.malformed(&e.message),
         };
+        if !matches!(req.op, Op::Unbind | Op::Abandon { .. }) {
+            if let Err(over) = self.router.throttle.admit() {
+                self.router.metrics.refused(match over {
+                    crate::limits::Over::Cpu => crate::metrics::Refusal::Cpu,
+                    crate::limits::Over::Memory => crate::metrics::Refusal::Memory,
+                });
+                self.reply(&req, Code::Busy, "", over.message()).await;
+                return Flow::Continue;
+            }
+        }
         match &req.op {
             Op::Unbind => Flow::Close(None),
             Op::Abandon { target } => {
@@ -317,7 +327,8 @@ impl Session {
         // Choose a target and get a connection; a target that cannot be
         // reached is marked down (passively) and the next one tried.
         let mut tried: Vec<usize> = Vec::new();
-        let (dsa, conn, proxy, shared) = loop {
+        let mut races = 0;
+        let (dsa, conn, proxy, shared, guard) = loop {
             let view = Excluding {
                 inner: &routing.states,
                 tried: &tried,
@@ -350,6 +361,19 @@ impl Session {
                         .await
                 }
             };
+            // Take the in-flight slot atomically; losing a race for the
+            // last slot means selecting again (never another group).
+            let Some(guard) = routing.states.0[dsa].try_begin() else {
+                races += 1;
+                if races > 8 {
+                    self.router
+                        .metrics
+                        .refused(crate::metrics::Refusal::Concurrency);
+                    let msg = message::concurrency(&[routing.snap.dsas[dsa].name.as_str()]);
+                    return self.reply(req, Code::Busy, "", &msg).await;
+                }
+                continue;
+            };
             let pool = routing.pools[dsa].clone();
             let (conn, proxy, shared) = match (&self.identity, own_proxy) {
                 (Identity::Anonymous, false) => (pool.shared(false).await, None, true),
@@ -363,7 +387,7 @@ impl Session {
                 ),
             };
             match conn {
-                Ok(c) => break (dsa, c, proxy, shared),
+                Ok(c) => break (dsa, c, proxy, shared, guard),
                 Err(crate::upstream::pool::UpstreamError::BindRefused { code, message }) => {
                     let msg = format!("dsa-router: your identity could not be established on DSA {} ({message}, result {code})", pool.dsa.name);
                     return self
@@ -422,7 +446,7 @@ impl Session {
             retry,
             op: crate::metrics::op_index(req.op.name()) as u8,
             metrics: Some(self.router.metrics.clone()),
-            _guard: Some(routing.states.0[dsa].begin()),
+            _guard: Some(guard),
         };
         let Some(id) = conn.register(pending) else {
             self.out.finish(req.msgid);

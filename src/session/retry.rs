@@ -71,6 +71,7 @@ async fn send_again(p: &mut Pending, mut retry: Box<Retry>) -> Result<(), (Code,
             format!("dsa-router: no partition holds {}", retry.dn),
         ));
     };
+    let mut races = 0;
     loop {
         if retry.tried.len() >= MAX_ATTEMPTS {
             return Err(unavailable(format!(
@@ -101,6 +102,16 @@ async fn send_again(p: &mut Pending, mut retry: Box<Retry>) -> Result<(), (Code,
             Err(RouteError::Busy { group }) => {
                 return Err((Code::Busy, message::busy(part, group, &routing.snap, &view)))
             }
+        };
+        let Some(guard) = routing.states.0[dsa].try_begin() else {
+            races += 1;
+            if races > 8 {
+                return Err((
+                    Code::Busy,
+                    message::concurrency(&[routing.snap.dsas[dsa].name.as_str()]),
+                ));
+            }
+            continue;
         };
         let pool = routing.pools[dsa].clone();
         let name = routing.snap.dsas[dsa].name.clone();
@@ -137,7 +148,7 @@ async fn send_again(p: &mut Pending, mut retry: Box<Retry>) -> Result<(), (Code,
             retry: Some(retry),
             op: p.op,
             metrics: p.metrics.clone(),
-            _guard: Some(routing.states.0[dsa].begin()),
+            _guard: Some(guard),
         };
         let Some(id) = conn.register(moved) else {
             return Err(unavailable(format!(
