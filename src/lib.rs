@@ -30,9 +30,11 @@
 //! * [`demo`]: `dsa-router demo`, the seed setup on loopback with test DSAs.
 //! * [`limits`]: CPU and memory thresholds over a window, cgroup-aware sampling.
 //! * [`admin`]: the admin HTTP API (status, metrics, control) and `ctl`.
+//! * [`bench`]: `dsa-router bench`, the load generator.
 //! * [`cli`]: output of the `check` and `explain` subcommands.
 
 pub mod admin;
+pub mod bench;
 pub mod cli;
 pub mod demo;
 pub mod dn;

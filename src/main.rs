@@ -24,6 +24,8 @@ enum Cmd {
     Explain(dsa_router::cli::ExplainArgs),
     /// Run the router.
     Serve(dsa_router::cli::serve::ServeArgs),
+    /// Load an LDAP server (or the router) and print throughput and latency.
+    Bench(dsa_router::bench::BenchArgs),
     /// Control a running router through its admin API.
     Ctl(dsa_router::admin::ctl::CtlArgs),
     /// Run one in-memory test DSA (for tests and experiments).
@@ -60,6 +62,7 @@ fn main() -> ExitCode {
     match cli.cmd {
         Cmd::Check { root, name } => dsa_router::cli::check(&root, name.as_deref()),
         Cmd::Explain(args) => dsa_router::cli::explain(&args),
+        Cmd::Bench(args) => dsa_router::bench::run(&args),
         Cmd::Ctl(args) => dsa_router::admin::ctl::run(&args),
         Cmd::Serve(args) => dsa_router::cli::serve::serve(&args),
         Cmd::Testdsa {

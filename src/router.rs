@@ -27,6 +27,8 @@ pub struct Config {
     pub max_outstanding: usize,
     /// Response PDUs queued for one client before it counts as stalled.
     pub client_queue: usize,
+    /// Response bytes queued for one client before it counts as stalled.
+    pub client_queue_bytes: usize,
     /// Close a client connection idle this long (zero: never).
     pub idle_timeout: Duration,
     /// Close a client that leaves a PDU incomplete this long.
@@ -57,7 +59,8 @@ impl Default for Config {
             max_request_pdu: 4 << 20,
             max_response_pdu: 16 << 20,
             max_outstanding: 256,
-            client_queue: 1024,
+            client_queue: 1 << 20,
+            client_queue_bytes: 16 << 20,
             idle_timeout: Duration::from_secs(900),
             pdu_timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(3),

@@ -25,8 +25,12 @@ pub struct LimitArgs {
     pub max_outstanding: usize,
     /// Response PDUs queued for one client before it counts as stalled and
     /// is disconnected.
-    #[arg(long, default_value_t = 1024)]
+    #[arg(long, default_value_t = 1 << 20)]
     pub client_queue: usize,
+    /// Response bytes queued for one client before it counts as stalled
+    /// (its operations are abandoned and it is disconnected).
+    #[arg(long, default_value_t = 16 << 20)]
+    pub client_queue_bytes: usize,
     /// Seconds a client may stay idle (0: forever).
     #[arg(long, default_value_t = 900)]
     pub idle_timeout: u64,
@@ -120,6 +124,7 @@ impl LimitArgs {
             max_response_pdu: self.max_response_pdu.max(64),
             max_outstanding: self.max_outstanding.max(1),
             client_queue: self.client_queue.max(1),
+            client_queue_bytes: self.client_queue_bytes.max(4096),
             idle_timeout: Duration::from_secs(self.idle_timeout),
             pdu_timeout: Duration::from_secs(self.pdu_timeout.max(1)),
             connect_timeout: Duration::from_secs(self.connect_timeout.max(1)),

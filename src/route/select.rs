@@ -70,20 +70,33 @@ pub fn select_read(p: &Partition, view: &impl DsaView, tick: usize) -> Result<Ch
     else {
         return Err(RouteError::Unavailable);
     };
-    let open = || {
-        group
-            .members
-            .iter()
-            .copied()
-            .filter(|&m| view.status(m).eligible() && !view.saturated(m))
-    };
-    let Some(least) = open().map(|m| view.in_flight(m)).min() else {
+    // Read each member's in-flight count once: the counters move while we
+    // look, and every decision below must see the same numbers. A fixed
+    // array keeps this allocation-free; groups beyond 64 members are cut.
+    let mut open: [(DsaIdx, u32); 64] = [(0, 0); 64];
+    let mut n = 0;
+    for &m in group.members.iter() {
+        if n == open.len() {
+            break;
+        }
+        if !view.status(m).eligible() {
+            continue;
+        }
+        let load = view.in_flight(m);
+        if view.limit(m).is_some_and(|l| load >= l) {
+            continue;
+        }
+        open[n] = (m, load);
+        n += 1;
+    }
+    let open = &open[..n];
+    let Some(least) = open.iter().map(|&(_, l)| l).min() else {
         return Err(RouteError::Busy { group: gi });
     };
-    let ties = open().filter(|&m| view.in_flight(m) == least).count();
+    let ties = open.iter().filter(|&&(_, l)| l == least).count();
     let pick = tick % ties.max(1);
-    match open().filter(|&m| view.in_flight(m) == least).nth(pick) {
-        Some(dsa) => Ok(Choice { group: gi, dsa }),
+    match open.iter().filter(|&&(_, l)| l == least).nth(pick) {
+        Some(&(dsa, _)) => Ok(Choice { group: gi, dsa }),
         None => Err(RouteError::Busy { group: gi }),
     }
 }

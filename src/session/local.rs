@@ -67,6 +67,22 @@ impl Session {
             return Flow::Continue;
         };
         match oid.as_str() {
+            OID_WHOAMI if req.control(OID_PROXIED_AUTHZ).is_some() => {
+                // The DSA holding the proxied identity judges the control
+                // against the client's own identity.
+                let authz = req
+                    .control(OID_PROXIED_AUTHZ)
+                    .and_then(|c| c.value.as_deref())
+                    .map(|v| String::from_utf8_lossy(v).into_owned())
+                    .unwrap_or_default();
+                match authz.strip_prefix("dn:") {
+                    Some(dn) if !dn.is_empty() => self.forward(pdu, h, req, Some(dn), false).await,
+                    _ => {
+                        self.reply(req, Code::Other, "", "dsa-router: WhoAmI with proxied authorization needs a dn: authorization identity")
+                            .await
+                    }
+                }
+            }
             OID_WHOAMI => {
                 let authz = match &self.identity {
                     Identity::Anonymous => String::new(),
@@ -101,7 +117,7 @@ impl Session {
                     (None, Identity::Anonymous) => None,
                 };
                 match target {
-                    Some(t) => self.forward(pdu, h, req, Some(&t)).await,
+                    Some(t) => self.forward(pdu, h, req, Some(&t), true).await,
                     None => {
                         self.reply(
                             req,

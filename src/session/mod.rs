@@ -58,6 +58,8 @@ struct Session {
     identity: Identity,
     /// Connections of the client's own, by DSA name (lower case).
     private: HashMap<String, Arc<Conn>>,
+    /// The DSA of this client's paged searches, by partition.
+    paged_dsa: HashMap<String, String>,
 }
 
 /// Serve one client until it leaves, misbehaves, or shutdown.
@@ -69,24 +71,27 @@ pub async fn run(
 ) {
     let _ = stream.set_nodelay(true);
     let (mut rd, wr) = stream.into_split();
-    let (out, rx) = ClientOut::new(router.cfg.client_queue);
+    let (out, rx) = ClientOut::new(router.cfg.client_queue, router.cfg.client_queue_bytes);
     let done = CancellationToken::new();
-    let writer = tokio::spawn(writer(wr, rx, out.kill.clone(), done.clone()));
+    let writer = tokio::spawn(writer(wr, rx, out.clone(), done.clone()));
     let mut s = Session {
         router: router.clone(),
         peer,
         out: out.clone(),
         identity: Identity::Anonymous,
         private: HashMap::new(),
+        paged_dsa: HashMap::new(),
     };
     let cfg = &router.cfg;
     let mut buf = BytesMut::with_capacity(4096);
     let mut notice: Option<(Code, String)> = None;
+    let mut pdu_started: Option<Instant> = None;
     'conn: loop {
         loop {
             match frame::frame_len(&buf, cfg.max_request_pdu) {
                 Ok(Some(len)) => {
                     let pdu = buf.split_to(len).freeze();
+                    pdu_started = None;
                     match s.handle(pdu).await {
                         Flow::Continue => {}
                         Flow::Close(n) => {
@@ -103,10 +108,16 @@ pub async fn run(
                 }
             }
         }
+        // The PDU timeout runs from a PDU's first byte, however slowly
+        // the rest trickles in.
         let wait = if buf.is_empty() {
+            pdu_started = None;
             cfg.idle_timeout
         } else {
+            let started = *pdu_started.get_or_insert_with(Instant::now);
             cfg.pdu_timeout
+                .saturating_sub(started.elapsed())
+                .max(std::time::Duration::from_millis(1))
         };
         let read = async {
             if wait.is_zero() {
@@ -155,10 +166,11 @@ pub async fn run(
 /// Drain the client's queue to its socket, batching PDUs into few writes.
 async fn writer(
     mut wr: tokio::net::tcp::OwnedWriteHalf,
-    mut rx: mpsc::Receiver<Bytes>,
-    kill: CancellationToken,
+    mut rx: mpsc::UnboundedReceiver<Bytes>,
+    out: Arc<ClientOut>,
     done: CancellationToken,
 ) {
+    let kill = out.kill.clone();
     let mut buf = BytesMut::with_capacity(16 * 1024);
     loop {
         let first = tokio::select! {
@@ -168,6 +180,7 @@ async fn writer(
             _ = done.cancelled() => {
                 // Flush what is queued (a final notice), then close.
                 while let Ok(m) = rx.try_recv() {
+                    out.dequeued(m.len());
                     buf.extend_from_slice(&m);
                 }
                 let _ = wr.write_all(&buf).await;
@@ -175,10 +188,14 @@ async fn writer(
             }
         };
         let Some(first) = first else { break };
+        out.dequeued(first.len());
         buf.extend_from_slice(&first);
         while buf.len() < 64 * 1024 {
             match rx.try_recv() {
-                Ok(more) => buf.extend_from_slice(&more),
+                Ok(more) => {
+                    out.dequeued(more.len());
+                    buf.extend_from_slice(&more);
+                }
                 Err(_) => break,
             }
         }
@@ -207,6 +224,10 @@ impl Session {
                     crate::limits::Over::Cpu => crate::metrics::Refusal::Cpu,
                     crate::limits::Over::Memory => crate::metrics::Refusal::Memory,
                 });
+                if matches!(req.op, Op::Bind { .. }) {
+                    // A failed bind leaves the client anonymous (RFC 4513).
+                    self.become_anonymous();
+                }
                 self.reply(&req, Code::Busy, "", over.message()).await;
                 return Flow::Continue;
             }
@@ -224,7 +245,7 @@ impl Session {
                 Flow::Continue
             }
             _ => {
-                self.forward(&pdu, &h, &req, None).await;
+                self.forward(&pdu, &h, &req, None, false).await;
                 Flow::Continue
             }
         }
@@ -265,7 +286,17 @@ impl Session {
 
     /// Route and forward one operation. `target` overrides the DN the
     /// request names (Password Modify).
-    async fn forward(&mut self, pdu: &Bytes, h: &Header, req: &Request, target: Option<&str>) {
+    /// Route and forward one operation. `target` overrides the DN the
+    /// request names (Password Modify, WhoAmI with proxied authorization);
+    /// `write` marks it an update.
+    async fn forward(
+        &mut self,
+        pdu: &Bytes,
+        h: &Header,
+        req: &Request,
+        target: Option<&str>,
+        write: bool,
+    ) {
         let router = self.router.clone();
         let cfg = &router.cfg;
         if self.out.outstanding() >= cfg.max_outstanding {
@@ -284,7 +315,7 @@ impl Session {
             | Op::ModDn { dn } => dn,
             _ => "",
         });
-        let is_write = target.is_some()
+        let is_write = write
             || matches!(
                 req.op,
                 Op::Add { .. } | Op::Delete { .. } | Op::Modify { .. } | Op::ModDn { .. }
@@ -314,14 +345,16 @@ impl Session {
                 return self.reply(req, Code::NoSuchObject, "", &msg).await;
             }
         };
-        // The next page of a paged search goes to the DSA that issued the
-        // cookie.
+        // Paged results: servers keep paging state per connection (OpenLDAP
+        // does), and cookies are opaque and may repeat across DSAs. So a
+        // client's paged searches run on a connection of its own, and all
+        // of them in one partition go to one DSA: the pages of a search
+        // reach the DSA that issued the cookie.
         let paged = req.control(OID_PAGED_RESULTS);
+        let part_key = p.prefix.normalized();
         let sticky = paged
-            .and_then(|c| c.value.as_deref())
-            .and_then(request::paged_cookie)
-            .and_then(|cookie| self.out.cookie_dsa(&cookie))
-            .and_then(|n| routing.snap.dsa_index(&n))
+            .and_then(|_| self.paged_dsa.get(&part_key))
+            .and_then(|n| routing.snap.dsa_index(n))
             .filter(|&i| p.order.contains(&i) && routing.states.0[i].status().eligible());
         let own_proxy = req.control(OID_PROXIED_AUTHZ).is_some();
         // Choose a target and get a connection; a target that cannot be
@@ -375,7 +408,7 @@ impl Session {
                 continue;
             };
             let pool = routing.pools[dsa].clone();
-            let (conn, proxy, shared) = match (&self.identity, own_proxy) {
+            let (conn, proxy, shared) = match (&self.identity, own_proxy || paged.is_some()) {
                 (Identity::Anonymous, false) => (pool.shared(false).await, None, true),
                 (Identity::Bound(b), false) if pool.proxies() => {
                     (pool.shared(true).await, Some(format!("dn:{}", b.dn)), true)
@@ -410,6 +443,10 @@ impl Session {
                 }
             }
         };
+        if paged.is_some() {
+            self.paged_dsa
+                .insert(part_key, routing.snap.dsas[dsa].name.clone());
+        }
         let log = cfg.access_log.then(|| {
             Box::new(LogCtx {
                 client: self.peer,

@@ -10,6 +10,7 @@
 use crate::upstream::conn::Conn;
 use bytes::Bytes;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -23,7 +24,12 @@ pub enum Delivery {
 }
 
 pub struct ClientOut {
-    tx: mpsc::Sender<Bytes>,
+    tx: mpsc::UnboundedSender<Bytes>,
+    /// PDUs and bytes queued and not yet written, against the limits.
+    queued_pdus: AtomicUsize,
+    queued_bytes: AtomicUsize,
+    max_pdus: usize,
+    max_bytes: usize,
     outstanding: Mutex<HashMap<i32, (Weak<Conn>, i32)>>,
     cookies: Mutex<HashMap<Vec<u8>, String>>,
     /// Cancelled to disconnect the client (overflow, shutdown).
@@ -35,11 +41,18 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl ClientOut {
-    pub fn new(capacity: usize) -> (Arc<ClientOut>, mpsc::Receiver<Bytes>) {
-        let (tx, rx) = mpsc::channel(capacity.max(1));
+    pub fn new(
+        max_pdus: usize,
+        max_bytes: usize,
+    ) -> (Arc<ClientOut>, mpsc::UnboundedReceiver<Bytes>) {
+        let (tx, rx) = mpsc::unbounded_channel();
         (
             Arc::new(ClientOut {
                 tx,
+                queued_pdus: AtomicUsize::new(0),
+                queued_bytes: AtomicUsize::new(0),
+                max_pdus: max_pdus.max(1),
+                max_bytes: max_bytes.max(1),
                 outstanding: Mutex::new(HashMap::new()),
                 cookies: Mutex::new(HashMap::new()),
                 kill: CancellationToken::new(),
@@ -50,22 +63,37 @@ impl ClientOut {
 
     /// Queue a PDU for the client without waiting.
     pub fn deliver(&self, pdu: Bytes) -> Delivery {
-        match self.tx.try_send(pdu) {
+        let len = pdu.len();
+        if self.queued_pdus.load(Ordering::Relaxed) >= self.max_pdus
+            || self.queued_bytes.load(Ordering::Relaxed) + len > self.max_bytes
+        {
+            return Delivery::Full;
+        }
+        self.queued_pdus.fetch_add(1, Ordering::Relaxed);
+        self.queued_bytes.fetch_add(len, Ordering::Relaxed);
+        match self.tx.send(pdu) {
             Ok(()) => Delivery::Queued,
-            Err(mpsc::error::TrySendError::Full(_)) => Delivery::Full,
-            Err(mpsc::error::TrySendError::Closed(_)) => Delivery::Gone,
+            Err(_) => Delivery::Gone,
         }
     }
 
     /// Queue a PDU the router wrote itself, waiting for room (the session
     /// task's own answers; bounded by the client's outstanding limit).
     pub async fn send(&self, pdu: Bytes) -> bool {
-        self.tx.send(pdu).await.is_ok()
+        self.queued_pdus.fetch_add(1, Ordering::Relaxed);
+        self.queued_bytes.fetch_add(pdu.len(), Ordering::Relaxed);
+        self.tx.send(pdu).is_ok()
     }
 
     /// Count an operation as outstanding before it is registered upstream,
     /// so that a response racing the registration cannot leave a stale
     /// entry behind.
+    /// The writer took a PDU of `len` bytes off the queue.
+    pub fn dequeued(&self, len: usize) {
+        self.queued_pdus.fetch_sub(1, Ordering::Relaxed);
+        self.queued_bytes.fetch_sub(len, Ordering::Relaxed);
+    }
+
     pub fn track_placeholder(&self, msgid: i32) {
         lock(&self.outstanding).insert(msgid, (Weak::new(), 0));
     }

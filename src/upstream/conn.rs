@@ -470,17 +470,12 @@ async fn reader(mut rd: tokio::net::tcp::OwnedReadHalf, conn: Arc<Conn>, limits:
         }
         match n {
             Ok(usize::MAX) => continue,
-            Ok(0) => {
-                if conn.pending_count() > 0 {
-                    conn.dsa
-                        .passive_down("connection closed by the DSA with operations pending");
-                }
-                break "closed by the DSA".to_string();
-            }
-            Err(e) => {
-                conn.dsa.passive_down(&format!("connection error: {e}"));
-                break format!("read error: {e}");
-            }
+            // A closed or reset connection alone does not mark the DSA
+            // down (a DSA drops one connection on a protocol error, or
+            // when idle): its reads are re-sent, and a DSA that is really
+            // gone refuses the reconnect, which does mark it down.
+            Ok(0) => break "closed by the DSA".to_string(),
+            Err(e) => break format!("read error: {e}"),
             Ok(_) => {}
         }
         let mut bad = None;

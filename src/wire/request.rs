@@ -236,6 +236,13 @@ pub fn decode(pdu: &[u8]) -> Result<Request, DecodeError> {
             let filter = fields
                 .get(6)
                 .ok_or_else(|| err(id, "search filter missing"))?;
+            let shape_ok = fields.len() >= 8
+                && fields[2..6].iter().all(|f| prim(f).is_some())
+                && valid_filter(filter)
+                && cons(&fields[7]).is_some_and(|a| a.iter().all(|t| prim(t).is_some()));
+            if !shape_ok {
+                return Err(err(id, "malformed search request"));
+            }
             let filter_is_present_oc = filter.class == TagClass::Context
                 && filter.id == 7
                 && prim(filter).is_some_and(|v| v.eq_ignore_ascii_case(b"objectclass"));
@@ -251,15 +258,47 @@ pub fn decode(pdu: &[u8]) -> Result<Request, DecodeError> {
                 filter_is_present_oc,
             }
         }
-        (6, tag::MODIFY_REQUEST) => Op::Modify { dn: dn_field()? },
-        (8, tag::ADD_REQUEST) => Op::Add { dn: dn_field()? },
+        (6, tag::MODIFY_REQUEST) => {
+            let ok = fields.get(1).and_then(cons).is_some_and(|changes| {
+                changes.iter().all(|c| match cons(c) {
+                    Some([op, m]) => prim(op).is_some() && cons(m).is_some_and(valid_attribute),
+                    _ => false,
+                })
+            });
+            if !ok {
+                return Err(err(id, "malformed modify request"));
+            }
+            Op::Modify { dn: dn_field()? }
+        }
+        (8, tag::ADD_REQUEST) => {
+            let ok = fields
+                .get(1)
+                .and_then(cons)
+                .is_some_and(|attrs| attrs.iter().all(|a| cons(a).is_some_and(valid_attribute)));
+            if !ok {
+                return Err(err(id, "malformed add request"));
+            }
+            Op::Add { dn: dn_field()? }
+        }
         (10, tag::DEL_REQUEST) => Op::Delete {
             dn: prim(op)
                 .and_then(|b| String::from_utf8(b.to_vec()).ok())
                 .ok_or_else(|| err(id, "delete DN not UTF-8"))?,
         },
-        (12, tag::MODDN_REQUEST) => Op::ModDn { dn: dn_field()? },
-        (14, tag::COMPARE_REQUEST) => Op::Compare { dn: dn_field()? },
+        (12, tag::MODDN_REQUEST) => {
+            let ok = fields.len() >= 3 && fields[1..].iter().all(|f| prim(f).is_some());
+            if !ok {
+                return Err(err(id, "malformed modify DN request"));
+            }
+            Op::ModDn { dn: dn_field()? }
+        }
+        (14, tag::COMPARE_REQUEST) => {
+            let ok = matches!(fields.get(1).and_then(cons), Some([a, v]) if prim(a).is_some() && prim(v).is_some());
+            if !ok {
+                return Err(err(id, "malformed compare request"));
+            }
+            Op::Compare { dn: dn_field()? }
+        }
         (16, tag::ABANDON_REQUEST) => {
             let b = prim(op).unwrap_or_default();
             if b.is_empty() || b.len() > 4 {
@@ -353,4 +392,34 @@ pub fn response_paged_cookie(pdu: &[u8], h: &super::frame::Header) -> Option<Vec
         }
     }
     None
+}
+
+/// `PartialAttribute ::= SEQUENCE { type, vals SET OF value }`.
+fn valid_attribute(a: &[StructureTag]) -> bool {
+    matches!(a, [t, vals] if prim(t).is_some() && cons(vals).is_some_and(|v| v.iter().all(|x| prim(x).is_some())))
+}
+
+/// Whether a Filter (RFC 4511 4.5.1) is complete, so that no malformed
+/// request reaches a DSA over a connection other clients share (a DSA
+/// closes the connection on a protocol error). Depth is bounded by the
+/// BER parser's limit.
+pub fn valid_filter(f: &StructureTag) -> bool {
+    if f.class != TagClass::Context {
+        return false;
+    }
+    let pair = |f: &StructureTag| matches!(cons(f), Some([a, v]) if prim(a).is_some() && prim(v).is_some());
+    match f.id {
+        0 | 1 => cons(f).is_some_and(|c| !c.is_empty() && c.iter().all(valid_filter)),
+        2 => matches!(cons(f), Some([inner]) if valid_filter(inner)),
+        3 | 5 | 6 | 8 => pair(f),
+        4 => matches!(cons(f), Some([t, subs]) if prim(t).is_some()
+            && cons(subs).is_some_and(|s| !s.is_empty() && s.iter().all(|x| x.class == TagClass::Context && x.id <= 2 && prim(x).is_some()))),
+        7 => prim(f).is_some(),
+        9 => cons(f).is_some_and(|c| {
+            c.iter().all(|x| {
+                x.class == TagClass::Context && (1..=4).contains(&x.id) && prim(x).is_some()
+            }) && c.iter().any(|x| x.id == 3)
+        }),
+        _ => false,
+    }
 }

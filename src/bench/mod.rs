@@ -1,0 +1,397 @@
+//! `dsa-router bench`: an LDAP load generator for comparing paths (direct,
+//! HAProxy, back-meta, dsa-router) with the same load.
+//!
+//! N connections each keep `depth` requests outstanding for a duration
+//! after a warm-up. Requests are encoded once at start-up per user and op;
+//! sending one rewrites only its message ID, so the generator stays cheap
+//! beside the servers it measures on the same machine. An operation counts
+//! as throughput only when its final response carries a success code
+//! (compareTrue/compareFalse for compares); everything else is reported by
+//! result code.
+
+use crate::upstream::conn::result_code;
+use crate::wire::frame::{self, tag};
+use bytes::BytesMut;
+use ldap3_proto::proto::{
+    LdapBindCred, LdapBindRequest, LdapCompareRequest, LdapDerefAliases, LdapMsg, LdapOp,
+    LdapSearchRequest, LdapSearchScope,
+};
+use std::collections::{BTreeMap, HashMap};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct BenchArgs {
+    /// Server to load, `ldap://HOST:PORT`.
+    #[arg(long)]
+    pub url: String,
+    #[arg(long, default_value_t = 8)]
+    pub connections: usize,
+    /// Requests kept outstanding per connection.
+    #[arg(long, default_value_t = 1)]
+    pub depth: usize,
+    /// Measured seconds.
+    #[arg(long, default_value_t = 10.0)]
+    pub duration: f64,
+    /// Seconds of load before measuring.
+    #[arg(long, default_value_t = 2.0)]
+    pub warmup: f64,
+    /// Operation mix, `op=weight,...`; ops: eq, base, sub, compare, bind.
+    #[arg(long, default_value = "eq=100")]
+    pub mix: String,
+    /// Search base for `eq` and `sub`.
+    #[arg(long, default_value = "o=DEMOCORP,c=AU")]
+    pub base: String,
+    /// Container of the users `uid=userNNNN`.
+    #[arg(long, default_value = "ou=people,o=DEMOCORP,c=AU")]
+    pub people: String,
+    /// Users user0000 .. user(N-1).
+    #[arg(long, default_value_t = 2000)]
+    pub users: usize,
+    /// Password of every user (for `bind`).
+    #[arg(long, default_value = "pw")]
+    pub password: String,
+    /// Filter of the `sub` search.
+    #[arg(long, default_value = "(uid=user000*)")]
+    pub sub_filter: String,
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Kind {
+    Eq,
+    Base,
+    Sub,
+    Compare,
+    Bind,
+}
+
+fn encode(op: LdapOp) -> Vec<u8> {
+    let mut b = BytesMut::new();
+    let tag: lber::structure::StructureTag = LdapMsg {
+        msgid: 1,
+        op,
+        ctrl: Vec::new(),
+    }
+    .into();
+    let _ = lber::write::encode_into(&mut b, tag);
+    b.to_vec()
+}
+
+fn search(base: &str, scope: LdapSearchScope, filter: &str) -> Result<LdapOp, String> {
+    Ok(LdapOp::SearchRequest(LdapSearchRequest {
+        base: base.to_string(),
+        scope,
+        aliases: LdapDerefAliases::Never,
+        sizelimit: 0,
+        timelimit: 0,
+        typesonly: false,
+        filter: ldap3_proto::parse_ldap_filter_str(filter)
+            .map_err(|e| format!("filter {filter}: {e:?}"))?,
+        attrs: vec!["cn".into(), "mail".into()],
+    }))
+}
+
+/// Pre-encoded requests: `[kind][user]`.
+fn templates(a: &BenchArgs, kinds: &[Kind]) -> Result<HashMap<Kind, Vec<Vec<u8>>>, String> {
+    let mut out = HashMap::new();
+    for &k in kinds {
+        let mut v = Vec::with_capacity(a.users);
+        for n in 0..a.users.max(1) {
+            let uid = format!("user{n:04}");
+            let dn = format!("uid={uid},{}", a.people);
+            let op = match k {
+                Kind::Eq => search(&a.base, LdapSearchScope::Subtree, &format!("(uid={uid})"))?,
+                Kind::Base => search(&dn, LdapSearchScope::Base, "(objectClass=*)")?,
+                Kind::Sub => search(&a.base, LdapSearchScope::Subtree, &a.sub_filter)?,
+                Kind::Compare => LdapOp::CompareRequest(LdapCompareRequest {
+                    dn,
+                    atype: "uid".into(),
+                    val: uid.into_bytes(),
+                }),
+                Kind::Bind => LdapOp::BindRequest(LdapBindRequest {
+                    version: 3,
+                    dn,
+                    cred: LdapBindCred::Simple(a.password.clone()),
+                }),
+            };
+            v.push(encode(op));
+            if k == Kind::Sub {
+                break; // one request serves every pick
+            }
+        }
+        out.insert(k, v);
+    }
+    Ok(out)
+}
+
+fn parse_mix(mix: &str) -> Result<Vec<(Kind, u32)>, String> {
+    let mut out = Vec::new();
+    for part in mix.split(',').filter(|p| !p.is_empty()) {
+        let (name, w) = part.split_once('=').unwrap_or((part, "1"));
+        let kind = match name.trim() {
+            "eq" => Kind::Eq,
+            "base" => Kind::Base,
+            "sub" => Kind::Sub,
+            "compare" => Kind::Compare,
+            "bind" => Kind::Bind,
+            other => {
+                return Err(format!(
+                    "unknown op {other} in --mix (eq, base, sub, compare, bind)"
+                ))
+            }
+        };
+        let w: u32 = w
+            .trim()
+            .parse()
+            .map_err(|_| format!("bad weight in --mix: {part}"))?;
+        if w > 0 {
+            out.push((kind, w));
+        }
+    }
+    if out.is_empty() {
+        return Err("--mix selects no operation".into());
+    }
+    Ok(out)
+}
+
+/// xorshift64*: cheap, seedable, good enough to pick users.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+}
+
+#[derive(Default)]
+struct Tally {
+    ok: u64,
+    errors: BTreeMap<u8, u64>,
+    lat_us: Vec<u32>,
+    io_errors: u64,
+}
+
+struct Plan {
+    mix: Vec<(Kind, u32)>,
+    total: u32,
+    templates: HashMap<Kind, Vec<Vec<u8>>>,
+    measure_from: Instant,
+    end: Instant,
+    depth: usize,
+}
+
+impl Plan {
+    fn pick(&self, rng: &mut Rng) -> (Kind, &[u8]) {
+        let mut r = (rng.next() % self.total as u64) as u32;
+        let mut kind = self.mix[0].0;
+        for &(k, w) in &self.mix {
+            if r < w {
+                kind = k;
+                break;
+            }
+            r -= w;
+        }
+        let v = &self.templates[&kind];
+        let i = (rng.next() % v.len() as u64) as usize;
+        (kind, &v[i])
+    }
+}
+
+async fn connection(addr: String, plan: std::sync::Arc<Plan>, seed: u64) -> Tally {
+    let mut t = Tally::default();
+    let Ok(mut s) = tokio::net::TcpStream::connect(&addr).await else {
+        t.io_errors += 1;
+        return t;
+    };
+    let _ = s.set_nodelay(true);
+    let mut rng = Rng(seed | 1);
+    let mut sent: HashMap<i32, (Instant, Kind)> = HashMap::with_capacity(plan.depth * 2);
+    let mut next_id: i32 = 1;
+    let mut out = BytesMut::with_capacity(4096);
+    let mut buf = BytesMut::with_capacity(64 * 1024);
+    loop {
+        let now = Instant::now();
+        if now < plan.end {
+            while sent.len() < plan.depth {
+                let (kind, pdu) = plan.pick(&mut rng);
+                let Ok(h) = frame::header(pdu) else { break };
+                frame::rewrite(pdu, &h, next_id, None, &mut out);
+                sent.insert(next_id, (now, kind));
+                next_id = if next_id == i32::MAX { 1 } else { next_id + 1 };
+            }
+            if !out.is_empty() {
+                if s.write_all(&out).await.is_err() {
+                    t.io_errors += 1;
+                    return t;
+                }
+                out.clear();
+            }
+        } else if sent.is_empty() {
+            return t;
+        }
+        match tokio::time::timeout(Duration::from_secs(10), s.read_buf(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => {}
+            _ => {
+                t.io_errors += 1;
+                return t;
+            }
+        }
+        while let Ok(Some(len)) = frame::frame_len(&buf, 64 << 20) {
+            let pdu = buf.split_to(len);
+            let Ok(h) = frame::header(&pdu) else { continue };
+            if !tag::is_final_response(h.op_tag) {
+                continue;
+            }
+            let Some((at, kind)) = sent.remove(&h.msgid) else {
+                continue;
+            };
+            if at < plan.measure_from {
+                continue;
+            }
+            let code = result_code(&pdu, &h).unwrap_or(80);
+            let good = match kind {
+                Kind::Compare => code == 5 || code == 6,
+                _ => code == 0,
+            };
+            if good {
+                t.ok += 1;
+                t.lat_us
+                    .push(at.elapsed().as_micros().min(u32::MAX as u128) as u32);
+            } else {
+                *t.errors.entry(code).or_insert(0) += 1;
+            }
+        }
+    }
+}
+
+fn percentile(sorted: &[u32], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)] as f64 / 1000.0
+}
+
+pub fn run(a: &BenchArgs) -> ExitCode {
+    match run_inner(a) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run_inner(a: &BenchArgs) -> Result<ExitCode, String> {
+    let addr = a
+        .url
+        .strip_prefix("ldap://")
+        .ok_or("--url must be ldap://HOST:PORT")?
+        .trim_end_matches('/')
+        .to_string();
+    let mix = parse_mix(&a.mix)?;
+    if mix.iter().any(|(k, _)| *k == Kind::Bind) && a.depth > 1 {
+        return Err("bind in the mix needs --depth 1 (LDAP allows nothing else while a bind is outstanding)".into());
+    }
+    let kinds: Vec<Kind> = mix.iter().map(|(k, _)| *k).collect();
+    let templates = templates(a, &kinds)?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let start = Instant::now();
+    let warm = Duration::from_secs_f64(a.warmup.max(0.0));
+    let dur = Duration::from_secs_f64(a.duration.max(0.1));
+    let plan = std::sync::Arc::new(Plan {
+        total: mix.iter().map(|(_, w)| w).sum(),
+        mix,
+        templates,
+        measure_from: start + warm,
+        end: start + warm + dur,
+        depth: a.depth.max(1),
+    });
+    let tallies: Vec<Tally> = rt.block_on(async {
+        let tasks: Vec<_> = (0..a.connections.max(1))
+            .map(|i| {
+                tokio::spawn(connection(
+                    addr.clone(),
+                    plan.clone(),
+                    0x9E37_79B9_7F4A_7C15 ^ ((i as u64 + 1) * 7919),
+                ))
+            })
+            .collect();
+        let mut v = Vec::new();
+        for t in tasks {
+            if let Ok(t) = t.await {
+                v.push(t);
+            }
+        }
+        v
+    });
+    let mut all = Tally::default();
+    for t in tallies {
+        all.ok += t.ok;
+        all.io_errors += t.io_errors;
+        all.lat_us.extend(t.lat_us);
+        for (c, n) in t.errors {
+            *all.errors.entry(c).or_insert(0) += n;
+        }
+    }
+    all.lat_us.sort_unstable();
+    let secs = dur.as_secs_f64();
+    let ops = all.ok as f64 / secs;
+    let p = |q| percentile(&all.lat_us, q);
+    if a.json {
+        let errors: serde_json::Map<String, serde_json::Value> = all
+            .errors
+            .iter()
+            .map(|(c, n)| (c.to_string(), serde_json::json!(n)))
+            .collect();
+        println!(
+            "{}",
+            serde_json::json!({
+                "ops_per_sec": ops,
+                "ok": all.ok,
+                "errors": errors,
+                "io_errors": all.io_errors,
+                "latency_ms": {"p50": p(0.5), "p90": p(0.9), "p99": p(0.99), "p999": p(0.999)},
+                "duration_s": secs,
+                "connections": a.connections,
+                "depth": a.depth,
+                "mix": a.mix,
+            })
+        );
+    } else {
+        println!(
+            "{} connections x depth {}, mix {}, {:.1} s measured after {:.1} s warm-up",
+            a.connections,
+            a.depth,
+            a.mix,
+            secs,
+            warm.as_secs_f64()
+        );
+        println!(
+            "ops/s {ops:.1}  ok {}  errors {:?}  io errors {}",
+            all.ok, all.errors, all.io_errors
+        );
+        println!(
+            "latency ms  p50 {:.3}  p90 {:.3}  p99 {:.3}  p99.9 {:.3}",
+            p(0.5),
+            p(0.9),
+            p(0.99),
+            p(0.999)
+        );
+    }
+    Ok(if all.ok == 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}

@@ -1,0 +1,883 @@
+//! End-to-end tests of the router in process, in front of in-tree test
+//! DSAs on loopback ports: read spreading by load-share group and
+//! precedence, every operation's routing, pipelining, abandon, identity
+//! isolation on shared connections, the router's own answers, unavailable
+//! partitions, streaming isolation from a stalled client, and paged results.
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+mod common;
+
+use common::*;
+use ldap3::controls::{ControlType, PagedResults};
+use ldap3::exop::{Exop, WhoAmI, WhoAmIResp};
+use ldap3::{Mod, Scope, SearchEntry};
+use ldap3_proto::proto::{LdapFilter, LdapOp, LdapResultCode, LdapSearchScope};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+fn set<const N: usize>(v: [&str; N]) -> BTreeSet<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+/// Sequential base searches: which DSAs answered, in order.
+async fn spread(h: &Harness, n: usize) -> Vec<String> {
+    let mut l = ldap(&h.url()).await;
+    let mut seen = Vec::new();
+    for _ in 0..n {
+        seen.push(served_by(&mut l, DEMOCORP).await);
+    }
+    seen
+}
+
+fn assert_alternates(seen: &[String], want: BTreeSet<String>, case: &str) {
+    let got: BTreeSet<String> = seen.iter().cloned().collect();
+    assert_eq!(got, want, "{case}: DSAs that answered, in order {seen:?}");
+    for w in seen.windows(2) {
+        assert_ne!(w[0], w[1], "{case}: reads must alternate, got {seen:?}");
+    }
+}
+
+// 1. Reads spread over the first load-share group, as the seed table says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_spread_over_first_group_and_follow_precedence() {
+    let h = Builder::default().start().await;
+    let seen = spread(&h, 20).await;
+    println!("knowledge order D1,H1,H2,D2: {seen:?}");
+    // Only D1 and H1 answer: neither GROUP2 nor the router's own block (R1,
+    // in GROUP1, pointing at the router itself) is a target. (The DSAs'
+    // operation counters also include the router's health probes.)
+    assert_alternates(&seen, set(["D1", "H1"]), "no precedence");
+    drop(h);
+
+    let h = Builder::default().precedence(&["H2"]).start().await;
+    let seen = spread(&h, 20).await;
+    println!("set precedence = H2: {seen:?}");
+    assert_alternates(&seen, set(["H2", "D2"]), "precedence H2");
+}
+
+fn only_in(h: &Harness, dn: &str, holder: &str, others: &[&str]) {
+    assert!(
+        h.dsa(holder).dir.contains(dn),
+        "{dn} must exist in {holder}"
+    );
+    for o in others {
+        assert!(!h.dsa(o).dir.contains(dn), "{dn} must not exist in {o}");
+    }
+}
+
+// 2. Compare, bind and WhoAmI; writes land on the write-precedence DSA.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operations_route_reads_to_group_and_writes_to_write_precedence() {
+    let h = Builder::default().write_precedence(&["D2"]).start().await;
+    let url = h.url();
+    let mut l = ldap(&url).await;
+    let readers = ["D1", "H1"];
+
+    // WhoAmI, anonymous: the empty authzId.
+    let (exop, _) = within("whoami", l.extended(WhoAmI))
+        .await
+        .unwrap()
+        .success()
+        .unwrap();
+    assert_eq!(exop.parse::<WhoAmIResp>().authzid, "");
+
+    // Compare is a read: GROUP1.
+    let r = within(
+        "compare",
+        l.compare(ALICE, "mail", "alice@example.com".as_bytes()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.0.rc, 6, "compareTrue expected: {:?}", r.0);
+    let d = dsa_of(&r.0.text).unwrap_or_default();
+    assert!(readers.contains(&d.as_str()), "compare answered by {d}");
+    let r = within(
+        "compare",
+        l.compare(ALICE, "mail", "bob@example.com".as_bytes()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.0.rc, 5, "compareFalse expected: {:?}", r.0);
+
+    // A wrong password fails and leaves the client anonymous.
+    let r = within("bad bind", l.simple_bind(ALICE, "bobpw"))
+        .await
+        .unwrap();
+    assert_eq!(r.rc, 49, "invalidCredentials expected: {r:?}");
+    let (exop, _) = within("whoami", l.extended(WhoAmI))
+        .await
+        .unwrap()
+        .success()
+        .unwrap();
+    assert_eq!(exop.parse::<WhoAmIResp>().authzid, "");
+
+    // Bind is a read too.
+    let r = within("bind", l.simple_bind(ALICE, "alicepw"))
+        .await
+        .unwrap();
+    assert_eq!(r.rc, 0, "bind: {r:?}");
+    let d = dsa_of(&r.text).unwrap_or_default();
+    assert!(readers.contains(&d.as_str()), "bind answered by {d}");
+    let (exop, _) = within("whoami", l.extended(WhoAmI))
+        .await
+        .unwrap()
+        .success()
+        .unwrap();
+    assert_eq!(exop.parse::<WhoAmIResp>().authzid, format!("dn:{ALICE}"));
+
+    // Writes: D2 (write-precedence), and only D2.
+    let others = ["D1", "H1", "H2"];
+    let dn = "cn=Router Test,ou=People,o=DEMOCORP,c=AU";
+    let r = within(
+        "add",
+        l.add(
+            dn,
+            vec![
+                ("objectClass", HashSet::from(["top", "person"])),
+                ("cn", HashSet::from(["Router Test"])),
+                ("sn", HashSet::from(["Test"])),
+            ],
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!((r.rc, r.text.as_str()), (0, "testdsa D2"), "add: {r:?}");
+    only_in(&h, dn, "D2", &others);
+
+    let r = within(
+        "modify",
+        l.modify(
+            dn,
+            vec![Mod::Replace("description", HashSet::from(["changed"]))],
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!((r.rc, r.text.as_str()), (0, "testdsa D2"), "modify: {r:?}");
+    let e = h.dsa("D2").dir.entry(dn).unwrap();
+    assert!(
+        e.iter()
+            .any(|(a, v)| a.eq_ignore_ascii_case("description") && v == &["changed"]),
+        "modified entry on D2: {e:?}"
+    );
+
+    let renamed = "cn=Router Renamed,ou=People,o=DEMOCORP,c=AU";
+    let r = within("modify DN", l.modifydn(dn, "cn=Router Renamed", true, None))
+        .await
+        .unwrap();
+    assert_eq!((r.rc, r.text.as_str()), (0, "testdsa D2"), "modDN: {r:?}");
+    only_in(&h, renamed, "D2", &others);
+    for n in ["D1", "H1", "H2", "D2"] {
+        assert!(!h.dsa(n).dir.contains(dn), "old name gone from {n}");
+    }
+
+    let r = within("delete", l.delete(renamed)).await.unwrap();
+    assert_eq!((r.rc, r.text.as_str()), (0, "testdsa D2"), "delete: {r:?}");
+    for n in ["D1", "H1", "H2", "D2"] {
+        assert!(!h.dsa(n).dir.contains(renamed), "deleted from {n}");
+    }
+
+    // CUSTOMER has no write-precedence of its own: C1, first of its list.
+    // (Anonymously: alice is a DEMOCORP identity that C1 does not know, so
+    // her writes there are refused by C1 with authorizationDenied.)
+    let cdn = "cn=Router Test,ou=People,o=CUSTOMER,c=AU";
+    let mut anon = ldap(&url).await;
+    let r = within(
+        "add",
+        anon.add(
+            cdn,
+            vec![
+                ("objectClass", HashSet::from(["top", "person"])),
+                ("sn", HashSet::from(["Test"])),
+            ],
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!((r.rc, r.text.as_str()), (0, "testdsa C1"), "add: {r:?}");
+    only_in(&h, cdn, "C1", &["C2"]);
+}
+
+// 3. 100 operations pipelined on one connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hundred_pipelined_operations_keep_their_message_ids() {
+    #[derive(Debug, Clone, Copy)]
+    enum Kind {
+        Base(&'static str),
+        People(&'static str),
+        Compare(&'static str),
+    }
+    let h = Builder::default().start().await;
+    let mut c = Raw::connect(h.addr).await;
+    let mut want = BTreeMap::new();
+    let mut bytes = Vec::new();
+    for id in 1..=100i32 {
+        let part = if id % 2 == 0 { DEMOCORP } else { CUSTOMER };
+        let kind = match id % 3 {
+            0 => Kind::Base(part),
+            1 => Kind::People(part),
+            _ => Kind::Compare(part),
+        };
+        bytes.extend(match kind {
+            Kind::Base(p) => base_search(id, &format!("cn=served-by,{p}")),
+            Kind::People(p) => encode(search_msg(
+                id,
+                &format!("ou=People,{p}"),
+                LdapSearchScope::OneLevel,
+                LdapFilter::Present("objectClass".into()),
+                &["uid"],
+            )),
+            Kind::Compare(p) => compare_msg(
+                id,
+                &format!("uid=bob,ou=People,{p}"),
+                "mail",
+                "bob@example.com",
+            ),
+        });
+        want.insert(id, kind);
+    }
+    c.send(&bytes).await.unwrap();
+
+    let mut entries: HashMap<i32, Vec<LdapOp>> = HashMap::new();
+    let mut finals: HashMap<i32, Vec<(LdapResultCode, String, &'static str)>> = HashMap::new();
+    let deadline = Instant::now() + WAIT;
+    while finals.len() < 100 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let m = match c.recv(left).await {
+            Recv::Msg(m) => m,
+            other => panic!(
+                "after {} final responses: {other:?}; missing {:?}",
+                finals.len(),
+                want.keys()
+                    .filter(|k| !finals.contains_key(k))
+                    .collect::<Vec<_>>()
+            ),
+        };
+        assert!(want.contains_key(&m.msgid), "unexpected message ID: {m:?}");
+        assert!(
+            !finals.contains_key(&m.msgid),
+            "response after the final one for {}: {m:?}",
+            m.msgid
+        );
+        let kind = match &m.op {
+            LdapOp::SearchResultEntry(_) => {
+                entries.entry(m.msgid).or_default().push(m.op.clone());
+                continue;
+            }
+            LdapOp::SearchResultDone(_) => "search",
+            LdapOp::CompareResult(_) => "compare",
+            other => panic!("unexpected response {other:?}"),
+        };
+        let (code, text) = final_result(&m).unwrap();
+        finals.entry(m.msgid).or_default().push((code, text, kind));
+    }
+    for (id, kind) in &want {
+        let f = &finals[id];
+        assert_eq!(f.len(), 1, "msgid {id}: exactly one final response");
+        let (code, text, op) = &f[0];
+        let e = entries.get(id).map_or(&[][..], |v| v.as_slice());
+        let (part, dsas) = match kind {
+            Kind::Base(p) | Kind::People(p) | Kind::Compare(p) if *p == DEMOCORP => {
+                (*p, ["D1", "H1"])
+            }
+            Kind::Base(p) | Kind::People(p) | Kind::Compare(p) => (*p, ["C1", "C2"]),
+        };
+        let d = dsa_of(text).unwrap_or_default();
+        assert!(
+            dsas.contains(&d.as_str()),
+            "msgid {id} ({kind:?} in {part}) answered by {d:?} ({text})"
+        );
+        match kind {
+            Kind::Base(_) => {
+                assert_eq!((op, code), (&"search", &LdapResultCode::Success), "{id}");
+                assert_eq!(e.len(), 1, "msgid {id}: one entry");
+                let LdapOp::SearchResultEntry(se) = &e[0] else {
+                    panic!("entry")
+                };
+                let desc = &se
+                    .attributes
+                    .iter()
+                    .find(|a| a.atype.eq_ignore_ascii_case("description"))
+                    .unwrap()
+                    .vals[0];
+                assert_eq!(String::from_utf8_lossy(desc), d, "msgid {id}: served-by");
+            }
+            Kind::People(_) => {
+                assert_eq!((op, code), (&"search", &LdapResultCode::Success), "{id}");
+                assert_eq!(e.len(), 22, "msgid {id}: alice, bob and 20 users");
+            }
+            Kind::Compare(_) => {
+                assert_eq!(
+                    (op, code),
+                    (&"compare", &LdapResultCode::CompareTrue),
+                    "{id}"
+                );
+                assert!(e.is_empty(), "msgid {id}: no entries for a compare");
+            }
+        }
+    }
+    assert_eq!(
+        entries.keys().filter(|k| !finals.contains_key(k)).count(),
+        0,
+        "entries for unknown operations"
+    );
+}
+
+// 4. Abandon stops a large search on the DSA.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abandon_stops_a_large_search_upstream() {
+    let _heavy = HEAVY.lock().await;
+    const N: usize = 100_000;
+    let t = Instant::now();
+    let big = big_directory(BIG, "B1", N);
+    println!("built a {}-entry directory in {:?}", big.len(), t.elapsed());
+    // A client queue that cannot overflow: this test is about abandon, not
+    // about slow readers (see `slow_reader_is_not_disconnected`).
+    let h = Builder::default()
+        .democorp(&["D1"])
+        .extra("B1", BIG, big)
+        .cfg(|c| c.client_queue = 2 * N)
+        .start()
+        .await;
+    let b1 = h.dsa("B1");
+    let mut c = Raw::connect(h.addr).await;
+    c.send(&encode(search_msg(
+        1,
+        &format!("ou=Bulk,{BIG}"),
+        LdapSearchScope::Subtree,
+        LdapFilter::Present("objectClass".into()),
+        &["uid"],
+    )))
+    .await
+    .unwrap();
+    let mut got = 0usize;
+    while got < 5 {
+        let m = c.msg("big search").await;
+        assert_eq!(m.msgid, 1, "{m:?}");
+        assert!(matches!(m.op, LdapOp::SearchResultEntry(_)), "{m:?}");
+        got += 1;
+    }
+    c.send(&abandon_msg(2, 1)).await.unwrap();
+    c.send(&base_search(3, &format!("cn=served-by,{BIG}")))
+        .await
+        .unwrap();
+    // Everything up to the answer to message 3: stray entries of the
+    // abandoned search may come first, but no SearchResultDone for it.
+    let mut after = 0usize;
+    loop {
+        let m = c.msg("after abandon").await;
+        match (m.msgid, &m.op) {
+            (1, LdapOp::SearchResultEntry(_)) => after += 1,
+            (3, LdapOp::SearchResultEntry(_)) => {}
+            (3, LdapOp::SearchResultDone(r)) => {
+                assert_eq!(r.code, LdapResultCode::Success, "{r:?}");
+                break;
+            }
+            _ => panic!("unexpected after abandon: {m:?}"),
+        }
+    }
+    let t = Instant::now();
+    while b1.stats.searches_abandoned() == 0 && t.elapsed() < WAIT {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let sent = b1.stats.entries_sent();
+    println!(
+        "abandon: client read {got} entries, then {after} more; B1 sent {sent} of {N}, searches_abandoned = {}",
+        b1.stats.searches_abandoned()
+    );
+    assert_eq!(
+        b1.stats.searches_abandoned(),
+        1,
+        "the DSA saw the abandon and stopped the search"
+    );
+    assert!(
+        sent < (N as u64) / 2,
+        "far fewer than {N} entries sent: {sent}"
+    );
+    assert!(got + after < N / 2);
+}
+
+async fn sees(l: &mut ldap3::Ldap, base: &str, scope: Scope) -> (u32, Vec<String>, String) {
+    let r = within(
+        "search",
+        l.search(base, scope, "(objectClass=*)", vec!["cn"]),
+    )
+    .await
+    .unwrap();
+    let dns =
+        r.0.into_iter()
+            .map(|e| SearchEntry::construct(e).dn)
+            .collect();
+    (r.1.rc, dns, r.1.text)
+}
+
+// 5. Identity: each client gets exactly its own access, on a shared DSA.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn identities_do_not_leak_between_clients() {
+    // One DEMOCORP DSA, so every operation below shares it.
+    let h = Builder::default().democorp(&["D1"]).start().await;
+    let url = h.url();
+    let restricted = "ou=Restricted,o=DEMOCORP,c=AU";
+
+    let mut anon = ldap(&url).await;
+    let (rc, dns, text) = sees(&mut anon, SECRET, Scope::Base).await;
+    assert!(
+        dns.is_empty() && rc == 32,
+        "anonymous: rc {rc} {dns:?} {text}"
+    );
+    let (rc, dns, text) = sees(&mut anon, restricted, Scope::Subtree).await;
+    assert!(
+        dns.is_empty() && rc == 32,
+        "anonymous: rc {rc} {dns:?} {text}"
+    );
+
+    let mut alice = bound(&url, ALICE, "alicepw").await;
+    let mut router = bound(&url, ROUTER_ID, "routerpw").await;
+    let (rc, dns, text) = sees(&mut alice, SECRET, Scope::Base).await;
+    assert!(dns.is_empty() && rc == 32, "alice: rc {rc} {dns:?} {text}");
+    let (rc, dns, _) = sees(&mut alice, DEMOCORP, Scope::Subtree).await;
+    assert_eq!(rc, 0);
+    assert!(
+        !dns.iter()
+            .any(|d| d.to_ascii_lowercase().contains("restricted")),
+        "alice's subtree search shows restricted entries: {dns:?}"
+    );
+    let (rc, dns, text) = sees(&mut router, SECRET, Scope::Base).await;
+    assert_eq!((rc, dns.len()), (0, 1), "router identity: {text}");
+
+    for round in 0..20 {
+        let ((arc, adns, atext), (rrc, rdns, rtext), (nrc, ndns, _)) = tokio::join!(
+            sees(&mut alice, SECRET, Scope::Base),
+            sees(&mut router, SECRET, Scope::Base),
+            sees(&mut anon, SECRET, Scope::Base),
+        );
+        assert!(
+            adns.is_empty() && arc == 32,
+            "round {round}: alice saw {adns:?} (rc {arc}, {atext})"
+        );
+        assert!(
+            rdns.len() == 1 && rrc == 0,
+            "round {round}: router identity saw {rdns:?} (rc {rrc}, {rtext})"
+        );
+        assert!(ndns.is_empty() && nrc == 32, "round {round}: anonymous");
+        assert_eq!(dsa_of(&atext).as_deref(), Some("D1"));
+        assert_eq!(dsa_of(&rtext).as_deref(), Some("D1"));
+        let ((arc, _, _), (rrc, rdns, _)) = tokio::join!(
+            sees(&mut alice, restricted, Scope::Subtree),
+            sees(&mut router, restricted, Scope::Subtree),
+        );
+        assert_eq!(arc, 32, "round {round}: alice subtree of ou=Restricted");
+        assert_eq!((rrc, rdns.len()), (0, 2), "round {round}: router subtree");
+    }
+    let (exop, _) = within("whoami", alice.extended(WhoAmI))
+        .await
+        .unwrap()
+        .success()
+        .unwrap();
+    assert_eq!(exop.parse::<WhoAmIResp>().authzid, format!("dn:{ALICE}"));
+}
+
+// 6. What the router answers itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn router_answers_root_dse_no_partition_and_extended_ops() {
+    let h = Builder::default().start().await;
+    let mut l = ldap(&h.url()).await;
+
+    for base in ["o=Nowhere,c=US", "c=NZ", "cn=x,o=Elsewhere"] {
+        let r = within(
+            "search",
+            l.search(base, Scope::Base, "(objectClass=*)", vec!["cn"]),
+        )
+        .await
+        .unwrap();
+        assert_eq!(r.1.rc, 32, "search {base}: {:?}", r.1);
+    }
+    let r = within("compare", l.compare("cn=x,o=Nowhere", "cn", "x".as_bytes()))
+        .await
+        .unwrap();
+    assert_eq!(r.0.rc, 32, "compare under no partition: {:?}", r.0);
+
+    let r = within(
+        "root DSE",
+        l.search("", Scope::Base, "(objectClass=*)", vec!["namingContexts"]),
+    )
+    .await
+    .unwrap();
+    let (entries, _) = r.success().unwrap();
+    assert_eq!(entries.len(), 1);
+    let e = SearchEntry::construct(entries.into_iter().next().unwrap());
+    let nc: BTreeSet<String> = e
+        .attrs
+        .get("namingContexts")
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|v| v.replace(' ', "").to_ascii_lowercase())
+        .collect();
+    println!("namingContexts: {nc:?}");
+    assert_eq!(nc, set(["o=democorp,c=au", "o=customer,c=au"]));
+
+    let start_tls = Exop {
+        name: Some("1.3.6.1.4.1.1466.20037".into()),
+        val: None,
+    };
+    let r = within("StartTLS", l.extended(start_tls)).await.unwrap();
+    println!("StartTLS: rc {} {}", r.1.rc, r.1.text);
+    assert_ne!(r.1.rc, 0, "StartTLS must not succeed: {:?}", r.1);
+
+    let unknown = Exop {
+        name: Some("1.3.6.1.4.1.99999.1.2.3".into()),
+        val: Some(b"x".to_vec()),
+    };
+    let r = within("unknown exop", l.extended(unknown)).await.unwrap();
+    assert_eq!(r.1.rc, 2, "unknown extended op: {:?}", r.1);
+
+    // The session goes on after both.
+    let d = served_by(&mut l, DEMOCORP).await;
+    assert!(["D1", "H1"].contains(&d.as_str()));
+}
+
+async fn assert_unavailable(h: &Harness, base: &str, case: &str) {
+    let mut l = ldap(&h.url()).await;
+    let t = Instant::now();
+    let r = within(
+        case,
+        l.search(base, Scope::Base, "(objectClass=*)", vec!["cn"]),
+    )
+    .await
+    .unwrap();
+    println!("{case}: rc {} in {:?}: {}", r.1.rc, t.elapsed(), r.1.text);
+    assert!(
+        r.1.rc == 52 || (r.1.rc != 0 && r.1.text.starts_with("dsa-router")),
+        "{case}: expected unavailable (52), got {:?}",
+        r.1
+    );
+    assert!(r.0.is_empty());
+    // The other partition is unaffected.
+    let d = served_by(&mut l, DEMOCORP).await;
+    assert!(["D1", "H1"].contains(&d.as_str()), "{case}");
+}
+
+// 7. A partition none of whose DSAs answers: a clear error, no hang.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partition_with_no_dsa_reachable_is_unavailable() {
+    let h = Builder::default().start().await;
+    for n in ["C1", "C2"] {
+        h.dsa(n).faults.set_refuse(true);
+    }
+    for i in 0..3 {
+        assert_unavailable(&h, CUSTOMER, &format!("refusing, try {i}")).await;
+    }
+    drop(h);
+
+    let mut h = Builder::default().start().await;
+    for n in ["C1", "C2"] {
+        h.take_dsa(n).shutdown().await;
+    }
+    for i in 0..3 {
+        assert_unavailable(&h, CUSTOMER, &format!("shut down, try {i}")).await;
+    }
+}
+
+// 8. A client that stops reading stalls nobody else, and memory stays
+// bounded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stalled_client_does_not_stall_others_or_grow_memory() {
+    let _heavy = HEAVY.lock().await;
+    const N: u64 = 100_000;
+    let big = big_directory(BIG, "B1", N as usize);
+    let h = Builder::default()
+        .democorp(&["D1"])
+        .extra("B1", BIG, big)
+        .start()
+        .await;
+    let b1 = h.dsa("B1");
+    let mut other = ldap(&h.url()).await;
+    for _ in 0..20 {
+        assert_eq!(served_by(&mut other, BIG).await, "B1");
+    }
+    let rss_before = rss_kib();
+
+    // The stalled client: a small receive buffer, one big search (all
+    // attributes), and no reads.
+    let sock = tokio::net::TcpSocket::new_v4().unwrap();
+    sock.set_recv_buffer_size(4096).unwrap();
+    let stream = within("connect", sock.connect(h.addr)).await.unwrap();
+    let mut stalled = Raw::from_stream(stream);
+    stalled
+        .send(&encode(search_msg(
+            1,
+            &format!("ou=Bulk,{BIG}"),
+            LdapSearchScope::Subtree,
+            LdapFilter::Present("objectClass".into()),
+            &[],
+        )))
+        .await
+        .unwrap();
+
+    // The other client's base searches on the same DSA (the same shared
+    // upstream connection: both are anonymous), from the moment the big
+    // search starts until B1 has stopped sending it (the router abandoned
+    // it, or it completed into the router's buffers), and at least 300.
+    let t0 = Instant::now();
+    let mut lat = Vec::new();
+    let mut during = 0usize;
+    let mut rss_max = rss_before;
+    let mut streaming_for = None;
+    loop {
+        let streaming = b1.stats.searches_abandoned() == 0 && b1.stats.entries_sent() < N + 1;
+        if !streaming && streaming_for.is_none() {
+            streaming_for = Some(t0.elapsed());
+        }
+        if (!streaming && lat.len() >= 300) || t0.elapsed() > WAIT {
+            break;
+        }
+        let t = Instant::now();
+        assert_eq!(served_by(&mut other, BIG).await, "B1");
+        lat.push(t.elapsed());
+        if streaming {
+            during += 1;
+        }
+        rss_max = rss_max.max(rss_kib());
+    }
+    let rss_after = rss_kib();
+    let mut sorted = lat.clone();
+    sorted.sort();
+    let max = *sorted.last().unwrap();
+    println!(
+        "stalled client: B1 streamed for {streaming_for:?}, sent {} of {N} entries, searches abandoned {}",
+        b1.stats.entries_sent(),
+        b1.stats.searches_abandoned()
+    );
+    println!(
+        "other client's base searches: n={} ({during} while B1 was streaming) p50={:?} p99={:?} max={max:?}",
+        sorted.len(),
+        sorted[sorted.len() / 2],
+        sorted[sorted.len() * 99 / 100],
+    );
+    println!(
+        "RSS before {rss_before} KiB, max during {rss_max} KiB, after {rss_after} KiB (growth {} KiB)",
+        rss_max.saturating_sub(rss_before)
+    );
+    assert!(
+        during >= 10,
+        "only {during} searches while the stall lasted"
+    );
+    assert!(
+        streaming_for.is_some(),
+        "B1 still streaming after {WAIT:?}: the stalled search was neither abandoned nor finished"
+    );
+    assert!(max < Duration::from_millis(200), "max latency {max:?}");
+    let growth = rss_max.saturating_sub(rss_before);
+    assert!(growth < 200 * 1024, "RSS grew by {growth} KiB");
+
+    // What became of the stalled client (for the report).
+    let mut n = 0usize;
+    let end = loop {
+        match stalled.recv(Duration::from_secs(5)).await {
+            Recv::Msg(m) => {
+                if let Some(x) = notice(&m) {
+                    break format!("notice {x:?} after {n} entries");
+                }
+                if let Some(x) = final_result(&m) {
+                    break format!("final result {x:?} after {n} entries");
+                }
+                n += 1;
+            }
+            other => break format!("{other:?} after {n} entries"),
+        }
+    };
+    println!("stalled client, once it read again: {end}");
+    assert!(h.serving());
+}
+
+// 8b. A client that reads, but pauses briefly, as any client processing
+// its results may, while a DSA streams a large result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_reader_is_not_disconnected() {
+    let _heavy = HEAVY.lock().await;
+    const N: usize = 20_000;
+    let big = big_directory(BIG, "B1", N);
+    let h = Builder::default()
+        .democorp(&["D1"])
+        .extra("B1", BIG, big)
+        .start()
+        .await;
+    let mut c = Raw::connect(h.addr).await;
+    c.send(&encode(search_msg(
+        1,
+        &format!("ou=Bulk,{BIG}"),
+        LdapSearchScope::Subtree,
+        LdapFilter::Present("objectClass".into()),
+        &["uid"],
+    )))
+    .await
+    .unwrap();
+    let first = c.msg("first entry").await;
+    assert!(
+        matches!(first.op, LdapOp::SearchResultEntry(_)),
+        "{first:?}"
+    );
+    // The client is busy for a moment (the scenario itself, not a wait).
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut n = 1usize;
+    let end = loop {
+        match c.recv(WAIT).await {
+            Recv::Msg(m) => match m.op {
+                LdapOp::SearchResultEntry(_) => n += 1,
+                _ => break format!("{m:?}"),
+            },
+            other => break format!("{other:?}"),
+        }
+    };
+    println!("slow reader: {n} entries, then {end}");
+    assert_eq!(n, N + 1, "entries before the end ({end})");
+    assert!(
+        end.contains("SearchResultDone") && end.contains("Success"),
+        "{end}"
+    );
+}
+
+// 9. Paged results through the router.
+async fn page_through(
+    l: &mut ldap3::Ldap,
+    base: &str,
+    cookie: &mut Vec<u8>,
+) -> (Vec<String>, u32, String) {
+    let r = within(
+        "paged search",
+        l.with_controls(PagedResults {
+            size: 5,
+            cookie: cookie.clone(),
+        })
+        .search(base, Scope::Subtree, "(objectClass=*)", vec!["1.1"]),
+    )
+    .await
+    .unwrap();
+    let dns =
+        r.0.into_iter()
+            .map(|e| SearchEntry::construct(e).dn)
+            .collect::<Vec<_>>();
+    assert!(dns.len() <= 5, "page of {} entries", dns.len());
+    *cookie =
+        r.1.ctrls
+            .iter()
+            .find(|c| matches!(c.0, Some(ControlType::PagedResults)))
+            .map(|c| c.1.parse::<PagedResults>().cookie)
+            .unwrap_or_default();
+    (dns, r.1.rc, r.1.text)
+}
+
+fn people(suffix: &str) -> BTreeSet<String> {
+    let mut s = BTreeSet::new();
+    s.insert(format!("ou=People,{suffix}"));
+    for u in ["alice", "bob"] {
+        s.insert(format!("uid={u},ou=People,{suffix}"));
+    }
+    for i in 0..20 {
+        s.insert(format!("uid=user{i:04},ou=People,{suffix}"));
+    }
+    s
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn paged_results_return_every_entry_once() {
+    let h = Builder::default().start().await;
+    let mut l = ldap(&h.url()).await;
+    let base = format!("ou=People,{DEMOCORP}");
+    let mut cookie = Vec::new();
+    let mut all = Vec::new();
+    let mut pages = 0;
+    let mut dsas = BTreeSet::new();
+    loop {
+        let (dns, rc, text) = page_through(&mut l, &base, &mut cookie).await;
+        assert_eq!(rc, 0, "page {pages}: {text}");
+        dsas.insert(dsa_of(&text).unwrap_or_default());
+        pages += 1;
+        all.extend(dns);
+        if cookie.is_empty() {
+            break;
+        }
+        assert!(pages < 50, "paging does not end");
+    }
+    println!("{} entries in {pages} pages from {dsas:?}", all.len());
+    let uniq: BTreeSet<String> = all.iter().cloned().collect();
+    assert_eq!(uniq.len(), all.len(), "an entry came twice: {all:?}");
+    assert_eq!(uniq, people(DEMOCORP));
+    assert_eq!(pages, 5, "23 entries in pages of 5");
+    assert_eq!(
+        dsas.len(),
+        1,
+        "all pages from the DSA that issued the cookie"
+    );
+}
+
+// 9b. Two paged searches interleaved on one connection. The first pages go
+// to D1 and H1 (the read rotation), and each DSA issues its own cookies, so
+// the two cookies may be equal byte for byte.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interleaved_paged_searches_on_one_connection() {
+    let h = Builder::default().start().await;
+    let mut l = ldap(&h.url()).await;
+    let bases = [format!("ou=People,{DEMOCORP}"), DEMOCORP.to_string()];
+    let mut cookies = [Vec::new(), Vec::new()];
+    let mut got: [Vec<String>; 2] = [Vec::new(), Vec::new()];
+    let mut done = [false, false];
+    let mut log = Vec::new();
+    let mut errors = Vec::new();
+    let mut page = 0;
+    while !(done[0] && done[1]) && errors.is_empty() {
+        page += 1;
+        assert!(page < 50, "paging does not end");
+        for s in 0..2 {
+            if done[s] {
+                continue;
+            }
+            let sent = String::from_utf8_lossy(&cookies[s]).into_owned();
+            let (dns, rc, text) = page_through(&mut l, &bases[s], &mut cookies[s]).await;
+            let name = ["A", "B"][s];
+            log.push(format!(
+                "search {name} page {page}: cookie sent {sent:?} -> rc {rc} ({text}), {} entries, next cookie {:?}",
+                dns.len(),
+                String::from_utf8_lossy(&cookies[s])
+            ));
+            if rc != 0 {
+                errors.push(format!("search {name} page {page}: rc {rc} {text}"));
+            }
+            got[s].extend(dns);
+            done[s] = cookies[s].is_empty();
+        }
+    }
+    for line in &log {
+        println!("{line}");
+    }
+    let want_a = people(DEMOCORP);
+    let mut want_b = want_a.clone();
+    for dn in [
+        DEMOCORP.to_string(),
+        format!("cn=served-by,{DEMOCORP}"),
+        format!("cn=router,{DEMOCORP}"),
+    ] {
+        want_b.insert(dn);
+    }
+    for (s, want) in [want_a, want_b].iter().enumerate() {
+        let name = ["A", "B"][s];
+        let set: BTreeSet<String> = got[s].iter().cloned().collect();
+        let foreign: Vec<&String> = set.difference(want).collect();
+        if !foreign.is_empty() {
+            errors.push(format!(
+                "search {name} returned entries outside its base: {foreign:?}"
+            ));
+        }
+        if set.len() != got[s].len() {
+            errors.push(format!("search {name} returned duplicates"));
+        }
+        if errors.is_empty() && &set != want {
+            errors.push(format!(
+                "search {name} missed {:?}",
+                want.difference(&set).collect::<Vec<_>>()
+            ));
+        }
+    }
+    assert!(errors.is_empty(), "{errors:#?}");
+}
