@@ -114,7 +114,7 @@ pub async fn run(cfg: Config, listen: Option<String>) -> Result<(), String> {
             .unwrap_or_else(|| "127.0.0.1:3389".into())
     });
     let router = Arc::new(Router::new(cfg, snap, Some("R1".into()))?);
-    let listener = tokio::net::TcpListener::bind(&listen)
+    let listener = crate::server::listen(&listen)
         .await
         .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;

@@ -123,3 +123,25 @@ fn refuse(mut stream: tokio::net::TcpStream, msg: &'static str) {
         let _ = tokio::time::timeout(std::time::Duration::from_secs(1), stream.write_all(&b)).await;
     });
 }
+
+/// Bind a listener with a deep accept backlog, so that bursts of thousands
+/// of connections are not dropped by the kernel's listen queue.
+pub async fn listen(addr: &str) -> std::io::Result<TcpListener> {
+    let mut last = std::io::Error::new(
+        std::io::ErrorKind::InvalidInput,
+        format!("cannot resolve {addr}"),
+    );
+    for a in tokio::net::lookup_host(addr).await? {
+        let sock = if a.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()?
+        } else {
+            tokio::net::TcpSocket::new_v6()?
+        };
+        sock.set_reuseaddr(true)?;
+        match sock.bind(a).and_then(|_| sock.listen(8192)) {
+            Ok(l) => return Ok(l),
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
+}

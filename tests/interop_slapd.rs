@@ -1531,7 +1531,12 @@ fn root_dse_lists_both_naming_contexts() {
         "(objectClass=*)",
         &["namingContexts", "supportedExtension"],
     );
-    assert!(out.success(), "{}", show("root DSE as alice", &out));
+    assert!(
+        out.success(),
+        "{}\nrouter log tail:\n{}",
+        show("root DSE as alice", &out),
+        tail(&s.router.log_text())
+    );
     assert_eq!(
         values(&out, "namingContexts").len(),
         2,

@@ -175,8 +175,11 @@ pub struct ServeArgs {
 pub fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("DSA_ROUTER_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // Colours only on a terminal: logs written to files stay plain text.
+    use std::io::IsTerminal;
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .try_init();
 }
@@ -233,7 +236,7 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
     };
     let root = args.knowledge.clone();
     let result: Result<(), String> = rt.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(&listen)
+        let listener = crate::server::listen(&listen)
             .await
             .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;

@@ -32,7 +32,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -70,7 +70,7 @@ pub async fn run(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let _ = stream.set_nodelay(true);
-    let (mut rd, wr) = stream.into_split();
+    let (rd, wr) = stream.into_split();
     let (out, rx) = ClientOut::new(router.cfg.client_queue, router.cfg.client_queue_bytes);
     let done = CancellationToken::new();
     let writer = tokio::spawn(writer(wr, rx, out.clone(), done.clone()));
@@ -83,7 +83,9 @@ pub async fn run(
         paged_dsa: HashMap::new(),
     };
     let cfg = &router.cfg;
-    let mut buf = BytesMut::with_capacity(4096);
+    // Buffers are taken only while data flows: an idle client holds none
+    // (10,000 idle connections must stay small).
+    let mut buf = BytesMut::new();
     let mut notice: Option<(Code, String)> = None;
     let mut pdu_started: Option<Instant> = None;
     'conn: loop {
@@ -120,10 +122,22 @@ pub async fn run(
                 .max(std::time::Duration::from_millis(1))
         };
         let read = async {
+            let once = async {
+                loop {
+                    rd.readable().await?;
+                    if buf.capacity() - buf.len() < 1024 {
+                        buf.reserve(4096);
+                    }
+                    match rd.try_read_buf(&mut buf) {
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                        r => return r,
+                    }
+                }
+            };
             if wait.is_zero() {
-                Ok(rd.read_buf(&mut buf).await)
+                Ok(once.await)
             } else {
-                tokio::time::timeout(wait, rd.read_buf(&mut buf)).await
+                tokio::time::timeout(wait, once).await
             }
         };
         tokio::select! {
@@ -171,7 +185,7 @@ async fn writer(
     done: CancellationToken,
 ) {
     let kill = out.kill.clone();
-    let mut buf = BytesMut::with_capacity(16 * 1024);
+    let mut buf = BytesMut::new();
     loop {
         let first = tokio::select! {
             biased;
@@ -204,6 +218,9 @@ async fn writer(
             break;
         }
         buf.clear();
+        if rx.is_empty() && buf.capacity() > 64 * 1024 {
+            buf = BytesMut::new();
+        }
     }
     let _ = wr.shutdown().await;
 }
@@ -480,6 +497,8 @@ impl Session {
             started: Instant::now(),
             log,
             delivered: false,
+            hold: retry.is_some() && matches!(req.op, Op::Search { scope: 0, .. }),
+            held: Vec::new(),
             retry,
             op: crate::metrics::op_index(req.op.name()) as u8,
             metrics: Some(self.router.metrics.clone()),

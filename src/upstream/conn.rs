@@ -60,6 +60,10 @@ pub struct Pending {
     pub delivered: bool,
     /// Present for reads that may be re-sent to another DSA.
     pub retry: Option<Box<Retry>>,
+    /// Hold entries until the final response (base-scope reads: at most
+    /// one entry), keeping the read re-sendable to its end.
+    pub hold: bool,
+    pub held: Vec<Bytes>,
     /// Operation kind (index into `metrics::OPS`) and where to count it.
     pub op: u8,
     pub metrics: Option<Arc<Metrics>>,
@@ -338,8 +342,21 @@ impl Conn {
             return Ok(()); // abandoned or timed out: drop
         };
         if !is_final {
+            if p.hold && p.held.len() < 4 {
+                // A base-scope read: keep its entry until the done arrives,
+                // so that the read can still be re-sent if the DSA dies.
+                if let Sink::Client { msgid, .. } = &p.sink {
+                    let mut b = BytesMut::with_capacity(pdu.len() + 4);
+                    frame::rewrite(&pdu, &h, *msgid, None, &mut b);
+                    p.held.push(b.freeze());
+                }
+                return Ok(());
+            }
             p.delivered = true;
             if let Sink::Client { out, msgid } = &p.sink {
+                for held in std::mem::take(&mut p.held) {
+                    let _ = out.deliver(held);
+                }
                 let mut b = BytesMut::with_capacity(pdu.len() + 4);
                 frame::rewrite(&pdu, &h, *msgid, None, &mut b);
                 match out.deliver(b.freeze()) {
@@ -394,6 +411,9 @@ impl Conn {
                     if let Some(cookie) = crate::wire::request::response_paged_cookie(&pdu, &h) {
                         out.remember_cookie(cookie, self.dsa.name.clone());
                     }
+                }
+                for held in p.held {
+                    let _ = out.deliver(held);
                 }
                 let mut b = BytesMut::with_capacity(pdu.len() + 4);
                 frame::rewrite(&pdu, &h, msgid, None, &mut b);

@@ -225,6 +225,8 @@ pub async fn request(
             log: None,
             delivered: false,
             retry: None,
+            hold: false,
+            held: Vec::new(),
             op: 0,
             metrics: None,
             _guard: None,

@@ -1,0 +1,484 @@
+#!/usr/bin/env python3
+"""Helpers for bench/compare.sh (standard library only).
+
+Subcommands:
+  ldif-people N               suffix, ou=people and uid=user0000..user(N-1) (password pw)
+  ldif-bulk N                 suffix, ou=bulk and uid=bulk000000..bulk(N-1)
+  port                        a free loopback TCP port (bind :0, print, release)
+  cpu PID                     utime+stime of the whole process, clock ticks
+  mem PID FIELD               FIELD (VmHWM, VmRSS, ...) of /proc/PID/status, kB
+  idle URL_HOSTPORT N STATUS  open N idle TCP connections, write "open N" to
+                              STATUS, hold them until SIGTERM/SIGINT
+  row RESULTS ...             one result row from a bench JSON (see cmd_row)
+  extra WORK WHAT RESULT DETAILS   record one extra measurement
+  report WORK OUT             print the tables, write the markdown to OUT ('-': none)
+"""
+
+import json
+import os
+import signal
+import socket
+import sys
+import time
+
+SUFFIX = "o=DEMOCORP,c=AU"
+
+
+def person(uid, ou, cn, sn):
+    return (
+        f"dn: uid={uid},ou={ou},{SUFFIX}\nobjectClass: inetOrgPerson\nuid: {uid}\n"
+        f"cn: {cn}\nsn: {sn}\nmail: {uid}@example.com\nuserPassword: pw\n\n"
+    )
+
+
+def suffix_entries(ou):
+    return (
+        f"dn: {SUFFIX}\nobjectClass: organization\no: DEMOCORP\n\n"
+        f"dn: ou={ou},{SUFFIX}\nobjectClass: organizationalUnit\nou: {ou}\n\n"
+    )
+
+
+def cmd_ldif_people(n):
+    n = int(n)
+    if not 0 < n <= 10000:
+        sys.exit("benchlib: users must be 1..10000 (uid=userNNNN, 4 digits)")
+    out = [suffix_entries("people")]
+    for i in range(n):
+        out.append(person(f"user{i:04d}", "people", f"User {i:04d}", f"User{i:04d}"))
+    sys.stdout.write("".join(out))
+
+
+def cmd_ldif_bulk(n):
+    n = int(n)
+    w = sys.stdout.write
+    w(suffix_entries("bulk"))
+    buf = []
+    for i in range(n):
+        buf.append(person(f"bulk{i:06d}", "bulk", f"Bulk {i:06d}", f"Bulk{i:06d}"))
+        if len(buf) >= 10000:
+            w("".join(buf))
+            buf = []
+    w("".join(buf))
+
+
+def cmd_port():
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    print(s.getsockname()[1])
+    s.close()
+
+
+def cpu_ticks(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        s = f.read()
+    fields = s[s.rindex(")") + 2:].split()
+    # fields[0] is field 3 (state); utime is field 14, stime field 15
+    return int(fields[11]) + int(fields[12])
+
+
+def cmd_cpu(pid):
+    print(cpu_ticks(pid))
+
+
+def cmd_mem(pid, field):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                print(line.split()[1])
+                return
+    sys.exit(f"benchlib: no {field} in /proc/{pid}/status")
+
+
+def cmd_idle(hostport, n, status):
+    host, port = hostport.rsplit(":", 1)
+    n = int(n)
+    stop = {"flag": False}
+
+    def on_signal(_sig, _frm):
+        stop["flag"] = True
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    socks = []
+    t0 = time.monotonic()
+    try:
+        for i in range(n):
+            if stop["flag"]:
+                return
+            s = socket.create_connection((host, int(port)), timeout=30)
+            s.setblocking(False)
+            socks.append(s)
+    except OSError as e:
+        with open(status, "w") as f:
+            f.write(f"error after {len(socks)} connections: {e}\n")
+        sys.exit(1)
+    elapsed = time.monotonic() - t0
+    with open(status, "w") as f:
+        f.write(f"open {len(socks)} {elapsed:.2f}\n")
+    # Hold them; report any the server closed.
+    while not stop["flag"]:
+        time.sleep(0.2)
+    closed = 0
+    for s in socks:
+        try:
+            if s.recv(1) == b"":
+                closed += 1
+        except BlockingIOError:
+            pass
+        except OSError:
+            closed += 1
+    with open(status, "a") as f:
+        f.write(f"closed-by-server {closed}\n")
+
+
+def load_bench_json(path):
+    with open(path) as f:
+        text = f.read()
+    a, b = text.find("{"), text.rfind("}")
+    if a < 0 or b < a:
+        raise SystemExit(f"benchlib: no JSON object in {path}: {text[:300]!r}")
+    return json.loads(text[a:b + 1])
+
+
+def cmd_row(results, key, label, bench_json, ticks, clk_tck, hwm_kb, settings, other_pct, *backend_ticks):
+    """Append one row to RESULTS (JSON lines). ticks: CPU clock ticks of the
+    measured process over the measured run; other_pct: CPU used meanwhile by
+    processes outside the test, % of the machine; backend_ticks: CPU clock
+    ticks of slapd #1, #2 over the run."""
+    d = load_bench_json(bench_json)
+    ok = int(d.get("ok", 0))
+    ticks, clk_tck, hwm_kb = int(ticks), int(clk_tck), int(hwm_kb)
+
+    def per_op(t):
+        return (t / clk_tck) * 1e6 / ok if ok else None
+
+    lat = d.get("latency_ms", {})
+    row = {
+        "key": key,
+        "path": label,
+        "ops_per_sec": float(d.get("ops_per_sec", 0.0)),
+        "ok": ok,
+        "errors": {str(k): int(v) for k, v in (d.get("errors") or {}).items()},
+        "p50": lat.get("p50"),
+        "p90": lat.get("p90"),
+        "p99": lat.get("p99"),
+        "p999": lat.get("p999"),
+        "duration_s": d.get("duration_s"),
+        "cpu_ticks": ticks,
+        "cpu_us_per_op": per_op(ticks),
+        "peak_rss_mib": hwm_kb / 1024.0,
+        "settings": settings,
+        "other_cpu_pct": float(other_pct),
+        "backend_cpu_us_per_op": [per_op(int(t)) for t in backend_ticks],
+    }
+    with open(results, "a") as f:
+        f.write(json.dumps(row) + "\n")
+
+
+def fmt(v, nd=2):
+    if v is None:
+        return "n/a"
+    if isinstance(v, float):
+        return f"{v:.{nd}f}"
+    return str(v)
+
+
+def ratio(a, b):
+    if a is None or b is None or not b:
+        return None
+    return a / b
+
+
+def render_table(headers, rows, markdown):
+    if markdown:
+        out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+        out += ["| " + " | ".join(r) + " |" for r in rows]
+        return "\n".join(out)
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
+    out = [line(headers), line(["-" * w for w in widths])]
+    out += [line(r) for r in rows]
+    return "\n".join(out)
+
+
+def read_tsv(path):
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [tuple(l.rstrip("\n").split("\t", 1)) for l in f if l.strip()]
+
+
+def load_meta(work):
+    """The report's inputs besides results.jsonl, from files in WORK
+    (machine.tsv, notes.txt, configs.tsv, extras.jsonl) and BENCH_* env vars."""
+    e = os.environ
+    configs = []
+    for title, path in read_tsv(os.path.join(work, "configs.tsv")):
+        with open(path) as f:
+            configs.append((title, f.read()))
+    extras = []
+    ep = os.path.join(work, "extras.jsonl")
+    if os.path.exists(ep):
+        with open(ep) as f:
+            extras = [json.loads(l) for l in f if l.strip()]
+    notes = []
+    np_ = os.path.join(work, "notes.txt")
+    if os.path.exists(np_):
+        with open(np_) as f:
+            notes = [l.rstrip("\n") for l in f if l.strip()]
+    return {
+        "date": e.get("BENCH_DATE", "?"),
+        "command": e.get("BENCH_COMMAND", "bench/compare.sh"),
+        "load": e.get("BENCH_LOAD", "?"),
+        "method": e.get("BENCH_METHOD", ""),
+        "runtime_s": e.get("BENCH_RUNTIME", "?"),
+        "check": e.get("BENCH_CHECK", "1") == "1",
+        "expected_keys": e.get("BENCH_EXPECTED", "").split(),
+        "machine": read_tsv(os.path.join(work, "machine.tsv")),
+        "notes": notes,
+        "configs": configs,
+        "extras": extras,
+        "warnings": [l for l in e.get("BENCH_WARNINGS", "").split("\n") if l.strip()],
+    }
+
+
+def cmd_extra(work, what, result, details):
+    with open(os.path.join(work, "extras.jsonl"), "a") as f:
+        f.write(json.dumps({"what": what, "result": result, "details": details}) + "\n")
+
+
+def median(xs):
+    xs = sorted(x for x in xs if x is not None)
+    if not xs:
+        return None
+    n = len(xs)
+    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+
+
+def aggregate(rows):
+    """One row per path, in first-seen order: with ROUNDS > 1 each figure is
+    the median over the rounds (peak RSS: the maximum), ok and errors the sums."""
+    order, groups = [], {}
+    for r in rows:
+        if r["key"] not in groups:
+            order.append(r["key"])
+            groups[r["key"]] = []
+        groups[r["key"]].append(r)
+    out = []
+    for k in order:
+        g = groups[k]
+        a = dict(g[0])
+        a["runs"] = len(g)
+        a["ops_range"] = (min(r["ops_per_sec"] for r in g), max(r["ops_per_sec"] for r in g))
+        for f in ("ops_per_sec", "p50", "p90", "p99", "p999", "cpu_us_per_op"):
+            a[f] = median(r[f] for r in g)
+        a["other_cpu_pct"] = max(r.get("other_cpu_pct", 0.0) for r in g)
+        a["peak_rss_mib"] = max(r["peak_rss_mib"] for r in g)
+        a["ok"] = sum(r["ok"] for r in g)
+        errs = {}
+        for r in g:
+            for c, n in r["errors"].items():
+                errs[c] = errs.get(c, 0) + n
+        a["errors"] = errs
+        nb = max(len(r.get("backend_cpu_us_per_op") or []) for r in g)
+        a["backend_cpu_us_per_op"] = [median((r.get("backend_cpu_us_per_op") or [None] * nb)[i] for r in g)
+                                      for i in range(nb)]
+        out.append(a)
+    return out
+
+
+def cmd_report(work, out_path):
+    """Prints the tables and verdicts; writes markdown to OUT ('-' for none).
+    Exit status: 0 fine, 1 the table check failed (a path without successful
+    operations, with errors, or missing), 3 a project target FAILed. Checks
+    are skipped when meta.check is false (--quick)."""
+    rows = []
+    results_path = os.path.join(work, "results.jsonl")
+    if os.path.exists(results_path):
+        with open(results_path) as f:
+            rows = [json.loads(l) for l in f if l.strip()]
+    meta = load_meta(work)
+    rows = aggregate(rows)
+    by = {r["key"]: r for r in rows}
+    hap = by.get("haproxy")
+    meta_row = by.get("meta")
+
+    headers = ["path", "ops/s", "p50 ms", "p99 ms", "p99.9 ms", "CPU µs/op", "peak RSS MiB",
+               "ops/s vs HAProxy", "CPU/op vs HAProxy", "settings"]
+    cells = []
+    for r in rows:
+        r_ops = ratio(r["ops_per_sec"], hap["ops_per_sec"]) if hap else None
+        r_cpu = None if r["key"] == "direct" else (
+            ratio(r["cpu_us_per_op"], hap["cpu_us_per_op"]) if hap else None)
+        cpu = fmt(r["cpu_us_per_op"], 1)
+        if r["key"] == "direct":
+            cpu += " (slapd itself)"
+        cells.append([
+            r["path"], f"{r['ops_per_sec']:.0f}", fmt(r["p50"], 3), fmt(r["p99"], 3), fmt(r["p999"], 3),
+            cpu, fmt(r["peak_rss_mib"], 1),
+            "n/a" if r_ops is None else f"{r_ops:.2f}x",
+            "n/a" if r_cpu is None else f"{r_cpu:.2f}x",
+            r["settings"],
+        ])
+
+    detail_headers = ["path", "runs", "ops/s min-max", "ok ops", "errors (result code: n)", "p90 ms",
+                      "slapd #1 CPU µs/op", "slapd #2 CPU µs/op", "other processes' CPU"]
+    detail = []
+    for r in rows:
+        errs = ", ".join(f"{k}: {v}" for k, v in sorted(r["errors"].items())) or "0"
+        b = r.get("backend_cpu_us_per_op") or []
+        lo, hi = r["ops_range"]
+        detail.append([r["path"], str(r["runs"]), f"{lo:.0f}-{hi:.0f}", str(r["ok"]), errs, fmt(r["p90"], 3),
+                       fmt(b[0] if len(b) > 0 else None, 1), fmt(b[1] if len(b) > 1 else None, 1),
+                       f"{r['other_cpu_pct']:.0f}%"])
+
+    # Table check and targets.
+    problems = []
+    for key in meta["expected_keys"]:
+        r = by.get(key)
+        if r is None:
+            problems.append(f"no result for {key}")
+        elif r["ok"] <= 0:
+            problems.append(f"{r['path']}: no successful operations")
+        elif sum(r["errors"].values()) > 0:
+            problems.append(f"{r['path']}: {sum(r['errors'].values())} failed operations")
+    for e in meta.get("extras", []):
+        if e["result"].startswith("FAILED"):
+            problems.append(f"{e['what']}: {e['result']}")
+    router = by.get("router")
+    targets = []
+
+    def target(name, measured, limit, ok_fn, unit_fmt):
+        if measured is None or limit is None:
+            targets.append((name, "n/a", "missing figures"))
+            return
+        verdict = "PASS" if ok_fn(measured, limit) else "FAIL"
+        targets.append((name, verdict, unit_fmt(measured, limit)))
+
+    if router:
+        target("dsa-router CPU/op <= HAProxy's",
+               router["cpu_us_per_op"], hap["cpu_us_per_op"] if hap else None,
+               lambda m, l: m <= l,
+               lambda m, l: f"{m:.1f} µs vs {l:.1f} µs ({m / l:.2f}x)")
+        target("dsa-router throughput >= 0.95 x HAProxy",
+               router["ops_per_sec"], hap["ops_per_sec"] if hap else None,
+               lambda m, l: m >= 0.95 * l,
+               lambda m, l: f"{m:.0f} vs {l:.0f} ops/s ({m / l:.2f}x)")
+        target("dsa-router throughput >= 1.8 x back-meta",
+               router["ops_per_sec"], meta_row["ops_per_sec"] if meta_row else None,
+               lambda m, l: m >= 1.8 * l,
+               lambda m, l: f"{m:.0f} vs {l:.0f} ops/s ({m / l:.2f}x)")
+    extras = meta.get("extras", [])
+    warnings = list(meta.get("warnings", []))
+    noisy = [f"{r['path']} {r['other_cpu_pct']:.0f}%" for r in rows if r["other_cpu_pct"] > 10]
+    if noisy:
+        warnings.append("other processes used more than 10% of the machine's CPU during some runs ("
+                        + ", ".join(noisy) + "): throughput and latency figures are disturbed; "
+                        "re-run on a quiet machine (CPU per operation is less affected)")
+    # ---- text
+    for w in warnings:
+        print(f"WARNING: {w}")
+    print()
+    print(f"Paths measured one after another, same load: {meta['load']}")
+    print(render_table(headers, cells, False))
+    print()
+    print(render_table(detail_headers, detail, False))
+    if targets:
+        print()
+        print("Targets (dsa-router without access log):"
+              + ("" if meta["check"] else "  [--quick: indicative only, not checked]"))
+        for name, verdict, why in targets:
+            print(f"  {verdict:4}  {name}: {why}")
+    if extras:
+        print()
+        print("Extra measurements:")
+        print(render_table(["measurement", "result", "details"],
+                           [[e["what"], e["result"], e["details"]] for e in extras], False))
+    if problems:
+        print()
+        print("Table check: " + ("FAILED" if meta["check"] else "problems (not checked with --quick)"))
+        for p in problems:
+            print(f"  - {p}")
+
+    # ---- markdown
+    if out_path != "-":
+        md = []
+        md.append("# Benchmarks: dsa-router against its peers\n")
+        md.append(f"Generated by `bench/compare.sh` on {meta['date']}; do not edit by hand, re-run the script.\n")
+        md.append("## Machine and versions\n")
+        for k, v in meta["machine"]:
+            md.append(f"* {k}: {v}")
+        md.append("")
+        md.append("Command:\n")
+        md.append("```sh\n" + meta["command"] + "\n```\n")
+        md.append(f"Load: {meta['load']}. {meta['method']}\n")
+        md.append(f"The run took {meta.get('runtime_s', '?')}.\n")
+        for w in warnings:
+            md.append(f"**Warning:** {w}\n")
+        md.append("## Results\n")
+        md.append(render_table(headers, cells, True))
+        md.append("")
+        md.append("Details (slapd #1/#2 CPU per operation shows where the load went):\n")
+        md.append(render_table(detail_headers, detail, True))
+        md.append("")
+        if targets:
+            md.append("### Project targets\n")
+            md.append("Targets: dsa-router CPU/op <= HAProxy's; throughput >= 0.95 x HAProxy "
+                      "and >= 1.8 x back-meta (row `dsa-router`, access log off)."
+                      + ("" if meta["check"] else " This was a `--quick` run: indicative only.") + "\n")
+            for name, verdict, why in targets:
+                md.append(f"* **{verdict}** {name}: {why}")
+            md.append("")
+        if problems:
+            md.append("Table check: " + ("FAILED" if meta["check"] else "problems (not checked with --quick)") + "\n")
+            for p in problems:
+                md.append(f"* {p}")
+            md.append("")
+        if extras:
+            md.append("## Extra measurements\n")
+            md.append(render_table(["measurement", "result", "details"],
+                                   [[e["what"], e["result"], e["details"]] for e in extras], True))
+            md.append("")
+        md.append("## How each path was set up\n")
+        for line in meta["notes"]:
+            md.append(f"* {line}")
+        md.append("")
+        for title, text in meta["configs"]:
+            md.append(f"<details><summary>{title}</summary>\n\n```\n{text.rstrip()}\n```\n\n</details>\n")
+        os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)
+        with open(out_path, "w") as f:
+            f.write("\n".join(md).rstrip() + "\n")
+        print()
+        print(f"wrote {out_path}")
+
+    if meta["check"]:
+        if problems:
+            return 1
+        if any(v == "FAIL" for _, v, _ in targets):
+            return 3
+    return 0
+
+
+def main():
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    cmd, args = sys.argv[1], sys.argv[2:]
+    fns = {
+        "ldif-people": cmd_ldif_people,
+        "ldif-bulk": cmd_ldif_bulk,
+        "port": cmd_port,
+        "cpu": cmd_cpu,
+        "mem": cmd_mem,
+        "idle": cmd_idle,
+        "row": cmd_row,
+        "report": cmd_report,
+        "extra": cmd_extra,
+    }
+    if cmd not in fns:
+        sys.exit(__doc__)
+    rc = fns[cmd](*args)
+    sys.exit(rc or 0)
+
+
+if __name__ == "__main__":
+    main()
