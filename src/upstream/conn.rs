@@ -173,12 +173,20 @@ impl Conn {
     pub fn abandon(&self, id: i32) -> bool {
         let was = self.lock().remove(&id).is_some();
         if was {
-            let mut b = BytesMut::with_capacity(16);
-            let aid = self.next_id.fetch_add(1, Ordering::Relaxed).max(1);
-            frame::abandon(aid, id, &mut b);
-            self.send(b.freeze());
+            self.send_abandon(id);
         }
         was
+    }
+
+    /// Tell the DSA to abandon operation `id` of this connection.
+    fn send_abandon(&self, id: i32) {
+        let mut b = BytesMut::with_capacity(16);
+        frame::abandon(
+            self.next_id.fetch_add(1, Ordering::Relaxed).max(1),
+            id,
+            &mut b,
+        );
+        self.send(b.freeze());
     }
 
     /// Remove an operation without telling the DSA (it already answered or
@@ -259,13 +267,7 @@ impl Conn {
             self.dsa.probe_failed("operation timeout", fall);
         }
         for (id, p) in expired {
-            let mut b = BytesMut::with_capacity(16);
-            frame::abandon(
-                self.next_id.fetch_add(1, Ordering::Relaxed).max(1),
-                id,
-                &mut b,
-            );
-            self.send(b.freeze());
+            self.send_abandon(id);
             self.dsa.errors.fetch_add(1, Ordering::Relaxed);
             if p.retryable() {
                 retry::resend(
@@ -311,13 +313,7 @@ impl Conn {
                 .collect()
         };
         for (id, p) in moved {
-            let mut b = BytesMut::with_capacity(16);
-            frame::abandon(
-                self.next_id.fetch_add(1, Ordering::Relaxed).max(1),
-                id,
-                &mut b,
-            );
-            self.send(b.freeze());
+            self.send_abandon(id);
             retry::resend(
                 p,
                 &self.dsa.name,
@@ -368,13 +364,7 @@ impl Conn {
                         drop(map);
                         out.finish(cmsgid);
                         out.overflow();
-                        let mut b = BytesMut::with_capacity(16);
-                        frame::abandon(
-                            self.next_id.fetch_add(1, Ordering::Relaxed).max(1),
-                            h.msgid,
-                            &mut b,
-                        );
-                        self.send(b.freeze());
+                        self.send_abandon(h.msgid);
                     }
                 }
             }
