@@ -105,7 +105,11 @@ impl Session {
             }
         };
         let pool = routing.pools[dsa].clone();
-        let _guard = routing.states.0[dsa].begin();
+        let Some(_guard) = routing.states.0[dsa].try_begin() else {
+            let msg = message::concurrency(&[routing.snap.dsas[dsa].name.as_str()]);
+            self.reply(req, Code::Busy, "", &msg).await;
+            return Flow::Continue;
+        };
         let conn = match pool.private(None).await {
             Ok(c) => c,
             Err(e) => {
