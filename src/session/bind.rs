@@ -6,6 +6,7 @@
 
 use super::{Flow, Identity, Session};
 use crate::dn::Dn;
+use crate::metrics::Refusal;
 use crate::route::{message, select_read, Lookup, RouteError};
 use crate::upstream::conn::result_code;
 use crate::upstream::pool::{request as upstream_request, BindPdu};
@@ -84,30 +85,20 @@ impl Session {
         let dsa = match select_read(p, &routing.states, p.tick()) {
             Ok(c) => c.dsa,
             Err(RouteError::Unavailable) => {
-                self.reply(
-                    req,
-                    Code::Unavailable,
-                    "",
-                    &message::unavailable(p, &routing.snap, &routing.states),
-                )
-                .await;
+                let msg = message::unavailable(p, &routing.snap, &routing.states);
+                self.refuse(req, Refusal::Unavailable, &msg).await;
                 return Flow::Continue;
             }
             Err(RouteError::Busy { group }) => {
-                self.reply(
-                    req,
-                    Code::Busy,
-                    "",
-                    &message::busy(p, group, &routing.snap, &routing.states),
-                )
-                .await;
+                let msg = message::busy(p, group, &routing.snap, &routing.states);
+                self.refuse(req, Refusal::Concurrency, &msg).await;
                 return Flow::Continue;
             }
         };
         let pool = routing.pools[dsa].clone();
         let Some(_guard) = routing.states.0[dsa].try_begin() else {
             let msg = message::concurrency(&[routing.snap.dsas[dsa].name.as_str()]);
-            self.reply(req, Code::Busy, "", &msg).await;
+            self.refuse(req, Refusal::Concurrency, &msg).await;
             return Flow::Continue;
         };
         let conn = match pool.private(None).await {

@@ -19,6 +19,7 @@ pub mod out;
 pub mod retry;
 
 use crate::dn::Dn;
+use crate::metrics::Refusal;
 use crate::route::{message, select_read, select_write, Excluding, Lookup, RouteError};
 use crate::router::Router;
 use crate::upstream::conn::{Conn, LogCtx, Pending, Sink};
@@ -237,15 +238,15 @@ impl Session {
         };
         if !matches!(req.op, Op::Unbind | Op::Abandon { .. }) {
             if let Err(over) = self.router.throttle.admit() {
-                self.router.metrics.refused(match over {
-                    crate::limits::Over::Cpu => crate::metrics::Refusal::Cpu,
-                    crate::limits::Over::Memory => crate::metrics::Refusal::Memory,
-                });
                 if matches!(req.op, Op::Bind { .. }) {
                     // A failed bind leaves the client anonymous (RFC 4513).
                     self.become_anonymous();
                 }
-                self.reply(&req, Code::Busy, "", over.message()).await;
+                let why = match over {
+                    crate::limits::Over::Cpu => Refusal::Cpu,
+                    crate::limits::Over::Memory => Refusal::Memory,
+                };
+                self.refuse(&req, why, over.message()).await;
                 return Flow::Continue;
             }
         }
@@ -273,21 +274,23 @@ impl Session {
         Flow::Close(Some((Code::ProtocolError, format!("dsa-router: {why}"))))
     }
 
+    /// Refuse a request because a limit or the partition's state says so:
+    /// counted by reason, answered with `busy` (limits) or `unavailable`.
+    async fn refuse(&self, req: &Request, why: Refusal, msg: &str) {
+        self.router.metrics.refused(why);
+        let code = match why {
+            Refusal::Unavailable => Code::Unavailable,
+            _ => Code::Busy,
+        };
+        self.reply(req, code, "", msg).await;
+    }
+
     /// Answer a request with an LDAPResult of the router's own.
     async fn reply(&self, req: &Request, code: Code, matched: &str, msg: &str) {
         let Some(t) = req.op.response_tag() else {
             return;
         };
         let mut b = BytesMut::new();
-        let refusal = match code {
-            Code::Busy if msg.contains("outstanding") => Some(crate::metrics::Refusal::Outstanding),
-            Code::Busy if msg.contains("concurrency") => Some(crate::metrics::Refusal::Concurrency),
-            Code::Unavailable => Some(crate::metrics::Refusal::Unavailable),
-            _ => None,
-        };
-        if let Some(r) = refusal {
-            self.router.metrics.refused(r);
-        }
         self.router.metrics.op(
             crate::metrics::op_index(req.op.name()),
             code.clone() as u8,
@@ -321,7 +324,7 @@ impl Session {
                 "dsa-router: too many outstanding operations on this connection (limit {})",
                 cfg.max_outstanding
             );
-            return self.reply(req, Code::Busy, "", &msg).await;
+            return self.refuse(req, Refusal::Outstanding, &msg).await;
         }
         let dn_text = target.unwrap_or(match &req.op {
             Op::Search { base, .. } => base,
@@ -392,20 +395,18 @@ impl Session {
                 Ok(c) => c.dsa,
                 Err(RouteError::Unavailable) => {
                     return self
-                        .reply(
+                        .refuse(
                             req,
-                            Code::Unavailable,
-                            "",
+                            Refusal::Unavailable,
                             &message::unavailable(p, &routing.snap, &view),
                         )
                         .await
                 }
                 Err(RouteError::Busy { group }) => {
                     return self
-                        .reply(
+                        .refuse(
                             req,
-                            Code::Busy,
-                            "",
+                            Refusal::Concurrency,
                             &message::busy(p, group, &routing.snap, &view),
                         )
                         .await
@@ -416,11 +417,8 @@ impl Session {
             let Some(guard) = routing.states.0[dsa].try_begin() else {
                 races += 1;
                 if races > 8 {
-                    self.router
-                        .metrics
-                        .refused(crate::metrics::Refusal::Concurrency);
                     let msg = message::concurrency(&[routing.snap.dsas[dsa].name.as_str()]);
-                    return self.reply(req, Code::Busy, "", &msg).await;
+                    return self.refuse(req, Refusal::Concurrency, &msg).await;
                 }
                 continue;
             };
@@ -493,7 +491,6 @@ impl Session {
             },
             resp_tag: req.op.response_tag().unwrap_or(0x78),
             is_write,
-            paged: paged.is_some(),
             started: Instant::now(),
             log,
             delivered: false,

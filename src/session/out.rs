@@ -1,9 +1,7 @@
-//! A client's outbound side: its bounded queue of response PDUs, the map of
-//! its outstanding operations (for abandon and clean-up), and the
-//! paged-results cookies it holds (so the next page goes to the DSA that
-//! issued the cookie).
+//! A client's outbound side: its bounded queue of response PDUs and the map
+//! of its outstanding operations (for abandon and clean-up).
 //!
-//! The queue is bounded in PDUs. A client that stops reading fills it; the
+//! The queue is bounded in PDUs and bytes. A client that stops reading fills it; the
 //! router then abandons that client's operations upstream and disconnects
 //! it, and nobody else waits: upstream readers never block on a client.
 
@@ -31,7 +29,6 @@ pub struct ClientOut {
     max_pdus: usize,
     max_bytes: usize,
     outstanding: Mutex<HashMap<i32, (Weak<Conn>, i32)>>,
-    cookies: Mutex<HashMap<Vec<u8>, String>>,
     /// Cancelled to disconnect the client (overflow, shutdown).
     pub kill: CancellationToken,
 }
@@ -54,7 +51,6 @@ impl ClientOut {
                 max_pdus: max_pdus.max(1),
                 max_bytes: max_bytes.max(1),
                 outstanding: Mutex::new(HashMap::new()),
-                cookies: Mutex::new(HashMap::new()),
                 kill: CancellationToken::new(),
             }),
             rx,
@@ -142,22 +138,5 @@ impl ClientOut {
             self.kill.cancel();
         }
         self.abandon_all();
-    }
-
-    pub fn remember_cookie(&self, cookie: Vec<u8>, dsa: String) {
-        let mut c = lock(&self.cookies);
-        if cookie.is_empty() {
-            return;
-        }
-        // Bounded: a client holds few paged searches at once.
-        if c.len() >= 64 {
-            c.clear();
-        }
-        c.insert(cookie, dsa);
-    }
-
-    /// The DSA that issued a paged-results cookie.
-    pub fn cookie_dsa(&self, cookie: &[u8]) -> Option<String> {
-        lock(&self.cookies).get(cookie).cloned()
     }
 }

@@ -51,8 +51,6 @@ pub struct Pending {
     /// The response tag for errors the router must answer itself.
     pub resp_tag: u8,
     pub is_write: bool,
-    /// Track the paged-results cookie of the final response.
-    pub paged: bool,
     pub started: Instant,
     pub log: Option<Box<LogCtx>>,
     /// Whether any response already reached the client (then it cannot be
@@ -397,11 +395,6 @@ impl Conn {
                 let _ = w.send(pdu);
             }
             Sink::Client { out, msgid } => {
-                if p.paged && h.op_tag == tag::SEARCH_DONE {
-                    if let Some(cookie) = crate::wire::request::response_paged_cookie(&pdu, &h) {
-                        out.remember_cookie(cookie, self.dsa.name.clone());
-                    }
-                }
                 for held in p.held {
                     let _ = out.deliver(held);
                 }

@@ -220,7 +220,6 @@ pub async fn request(
             sink: Sink::Waiter(tx),
             resp_tag: 0,
             is_write: false,
-            paged: false,
             started: Instant::now(),
             log: None,
             delivered: false,

@@ -367,33 +367,6 @@ pub fn passwd_modify_user(value: &[u8]) -> Option<String> {
         .and_then(|f| string(Some(f)))
 }
 
-/// The cookie of a paged-results control value (`SEQUENCE { size, cookie }`).
-pub fn paged_cookie(value: &[u8]) -> Option<Vec<u8>> {
-    let (_, t) = lber::parse::Parser::new(4).parse(value).ok()?;
-    cons(&t)?.get(1).and_then(prim).map(|c| c.to_vec())
-}
-
-/// The paged-results cookie in a SearchResultDone's controls, if any.
-pub fn response_paged_cookie(pdu: &[u8], h: &super::frame::Header) -> Option<Vec<u8>> {
-    let rest = pdu.get(h.op_end..)?;
-    if rest.first() != Some(&0xa0) {
-        return None;
-    }
-    let (_, t) = lber::parse::Parser::new(8).parse(rest).ok()?;
-    for ctl in cons(&t)? {
-        let f = cons(ctl)?;
-        if string(f.first()).as_deref() == Some(OID_PAGED_RESULTS) {
-            let v = f
-                .iter()
-                .skip(1)
-                .find(|x| x.class == TagClass::Universal && x.id == 4)
-                .and_then(prim)?;
-            return paged_cookie(v);
-        }
-    }
-    None
-}
-
 /// `PartialAttribute ::= SEQUENCE { type, vals SET OF value }`.
 fn valid_attribute(a: &[StructureTag]) -> bool {
     matches!(a, [t, vals] if prim(t).is_some() && cons(vals).is_some_and(|v| v.iter().all(|x| prim(x).is_some())))
