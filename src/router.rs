@@ -50,6 +50,8 @@ pub struct Config {
     pub utilization_window: Duration,
     /// Client connections per source address (0: no limit).
     pub max_clients_per_ip: usize,
+    /// What a failed partition does to a search spanning partitions.
+    pub fanout_policy: crate::session::fanout::Policy,
 }
 
 impl Default for Config {
@@ -72,6 +74,7 @@ impl Default for Config {
             thresholds: crate::limits::Thresholds::default(),
             utilization_window: Duration::from_secs(300),
             max_clients_per_ip: 0,
+            fanout_policy: Default::default(),
         }
     }
 }

@@ -868,7 +868,7 @@ async fn sigstopped_dsa_under_load_is_routed_around_without_errors() {
         ms(worst_during),
         slow.len(),
         slow.iter()
-            .map(|s| format!("client {} sent +{} took {} -> {:?}", s.client, ms(s.start - t_stop), ms(s.latency()), s.result))
+            .map(|s| format!("client {} sent +{} took {} -> {:?}", s.client, ms(s.start.saturating_sub(t_stop)), ms(s.latency()), s.result))
             .collect::<Vec<_>>()
     );
     println!(

@@ -86,6 +86,12 @@ pub struct LimitArgs {
     /// Client connections per source address (0: no limit).
     #[arg(long, default_value_t = 0)]
     pub max_clients_per_ip: usize,
+    /// A search spanning partitions when one partition cannot be searched:
+    /// `continuation` returns the others' entries plus a continuation
+    /// reference to the missing partition; `fail` fails the whole search
+    /// with `unavailable`.
+    #[arg(long, value_enum, default_value = "continuation")]
+    pub fanout_policy: crate::session::fanout::Policy,
 }
 
 /// `300`, `300s`, `5m`, `1h`.
@@ -119,6 +125,7 @@ impl LimitArgs {
             )?,
             utilization_window: parse_duration(&self.utilization_window)?,
             max_clients_per_ip: self.max_clients_per_ip,
+            fanout_policy: self.fanout_policy,
             max_clients: self.max_clients.max(1),
             max_request_pdu: self.max_request_pdu.max(64),
             max_response_pdu: self.max_response_pdu.max(64),

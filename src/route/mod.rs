@@ -183,6 +183,74 @@ impl Table {
     }
 }
 
+/// One partition's share of a search that spans partitions.
+#[derive(Debug)]
+pub struct Span<'a> {
+    pub partition: &'a Partition,
+    /// The base to search there; `None` keeps the request's own base.
+    pub base: Option<&'a Dn>,
+    /// LDAP scope: 0 base, 1 one level, 2 subtree, 3 subordinates.
+    pub scope: u8,
+}
+
+impl Table {
+    /// The partitions a search at `base` with `scope` reaches, when it
+    /// reaches more than the one holding `base` (spec 3.6); empty when the
+    /// search is an ordinary one (one partition, or none).
+    ///
+    /// * The partition holding the base, if any, is searched as asked.
+    /// * Each partition whose prefix lies below the base is searched at its
+    ///   prefix: with subtree scope for a subtree or subordinates search;
+    ///   for a one-level search only a partition whose prefix is a child of
+    ///   the base, with base scope (its prefix entry is the child).
+    pub fn spanning(&self, base: &Dn, scope: u8) -> Vec<Span<'_>> {
+        let below = |q: &Partition| {
+            q.prefix.depth() > base.depth() && base.is_ancestor_or_self_of(&q.prefix)
+        };
+        // The common case, on every search: nothing below the base.
+        if scope == 0 || !self.partitions.iter().any(below) {
+            return Vec::new();
+        }
+        let holder = match self.lookup(base) {
+            Lookup::Partition(p) => Some(p),
+            Lookup::NoPartition { .. } => None,
+        };
+        let mut spans: Vec<Span<'_>> = self
+            .partitions_sorted()
+            .into_iter()
+            .filter(|q| !holder.is_some_and(|h| std::ptr::eq(*q, h)))
+            .filter(|q| below(q))
+            .filter_map(|q| match scope {
+                1 if q.prefix.depth() == base.depth() + 1 => Some(Span {
+                    partition: q,
+                    base: Some(&q.prefix),
+                    scope: 0,
+                }),
+                1 => None,
+                _ => Some(Span {
+                    partition: q,
+                    base: Some(&q.prefix),
+                    scope: 2,
+                }),
+            })
+            .collect();
+        if spans.is_empty() {
+            return spans;
+        }
+        if let Some(h) = holder {
+            spans.insert(
+                0,
+                Span {
+                    partition: h,
+                    base: None,
+                    scope,
+                },
+            );
+        }
+        spans
+    }
+}
+
 /// `list` with the members of `front` that it contains moved to the front,
 /// in `front`'s order.
 fn move_to_front(list: &[DsaIdx], front: &[DsaIdx]) -> Vec<DsaIdx> {
@@ -193,4 +261,101 @@ fn move_to_front(list: &[DsaIdx], front: &[DsaIdx]) -> Vec<DsaIdx> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::knowledge::{load_from, Memory};
+    use std::path::Path;
+
+    fn table() -> Table {
+        let mut k = String::new();
+        for (name, prefix) in [
+            ("A", "<c AU><o ACME>"),
+            ("B", "<c AU><o BETA>"),
+            ("BX", "<c AU><o BETA><ou X>"),
+            ("C", "<c AU><o CHARLIE><ou DEEP>"),
+            ("N", "<c NZ>"),
+        ] {
+            k.push_str(&format!(
+                "set dsa \"{name}\" = {{\n prefix = {prefix}\n address = tcp \"h\" port 1\n}};\n"
+            ));
+        }
+        let snap = load_from(Path::new("r.dxg"), &Memory::default().with("r.dxg", &k))
+            .expect("knowledge loads");
+        Table::build(&snap, None).expect("table")
+    }
+
+    /// (partition prefix, base searched there or "=" for the request's, scope)
+    fn spans(t: &Table, base: &str, scope: u8) -> Vec<(String, String, u8)> {
+        let dn = Dn::parse_ldap(base).expect("dn");
+        t.spanning(&dn, scope)
+            .iter()
+            .map(|s| {
+                (
+                    s.partition.prefix.to_string(),
+                    s.base.map_or("=".to_string(), |b| b.to_string()),
+                    s.scope,
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn spanning_searches_reach_exactly_the_partitions_in_scope() {
+        let t = table();
+        let s = |p: &str, b: &str, sc: u8| (p.to_string(), b.to_string(), sc);
+        // Subtree at c=AU (held by nobody): every partition below it.
+        assert_eq!(
+            spans(&t, "c=AU", 2),
+            vec![
+                s("o=ACME,c=AU", "o=ACME,c=AU", 2),
+                s("o=BETA,c=AU", "o=BETA,c=AU", 2),
+                s("ou=DEEP,o=CHARLIE,c=AU", "ou=DEEP,o=CHARLIE,c=AU", 2),
+                s("ou=X,o=BETA,c=AU", "ou=X,o=BETA,c=AU", 2),
+            ]
+        );
+        // Subordinates scope spans the same partitions.
+        assert_eq!(spans(&t, "c=AU", 3).len(), 4);
+        // One level at c=AU: only children of c=AU, each with base scope.
+        assert_eq!(
+            spans(&t, "C=au", 1),
+            vec![
+                s("o=ACME,c=AU", "o=ACME,c=AU", 0),
+                s("o=BETA,c=AU", "o=BETA,c=AU", 0),
+            ]
+        );
+        // Base held by BETA with a partition below: BETA as asked, then BX.
+        assert_eq!(
+            spans(&t, "o=BETA,c=AU", 2),
+            vec![
+                s("o=BETA,c=AU", "=", 2),
+                s("ou=X,o=BETA,c=AU", "ou=X,o=BETA,c=AU", 2),
+            ]
+        );
+        assert_eq!(
+            spans(&t, "o=BETA,c=AU", 1),
+            vec![
+                s("o=BETA,c=AU", "=", 1),
+                s("ou=X,o=BETA,c=AU", "ou=X,o=BETA,c=AU", 0),
+            ]
+        );
+        // Ordinary searches: one partition, none, or base scope.
+        assert!(spans(&t, "o=ACME,c=AU", 2).is_empty());
+        assert!(spans(&t, "ou=X,o=BETA,c=AU", 2).is_empty());
+        assert!(spans(&t, "c=NZ", 2).is_empty());
+        assert!(spans(&t, "c=US", 2).is_empty());
+        assert!(spans(&t, "c=AU", 0).is_empty());
+        // Base held by nobody, one partition below: still searched there.
+        assert_eq!(
+            spans(&t, "o=CHARLIE,c=AU", 1),
+            vec![s("ou=DEEP,o=CHARLIE,c=AU", "ou=DEEP,o=CHARLIE,c=AU", 0)]
+        );
+        assert_eq!(spans(&t, "o=CHARLIE,c=AU", 2).len(), 1);
+        // One level where only deeper partitions lie below: nothing to ask.
+        assert!(spans(&t, "c=AU", 1)
+            .iter()
+            .all(|(p, _, _)| !p.contains("DEEP")));
+    }
 }

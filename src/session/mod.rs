@@ -14,19 +14,23 @@
 //! replaying its bind. Binds never travel on shared connections.
 
 mod bind;
+pub mod fanout;
 mod local;
 pub mod out;
 pub mod retry;
 
 use crate::dn::Dn;
 use crate::metrics::Refusal;
-use crate::route::{message, select_read, select_write, Excluding, Lookup, RouteError};
-use crate::router::Router;
+use crate::route::{
+    message, select_read, select_write, Excluding, Lookup, Partition, RouteError, Span,
+};
+use crate::router::{Router, Routing};
 use crate::upstream::conn::{Conn, LogCtx, Pending, Sink};
 use crate::upstream::pool::BindPdu;
 use crate::wire::frame::{self, Header};
 use crate::wire::request::{self, Op, Request, OID_PAGED_RESULTS, OID_PROXIED_AUTHZ};
 use crate::wire::response::{self, Code};
+use crate::wire::search;
 use bytes::{Bytes, BytesMut};
 use out::ClientOut;
 use std::collections::HashMap;
@@ -50,6 +54,27 @@ enum Flow {
     Continue,
     /// Close the connection, after a Notice of Disconnection if given.
     Close(Option<(Code, String)>),
+}
+
+/// A DSA chosen for an operation, with its slot and connection.
+struct Target {
+    dsa: usize,
+    conn: Arc<Conn>,
+    /// The proxied-authorization identity to append, if any.
+    proxy: Option<String>,
+    /// Whether the connection is shared (reads on it may be re-sent).
+    shared: bool,
+    guard: crate::state::InFlight,
+    /// DSAs that could not be reached on the way.
+    tried: Vec<usize>,
+}
+
+/// Why an operation got no DSA.
+enum NoTarget {
+    /// Refused by the partition's state or a limit (counted by reason).
+    Refused(Refusal, String),
+    /// Answered with this result.
+    Reply(Code, String),
 }
 
 struct Session {
@@ -354,14 +379,21 @@ impl Session {
             }
         };
         let routing = self.router.routing();
+        if let (Op::Search { scope, .. }, None) = (&req.op, target) {
+            let spans = routing.table.spanning(&dn, *scope);
+            if !spans.is_empty() {
+                return self.fan_out(pdu, h, req, &routing, dn_text, spans).await;
+            }
+        }
         let p = match routing.table.lookup(&dn) {
             Lookup::Partition(p) => p,
             Lookup::NoPartition { below } => {
-                let msg = if below.is_empty() {
-                    format!("dsa-router: no partition holds {dn}")
-                } else {
-                    format!("dsa-router: no partition holds {dn}; it lies above {} partition(s), and searches spanning partitions are not supported yet", below.len())
-                };
+                if !below.is_empty() && matches!(req.op, Op::Search { .. }) {
+                    // A one-level search above partitions that all lie
+                    // deeper: no entry one level down exists anywhere.
+                    return self.reply(req, Code::Success, "", "").await;
+                }
+                let msg = format!("dsa-router: no partition holds {dn}");
                 return self.reply(req, Code::NoSuchObject, "", &msg).await;
             }
         };
@@ -372,92 +404,21 @@ impl Session {
         // reach the DSA that issued the cookie.
         let paged = req.control(OID_PAGED_RESULTS);
         let part_key = p.prefix.normalized();
-        let sticky = paged
-            .and_then(|_| self.paged_dsa.get(&part_key))
-            .and_then(|n| routing.snap.dsa_index(n))
-            .filter(|&i| p.order.contains(&i) && routing.states.0[i].status().eligible());
-        let own_proxy = req.control(OID_PROXIED_AUTHZ).is_some();
-        // Choose a target and get a connection; a target that cannot be
-        // reached is marked down (passively) and the next one tried.
-        let mut tried: Vec<usize> = Vec::new();
-        let mut races = 0;
-        let (dsa, conn, proxy, shared, guard) = loop {
-            let view = Excluding {
-                inner: &routing.states,
-                tried: &tried,
-            };
-            let chosen = match sticky {
-                Some(i) if tried.is_empty() => Ok(crate::route::Choice { group: 0, dsa: i }),
-                _ if is_write => select_write(p, &view),
-                _ => select_read(p, &view, p.tick()),
-            };
-            let dsa = match chosen {
-                Ok(c) => c.dsa,
-                Err(RouteError::Unavailable) => {
-                    return self
-                        .refuse(
-                            req,
-                            Refusal::Unavailable,
-                            &message::unavailable(p, &routing.snap, &view),
-                        )
-                        .await
-                }
-                Err(RouteError::Busy { group }) => {
-                    return self
-                        .refuse(
-                            req,
-                            Refusal::Concurrency,
-                            &message::busy(p, group, &routing.snap, &view),
-                        )
-                        .await
-                }
-            };
-            // Take the in-flight slot atomically; losing a race for the
-            // last slot means selecting again (never another group).
-            let Some(guard) = routing.states.0[dsa].try_begin() else {
-                races += 1;
-                if races > 8 {
-                    let msg = message::concurrency(&[routing.snap.dsas[dsa].name.as_str()]);
-                    return self.refuse(req, Refusal::Concurrency, &msg).await;
-                }
-                continue;
-            };
-            let pool = routing.pools[dsa].clone();
-            let (conn, proxy, shared) = match (&self.identity, own_proxy || paged.is_some()) {
-                (Identity::Anonymous, false) => (pool.shared(false).await, None, true),
-                (Identity::Bound(b), false) if pool.proxies() => {
-                    (pool.shared(true).await, Some(format!("dn:{}", b.dn)), true)
-                }
-                _ => (
-                    self.private_conn(&routing.snap.dsas[dsa].name, &pool).await,
-                    None,
-                    false,
-                ),
-            };
-            match conn {
-                Ok(c) => break (dsa, c, proxy, shared, guard),
-                Err(crate::upstream::pool::UpstreamError::BindRefused { code, message }) => {
-                    let msg = format!("dsa-router: your identity could not be established on DSA {} ({message}, result {code})", pool.dsa.name);
-                    return self
-                        .reply(req, Code::InsufficentAccessRights, "", &msg)
-                        .await;
-                }
-                Err(e) => {
-                    tracing::warn!(dsa = %pool.dsa.name, error = %e, "cannot reach DSA; trying the next target");
-                    tried.push(dsa);
-                    if is_write || tried.len() >= retry::MAX_ATTEMPTS {
-                        return self
-                            .reply(
-                                req,
-                                Code::Unavailable,
-                                "",
-                                &format!("dsa-router: DSA {}: {e}", pool.dsa.name),
-                            )
-                            .await;
-                    }
-                }
-            }
+        let sticky = paged.and_then(|_| self.paged_sticky(&routing, p));
+        let own_conn = paged.is_some() || req.control(OID_PROXIED_AUTHZ).is_some();
+        let t = match self.acquire(&routing, p, is_write, sticky, own_conn).await {
+            Ok(t) => t,
+            Err(NoTarget::Refused(why, msg)) => return self.refuse(req, why, &msg).await,
+            Err(NoTarget::Reply(code, msg)) => return self.reply(req, code, "", &msg).await,
         };
+        let Target {
+            dsa,
+            conn,
+            proxy,
+            shared,
+            guard,
+            tried,
+        } = t;
         if paged.is_some() {
             self.paged_dsa
                 .insert(part_key, routing.snap.dsas[dsa].name.clone());
@@ -520,6 +481,277 @@ impl Session {
         conn.send(b.freeze());
     }
 
+    /// A search spanning partitions (spec 3.6): one search per partition,
+    /// merged by a [`fanout::Fan`].
+    async fn fan_out(
+        &mut self,
+        pdu: &Bytes,
+        h: &Header,
+        req: &Request,
+        routing: &Arc<Routing>,
+        base_text: &str,
+        spans: Vec<Span<'_>>,
+    ) {
+        let sh = match search::head(pdu, h) {
+            Ok(sh) => sh,
+            Err(e) => {
+                let msg = format!("dsa-router: {e}");
+                return self.reply(req, Code::ProtocolError, "", &msg).await;
+            }
+        };
+        let prefixes: Vec<String> = spans
+            .iter()
+            .map(|s| s.partition.prefix.normalized())
+            .collect();
+        // Paging: one partition per page request, under the router's cookie.
+        let mut spans = spans;
+        let mut paging = None;
+        let mut page = (0u32, Vec::new());
+        if let Some(c) = req.control(OID_PAGED_RESULTS) {
+            let Some((size, cookie)) = c.value.as_deref().and_then(search::paged_value) else {
+                let msg = "dsa-router: malformed paged results control";
+                return self.reply(req, Code::ProtocolError, "", msg).await;
+            };
+            let norm_base = Dn::parse_ldap(base_text)
+                .map(|d| d.normalized())
+                .unwrap_or_default();
+            let fp = fanout::fingerprint(&norm_base, sh.scope, &prefixes);
+            let (index, dsa_cookie) = if cookie.is_empty() {
+                (0, Vec::new())
+            } else {
+                match fanout::decode_cookie(&cookie) {
+                    Some((f, i, c)) if f == fp && i < spans.len() => (i, c.to_vec()),
+                    _ => {
+                        let msg = "dsa-router: the paged results cookie does not belong to this search (or the partitions changed); start the search again";
+                        return self.reply(req, Code::UnwillingToPerform, "", msg).await;
+                    }
+                }
+            };
+            if size == 0 {
+                // The client ends the paged search (RFC 2696 3).
+                let mut b = BytesMut::new();
+                let ctl = search::paged_control(0, &[]);
+                response::search_done_with_control(req.msgid, "", &ctl, &mut b);
+                self.out.send(b.freeze()).await;
+                return;
+            }
+            let partitions = spans.len();
+            spans = spans.into_iter().skip(index).take(1).collect();
+            paging = Some(fanout::Paging {
+                fingerprint: fp,
+                index,
+                partitions,
+            });
+            page = (size, dsa_cookie);
+        }
+        let paged = paging.is_some();
+        let parts = spans
+            .iter()
+            .map(|s| {
+                let base = s
+                    .base
+                    .map_or_else(|| base_text.to_string(), |b| b.to_string());
+                fanout::Part::new(
+                    s.partition.prefix.to_string(),
+                    continuation_urls(routing, s.partition, &base, s.scope),
+                )
+            })
+            .collect();
+        let fan = fanout::Fan::new(
+            self.out.clone(),
+            req.msgid,
+            sh.size_limit,
+            self.router.cfg.fanout_policy,
+            paging,
+            self.router.metrics.clone(),
+            parts,
+        );
+        self.out.track_fan(req.msgid, &fan);
+        if sh.time_limit > 0 && !paged {
+            let weak = Arc::downgrade(&fan);
+            let secs = sh.time_limit;
+            tokio::spawn(async move {
+                tokio::time::sleep(std::time::Duration::from_secs(secs as u64)).await;
+                if let Some(fan) = weak.upgrade() {
+                    fan.expire(secs);
+                }
+            });
+        }
+        let own_conn = paged || req.control(OID_PROXIED_AUTHZ).is_some();
+        let control = paged.then(|| search::paged_control(page.0, &page.1));
+        for (i, s) in spans.iter().enumerate() {
+            if fan.is_finished() {
+                break;
+            }
+            let p = s.partition;
+            let sticky = if paged {
+                self.paged_sticky(routing, p)
+            } else {
+                None
+            };
+            let t = match self.acquire(routing, p, false, sticky, own_conn).await {
+                Ok(t) => t,
+                Err(NoTarget::Refused(why, msg)) => {
+                    self.router.metrics.refused(why);
+                    fan.failed(i, msg);
+                    continue;
+                }
+                Err(NoTarget::Reply(_, msg)) => {
+                    fan.failed(i, msg);
+                    continue;
+                }
+            };
+            let name = &routing.snap.dsas[t.dsa].name;
+            if paged {
+                self.paged_dsa.insert(p.prefix.normalized(), name.clone());
+            }
+            let base = s
+                .base
+                .map_or_else(|| base_text.to_string(), |b| b.to_string());
+            let log = self.router.cfg.access_log.then(|| {
+                Box::new(LogCtx {
+                    client: self.peer,
+                    op: "search",
+                    dn: base.clone(),
+                    partition: p.prefix.to_string(),
+                })
+            });
+            let pending = Pending {
+                sink: Sink::Fan {
+                    fan: fan.clone(),
+                    part: i,
+                },
+                resp_tag: crate::wire::frame::tag::SEARCH_DONE,
+                is_write: false,
+                started: Instant::now(),
+                log,
+                delivered: false,
+                hold: false,
+                held: Vec::new(),
+                retry: None,
+                op: crate::metrics::op_index("search") as u8,
+                metrics: None,
+                _guard: Some(t.guard),
+            };
+            let Some(id) = t.conn.register(pending) else {
+                fan.failed(i, format!("dsa-router: connection to DSA {name} closed"));
+                continue;
+            };
+            if !fan.running(i, &t.conn, id) {
+                t.conn.forget(id);
+                break;
+            }
+            let sub = search::rebase(pdu, h, &sh, &base, s.scope, control.as_deref());
+            let Ok(sh2) = frame::header(&sub) else {
+                fan.failed(i, "dsa-router: internal error re-basing the search".into());
+                continue;
+            };
+            let proxy = t.proxy.as_deref().map(frame::proxy_authz_control);
+            let mut b = BytesMut::with_capacity(sub.len() + 64);
+            frame::rewrite(&sub, &sh2, id, proxy.as_deref(), &mut b);
+            t.conn.send(b.freeze());
+        }
+    }
+
+    /// The DSA of this client's paged searches in partition `p`, while it
+    /// is still a target there.
+    fn paged_sticky(&self, routing: &Routing, p: &Partition) -> Option<usize> {
+        self.paged_dsa
+            .get(&p.prefix.normalized())
+            .and_then(|n| routing.snap.dsa_index(n))
+            .filter(|&i| p.order.contains(&i) && routing.states.0[i].status().eligible())
+    }
+
+    /// Choose a DSA of partition `p` (spec 3.4 for reads, 3.5 for writes;
+    /// `sticky` first if given), take its in-flight slot and get a
+    /// connection with the client's identity (spec 4.1): a target that
+    /// cannot be reached is marked down (passively) and the next one tried.
+    /// `own_conn` asks for the client's own connection (paging, or a
+    /// proxied-authorization control of the client's).
+    async fn acquire(
+        &mut self,
+        routing: &Routing,
+        p: &Partition,
+        is_write: bool,
+        sticky: Option<usize>,
+        own_conn: bool,
+    ) -> Result<Target, NoTarget> {
+        let mut tried: Vec<usize> = Vec::new();
+        let mut races = 0;
+        loop {
+            let view = Excluding {
+                inner: &routing.states,
+                tried: &tried,
+            };
+            let chosen = match sticky {
+                Some(i) if tried.is_empty() => Ok(crate::route::Choice { group: 0, dsa: i }),
+                _ if is_write => select_write(p, &view),
+                _ => select_read(p, &view, p.tick()),
+            };
+            let dsa = match chosen {
+                Ok(c) => c.dsa,
+                Err(RouteError::Unavailable) => {
+                    return Err(NoTarget::Refused(
+                        Refusal::Unavailable,
+                        message::unavailable(p, &routing.snap, &view),
+                    ))
+                }
+                Err(RouteError::Busy { group }) => {
+                    return Err(NoTarget::Refused(
+                        Refusal::Concurrency,
+                        message::busy(p, group, &routing.snap, &view),
+                    ))
+                }
+            };
+            // Take the in-flight slot atomically; losing a race for the
+            // last slot means selecting again (never another group).
+            let Some(guard) = routing.states.0[dsa].try_begin() else {
+                races += 1;
+                if races > 8 {
+                    let msg = message::concurrency(&[routing.snap.dsas[dsa].name.as_str()]);
+                    return Err(NoTarget::Refused(Refusal::Concurrency, msg));
+                }
+                continue;
+            };
+            let pool = routing.pools[dsa].clone();
+            let (conn, proxy, shared) = match (&self.identity, own_conn) {
+                (Identity::Anonymous, false) => (pool.shared(false).await, None, true),
+                (Identity::Bound(b), false) if pool.proxies() => {
+                    (pool.shared(true).await, Some(format!("dn:{}", b.dn)), true)
+                }
+                _ => (
+                    self.private_conn(&routing.snap.dsas[dsa].name, &pool).await,
+                    None,
+                    false,
+                ),
+            };
+            match conn {
+                Ok(conn) => {
+                    return Ok(Target {
+                        dsa,
+                        conn,
+                        proxy,
+                        shared,
+                        guard,
+                        tried,
+                    })
+                }
+                Err(crate::upstream::pool::UpstreamError::BindRefused { code, message }) => {
+                    let msg = format!("dsa-router: your identity could not be established on DSA {} ({message}, result {code})", pool.dsa.name);
+                    return Err(NoTarget::Reply(Code::InsufficentAccessRights, msg));
+                }
+                Err(e) => {
+                    tracing::warn!(dsa = %pool.dsa.name, error = %e, "cannot reach DSA; trying the next target");
+                    tried.push(dsa);
+                    if is_write || tried.len() >= retry::MAX_ATTEMPTS {
+                        let msg = format!("dsa-router: DSA {}: {e}", pool.dsa.name);
+                        return Err(NoTarget::Reply(Code::Unavailable, msg));
+                    }
+                }
+            }
+        }
+    }
+
     /// The client's own connection to a DSA, bound as the client.
     async fn private_conn(
         &mut self,
@@ -538,4 +770,39 @@ impl Session {
         self.private.insert(key, c.clone());
         Ok(c)
     }
+}
+
+/// LDAP URLs (RFC 4516) for a continuation reference to partition `p`:
+/// one per address of each of its DSAs, in its ordered list.
+fn continuation_urls(routing: &Routing, p: &Partition, base: &str, scope: u8) -> Vec<String> {
+    let scope = match scope {
+        0 => "base",
+        1 => "one",
+        _ => "sub",
+    };
+    let dn = url_escape(base);
+    p.order
+        .iter()
+        .flat_map(|&i| routing.snap.dsas[i].addresses.iter())
+        .map(|a| {
+            if a.host.contains(':') {
+                format!("ldap://[{}]:{}/{dn}??{scope}", a.host, a.port)
+            } else {
+                format!("ldap://{}:{}/{dn}??{scope}", a.host, a.port)
+            }
+        })
+        .collect()
+}
+
+/// Percent-encode a DN for an LDAP URL (RFC 4516 2.1).
+fn url_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"=,+-._~;".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }

@@ -5,6 +5,7 @@
 //! router then abandons that client's operations upstream and disconnects
 //! it, and nobody else waits: upstream readers never block on a client.
 
+use super::fanout::Fan;
 use crate::upstream::conn::Conn;
 use bytes::Bytes;
 use std::collections::HashMap;
@@ -12,6 +13,31 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+
+/// Where an outstanding operation runs, for abandon.
+enum Tracked {
+    /// On one DSA connection, under that connection's message ID.
+    Op(Weak<Conn>, i32),
+    /// A search spanning partitions.
+    Fan(Weak<Fan>),
+}
+
+impl Tracked {
+    fn abandon(self) {
+        match self {
+            Tracked::Op(conn, id) => {
+                if let Some(conn) = conn.upgrade() {
+                    conn.abandon(id);
+                }
+            }
+            Tracked::Fan(fan) => {
+                if let Some(fan) = fan.upgrade() {
+                    fan.abandon();
+                }
+            }
+        }
+    }
+}
 
 pub enum Delivery {
     Queued,
@@ -28,7 +54,7 @@ pub struct ClientOut {
     queued_bytes: AtomicUsize,
     max_pdus: usize,
     max_bytes: usize,
-    outstanding: Mutex<HashMap<i32, (Weak<Conn>, i32)>>,
+    outstanding: Mutex<HashMap<i32, Tracked>>,
     /// Cancelled to disconnect the client (overflow, shutdown).
     pub kill: CancellationToken,
 }
@@ -91,14 +117,19 @@ impl ClientOut {
     }
 
     pub fn track_placeholder(&self, msgid: i32) {
-        lock(&self.outstanding).insert(msgid, (Weak::new(), 0));
+        lock(&self.outstanding).insert(msgid, Tracked::Op(Weak::new(), 0));
+    }
+
+    /// Record a search spanning partitions as outstanding.
+    pub fn track_fan(&self, msgid: i32, fan: &Arc<Fan>) {
+        lock(&self.outstanding).insert(msgid, Tracked::Fan(Arc::downgrade(fan)));
     }
 
     /// Record where an outstanding operation went (if it is still
     /// outstanding).
     pub fn track(&self, msgid: i32, conn: &Arc<Conn>, upstream_id: i32) {
         if let Some(e) = lock(&self.outstanding).get_mut(&msgid) {
-            *e = (Arc::downgrade(conn), upstream_id);
+            *e = Tracked::Op(Arc::downgrade(conn), upstream_id);
         }
     }
 
@@ -114,20 +145,16 @@ impl ClientOut {
     /// Abandon one outstanding operation upstream (client's AbandonRequest).
     pub fn abandon(&self, msgid: i32) {
         let entry = lock(&self.outstanding).remove(&msgid);
-        if let Some((conn, id)) = entry {
-            if let Some(conn) = conn.upgrade() {
-                conn.abandon(id);
-            }
+        if let Some(t) = entry {
+            t.abandon();
         }
     }
 
     /// Abandon everything outstanding (disconnect, overflow).
     pub fn abandon_all(&self) {
-        let all: Vec<(Weak<Conn>, i32)> = lock(&self.outstanding).drain().map(|(_, v)| v).collect();
-        for (conn, id) in all {
-            if let Some(conn) = conn.upgrade() {
-                conn.abandon(id);
-            }
+        let all: Vec<Tracked> = lock(&self.outstanding).drain().map(|(_, v)| v).collect();
+        for t in all {
+            t.abandon();
         }
     }
 

@@ -9,6 +9,7 @@
 
 use super::pool::Limits;
 use crate::metrics::Metrics;
+use crate::session::fanout::Fan;
 use crate::session::out::{ClientOut, Delivery};
 use crate::session::retry::{self, Retry};
 use crate::state::{DsaState, InFlight};
@@ -33,6 +34,8 @@ pub enum Sink {
     /// Handed to a task of the router awaiting it (binds): the final
     /// response PDU, unmodified.
     Waiter(oneshot::Sender<Bytes>),
+    /// One partition's share of a search spanning partitions.
+    Fan { fan: Arc<Fan>, part: usize },
     /// Moved elsewhere (re-sent); nothing to answer.
     Detached,
 }
@@ -220,6 +223,14 @@ impl Conn {
                 continue;
             }
             p.record(Code::Unavailable as u8);
+            if let Sink::Fan { fan, part } = &p.sink {
+                self.dsa.errors.fetch_add(1, Ordering::Relaxed);
+                fan.failed(
+                    *part,
+                    format!("connection to DSA {} lost ({why})", self.dsa.name),
+                );
+                continue;
+            }
             let Sink::Client { out, msgid } = p.sink else {
                 continue; // dropping the waiter's sender wakes it with an error
             };
@@ -253,7 +264,8 @@ impl Conn {
             let ids: Vec<i32> = map
                 .iter()
                 .filter(|(_, p)| {
-                    matches!(p.sink, Sink::Client { .. }) && p.started.elapsed() > timeout
+                    matches!(p.sink, Sink::Client { .. } | Sink::Fan { .. })
+                        && p.started.elapsed() > timeout
                 })
                 .map(|(id, _)| *id)
                 .collect();
@@ -273,6 +285,15 @@ impl Conn {
                     &self.dsa.name,
                     format!("dsa-router: DSA {} did not answer in time", self.dsa.name),
                 );
+                continue;
+            }
+            if let Sink::Fan { fan, part } = &p.sink {
+                let msg = format!(
+                    "DSA {} did not answer within {} s",
+                    self.dsa.name,
+                    timeout.as_secs_f32()
+                );
+                fan.failed(*part, msg);
                 continue;
             }
             let Sink::Client { out, msgid } = p.sink else {
@@ -336,6 +357,13 @@ impl Conn {
             return Ok(()); // abandoned or timed out: drop
         };
         if !is_final {
+            if let Sink::Fan { fan, .. } = &p.sink {
+                // The fan's own lock is taken with this one released.
+                let fan = fan.clone();
+                drop(map);
+                fan.response(&pdu, &h);
+                return Ok(());
+            }
             if p.hold && p.held.len() < 4 {
                 // A base-scope read: keep its entry until the done arrives,
                 // so that the read can still be re-sent if the DSA dies.
@@ -373,7 +401,7 @@ impl Conn {
         };
         drop(map);
         let code = result_code(&pdu, &h);
-        if matches!(p.sink, Sink::Client { .. }) {
+        if matches!(p.sink, Sink::Client { .. } | Sink::Fan { .. }) {
             self.dsa.served.fetch_add(1, Ordering::Relaxed);
             p.record(code.unwrap_or(80));
         }
@@ -391,6 +419,7 @@ impl Conn {
         }
         match p.sink {
             Sink::Detached => {}
+            Sink::Fan { fan, part } => fan.done(part, &pdu, &h),
             Sink::Waiter(w) => {
                 let _ = w.send(pdu);
             }

@@ -141,7 +141,7 @@ pub fn header(pdu: &[u8]) -> Result<Header, FrameError> {
     })
 }
 
-fn put_len(out: &mut BytesMut, len: usize) {
+pub(crate) fn put_len(out: &mut BytesMut, len: usize) {
     if len < 0x80 {
         out.put_u8(len as u8);
     } else if len <= 0xff {
@@ -160,7 +160,7 @@ fn put_len(out: &mut BytesMut, len: usize) {
     }
 }
 
-fn len_of_len(len: usize) -> usize {
+pub(crate) fn len_of_len(len: usize) -> usize {
     match len {
         0..=0x7f => 1,
         0x80..=0xff => 2,

@@ -5,3 +5,4 @@
 pub mod frame;
 pub mod request;
 pub mod response;
+pub mod search;

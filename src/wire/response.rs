@@ -115,3 +115,60 @@ pub fn entry(msgid: i32, dn: &str, attrs: Vec<(String, Vec<Vec<u8>>)>, out: &mut
         out,
     );
 }
+
+/// A SearchResultReference (continuation reference) to `urls`.
+pub fn search_reference(msgid: i32, urls: &[String], out: &mut BytesMut) {
+    encode(
+        LdapMsg {
+            msgid,
+            op: LdapOp::SearchResultReference(ldap3_proto::proto::LdapSearchResultReference {
+                uris: urls.to_vec(),
+            }),
+            ctrl: Vec::new(),
+        },
+        out,
+    );
+}
+
+/// A successful SearchResultDone carrying the encoded `control`.
+pub fn search_done_with_control(msgid: i32, message: &str, control: &[u8], out: &mut BytesMut) {
+    let mut b = BytesMut::new();
+    result(msgid, 0x65, Code::Success, "", message, &mut b);
+    match super::frame::header(&b) {
+        Ok(h) => out.extend_from_slice(&super::search::with_paged(&b, &h, msgid, Some(control))),
+        Err(_) => out.extend_from_slice(&b),
+    }
+}
+
+/// Decode a response PDU the router must look inside (rare: referrals and
+/// diagnostics of spanning searches).
+fn decode_msg(pdu: &[u8]) -> Option<LdapMsg> {
+    let (_, tag) = lber::parse::Parser::new(32).parse(pdu).ok()?;
+    LdapMsg::try_from(tag).ok()
+}
+
+fn ldap_result(op: &LdapOp) -> Option<&LdapResult> {
+    match op {
+        LdapOp::SearchResultDone(r)
+        | LdapOp::ModifyResponse(r)
+        | LdapOp::AddResponse(r)
+        | LdapOp::DelResponse(r)
+        | LdapOp::ModifyDNResponse(r)
+        | LdapOp::CompareResult(r) => Some(r),
+        LdapOp::BindResponse(b) => Some(&b.res),
+        LdapOp::ExtendedResponse(e) => Some(&e.res),
+        _ => None,
+    }
+}
+
+/// The referral URLs of a result PDU (result code referral).
+pub fn referral_urls(pdu: &[u8], _h: &super::frame::Header) -> Vec<String> {
+    decode_msg(pdu)
+        .and_then(|m| ldap_result(&m.op).map(|r| r.referral.clone()))
+        .unwrap_or_default()
+}
+
+/// The diagnosticMessage of a result PDU.
+pub fn diagnostic(pdu: &[u8], _h: &super::frame::Header) -> Option<String> {
+    decode_msg(pdu).and_then(|m| ldap_result(&m.op).map(|r| r.message.clone()))
+}

@@ -3,4 +3,5 @@
 //! `dead_code` allowance.
 #![allow(dead_code)]
 
+pub mod router;
 pub mod slapd;

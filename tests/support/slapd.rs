@@ -424,6 +424,8 @@ access to *
                         "-LLL",
                         "-o",
                         "nettimeout=2",
+                        "-o",
+                        "ldif-wrap=no",
                         "-H",
                         &self.url,
                         "-b",

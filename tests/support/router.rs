@@ -1,0 +1,151 @@
+//! A `dsa-router serve` process for tests that run the router as a real
+//! process in front of real DSAs.
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+use super::slapd::{pick_port, run_tool};
+use std::fs;
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// How long the router may take to start listening.
+const ROUTER_START: Duration = Duration::from_secs(30);
+
+/// A `dsa-router serve` process; killed on drop.
+pub struct Router {
+    pub url: String,
+    child: Child,
+    log: PathBuf,
+}
+
+impl Router {
+    pub fn start(knowledge: &Path, dir: &Path) -> Router {
+        Router::start_with(knowledge, dir, &[])
+    }
+
+    /// [`Router::start`] with more `serve` options.
+    pub fn start_with(knowledge: &Path, dir: &Path, extra: &[&str]) -> Router {
+        let log = dir.join("router.log");
+        let mut last = String::new();
+        // A port picked by binding :0 may be taken before the router binds
+        // it: then try another.
+        for _ in 0..5 {
+            let port = pick_port();
+            let err = fs::File::create(&log).unwrap();
+            let listen = format!("127.0.0.1:{port}");
+            let mut args = vec![
+                "serve",
+                "--knowledge",
+                knowledge.to_str().unwrap(),
+                "--listen",
+                &listen,
+            ];
+            // Parallel tests each run a router: no shared admin port.
+            if serve_has_admin_option() {
+                args.extend(["--admin", "none"]);
+            }
+            args.extend_from_slice(extra);
+            let child = Command::new(env!("CARGO_BIN_EXE_dsa-router"))
+                .args(&args)
+                .env("DSA_ROUTER_LOG", "info")
+                .env("NO_COLOR", "1")
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(err)
+                .spawn()
+                .unwrap();
+            let mut r = Router {
+                child,
+                url: format!("ldap://127.0.0.1:{port}"),
+                log: log.clone(),
+            };
+            let deadline = Instant::now() + ROUTER_START;
+            let addr = SocketAddr::from(([127, 0, 0, 1], port));
+            loop {
+                if let Ok(Some(status)) = r.child.try_wait() {
+                    last = format!("router exited ({status}):\n{}", r.log_text());
+                    break;
+                }
+                if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
+                    && r.log_text().contains("dsa-router listening")
+                {
+                    return r;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "router not listening on {port} after {ROUTER_START:?}:\n{}",
+                    r.log_text()
+                );
+                thread::sleep(Duration::from_millis(10));
+            }
+            if !last.contains("Address already in use") {
+                break;
+            }
+        }
+        panic!("could not start the router: {last}")
+    }
+
+    /// The router's log so far, without terminal colours.
+    pub fn log_text(&self) -> String {
+        strip_ansi(&fs::read_to_string(&self.log).unwrap_or_default())
+    }
+
+    /// The DSA names of the access-log lines for operation `op` on `dn`.
+    pub fn access_dsas(&self, op: &str, dn: &str) -> Vec<String> {
+        self.log_text()
+            .lines()
+            .filter(|l| {
+                l.contains("access")
+                    && l.contains(&format!("op=\"{op}\""))
+                    && (l.contains(&format!("dn={dn} ")) || l.contains(&format!("dn=\"{dn}\"")))
+            })
+            .filter_map(|l| {
+                l.split_whitespace()
+                    .find_map(|w| w.strip_prefix("dsa="))
+                    .map(|d| d.trim_matches('"').to_string())
+            })
+            .collect()
+    }
+}
+
+/// Whether `serve` has `--admin` (an admin API listener on a fixed default
+/// port, which parallel routers would fight over).
+fn serve_has_admin_option() -> bool {
+    static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *HAS.get_or_init(|| {
+        let out = run_tool(
+            env!("CARGO_BIN_EXE_dsa-router"),
+            &["serve", "--help"],
+            None,
+            Duration::from_secs(30),
+        );
+        out.stdout.contains("--admin ")
+    })
+}
+
+/// `s` without ANSI escape sequences (`ESC [ ... letter`).
+pub fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' && chars.peek() == Some(&'[') {
+            for d in chars.by_ref() {
+                if d.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+impl Drop for Router {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
