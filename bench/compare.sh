@@ -697,6 +697,32 @@ LOADAVG_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 extra() { "$PY" "$LIB" extra "$WORK" "$1" "$2" "$3"; }
 mib() { "$PY" -c "print(f'{int(\"$1\") / 1024:.1f}')"; }
 
+# Latency added at half the router's maximum throughput: the same fixed
+# offered load (bench --rate) direct to slapd #1 and through dsa-router.
+HALF=$("$PY" - "$WORK/results.jsonl" <<'EOF'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+r = sorted(x["ops_per_sec"] for x in rows if x["key"] == "router")
+print(int(r[len(r) // 2] / 2) if r else 0)
+EOF
+)
+if [ "$HALF" -gt 0 ]; then
+    half_p99() { # KEY PORT: runs the fixed-rate load, prints p99 p50 ops/s
+        local j="$WORK/half-$1.json"
+        log "fixed rate $HALF ops/s to $1 (:$2) for ${DURATION}s"
+        run_waited "$j" "$BIN" bench --url "ldap://127.0.0.1:$2" --duration "$DURATION" --warmup 1 \
+            --rate "$HALF" "${bench_args[@]}" || die "fixed-rate bench against $1 failed"
+        "$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); print(d['latency_ms']['p99'], d['latency_ms']['p50'], round(d['ops_per_sec']))" "$j"
+    }
+    read -r d99 d50 dops <<<"$(half_p99 direct "$P1")"
+    read -r r99 r50 rops <<<"$(half_p99 router "$P_R")"
+    [ -n "${d99:-}" ] && [ -n "${r99:-}" ] || die "fixed-rate bench failed (see $WORK/half-*.json.err)"
+    added=$("$PY" -c "print(f'{$r99 - $d99:+.3f}')")
+    extra "p99 latency added by dsa-router at half its maximum throughput" "$added ms" \
+        "fixed offered load $HALF ops/s (half the dsa-router row's ops/s), same load as the table otherwise; direct to slapd #1: p50 $d50 ms, p99 $d99 ms ($dops ops/s done); through dsa-router: p50 $r50 ms, p99 $r99 ms ($rops ops/s done); latency runs from each request's send"
+    log "half-throughput latency: direct p99 $d99 ms, dsa-router p99 $r99 ms ($added ms)"
+fi
+
 if [ "$EXTRAS" = 1 ]; then
     # Idle connections: a fresh router, so its RSS is not inflated by the runs above.
     new_router router-idle "$KNOW" router_ready --no-access-log --max-clients $((IDLE_CONNS + 1000)) --idle-timeout 0

@@ -55,6 +55,12 @@ pub struct BenchArgs {
     /// Filter of the `sub` search.
     #[arg(long, default_value = "(uid=user000*)")]
     pub sub_filter: String,
+    /// Fixed offered load in operations per second over all connections
+    /// (0: as fast as the servers answer). Each connection sends on its own
+    /// schedule (tokio timers: about 1 ms resolution); latency runs from
+    /// the actual send. Compare paths at the same rate.
+    #[arg(long, default_value_t = 0.0)]
+    pub rate: f64,
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
@@ -185,6 +191,8 @@ struct Plan {
     measure_from: Instant,
     end: Instant,
     depth: usize,
+    /// Time between sends on one connection, at a fixed rate.
+    interval: Option<Duration>,
 }
 
 impl Plan {
@@ -216,13 +224,21 @@ async fn connection(addr: String, plan: std::sync::Arc<Plan>, seed: u64) -> Tall
     let mut next_id: i32 = 1;
     let mut out = BytesMut::with_capacity(4096);
     let mut buf = BytesMut::with_capacity(64 * 1024);
+    // At a fixed rate, connections start spread over one interval.
+    let mut next_send = Instant::now()
+        + plan.interval.map_or(Duration::ZERO, |iv| {
+            iv.mul_f64((seed % 1000) as f64 / 1000.0)
+        });
     loop {
         let now = Instant::now();
         if now < plan.end {
-            while sent.len() < plan.depth {
+            while sent.len() < plan.depth && (plan.interval.is_none() || now >= next_send) {
                 let (kind, pdu) = plan.pick(&mut rng);
                 let Ok(h) = frame::header(pdu) else { break };
                 frame::rewrite(pdu, &h, next_id, None, &mut out);
+                if let Some(iv) = plan.interval {
+                    next_send += iv;
+                }
                 sent.insert(next_id, (now, kind));
                 next_id = if next_id == i32::MAX { 1 } else { next_id + 1 };
             }
@@ -236,8 +252,16 @@ async fn connection(addr: String, plan: std::sync::Arc<Plan>, seed: u64) -> Tall
         } else if sent.is_empty() {
             return t;
         }
-        match tokio::time::timeout(Duration::from_secs(10), s.read_buf(&mut buf)).await {
+        // At a fixed rate, wake for the next scheduled send.
+        let wait = match plan.interval {
+            Some(_) if sent.len() < plan.depth && Instant::now() < plan.end => {
+                next_send.saturating_duration_since(Instant::now())
+            }
+            _ => Duration::from_secs(10),
+        };
+        match tokio::time::timeout(wait, s.read_buf(&mut buf)).await {
             Ok(Ok(n)) if n > 0 => {}
+            Err(_) if wait < Duration::from_secs(10) => continue,
             _ => {
                 t.io_errors += 1;
                 return t;
@@ -316,6 +340,8 @@ fn run_inner(a: &BenchArgs) -> Result<ExitCode, String> {
         measure_from: start + warm,
         end: start + warm + dur,
         depth: a.depth.max(1),
+        interval: (a.rate > 0.0)
+            .then(|| Duration::from_secs_f64(a.connections.max(1) as f64 / a.rate)),
     });
     let tallies: Vec<Tally> = rt.block_on(async {
         let tasks: Vec<_> = (0..a.connections.max(1))
@@ -366,6 +392,7 @@ fn run_inner(a: &BenchArgs) -> Result<ExitCode, String> {
                 "connections": a.connections,
                 "depth": a.depth,
                 "mix": a.mix,
+                "rate": a.rate,
             })
         );
     } else {
