@@ -616,6 +616,28 @@ impl Session {
                     partition: p.prefix.to_string(),
                 })
             });
+            let sub = search::rebase(pdu, h, &sh, &base, s.scope, control.as_deref()).freeze();
+            let Ok(sub_h) = frame::header(&sub) else {
+                fan.failed(i, "dsa-router: internal error re-basing the search".into());
+                continue;
+            };
+            // On a shared connection, a partition's search that has sent
+            // nothing yet is re-sent elsewhere when its DSA fails.
+            let retry = match (t.shared, Dn::parse_ldap(&base)) {
+                (true, Ok(dn)) => Some(Box::new(retry::Retry {
+                    router: Arc::downgrade(&self.router),
+                    pdu: sub.clone(),
+                    header: sub_h,
+                    proxy_dn: t.proxy.clone(),
+                    dn,
+                    tried: t
+                        .tried
+                        .iter()
+                        .map(|&d| routing.snap.dsas[d].name.clone())
+                        .collect(),
+                })),
+                _ => None,
+            };
             let pending = Pending {
                 sink: Sink::Fan {
                     fan: fan.clone(),
@@ -628,7 +650,7 @@ impl Session {
                 delivered: false,
                 hold: false,
                 held: Vec::new(),
-                retry: None,
+                retry,
                 op: crate::metrics::op_index("search") as u8,
                 metrics: None,
                 _guard: Some(t.guard),
@@ -641,14 +663,9 @@ impl Session {
                 t.conn.forget(id);
                 break;
             }
-            let sub = search::rebase(pdu, h, &sh, &base, s.scope, control.as_deref());
-            let Ok(sh2) = frame::header(&sub) else {
-                fan.failed(i, "dsa-router: internal error re-basing the search".into());
-                continue;
-            };
             let proxy = t.proxy.as_deref().map(frame::proxy_authz_control);
             let mut b = BytesMut::with_capacity(sub.len() + 64);
-            frame::rewrite(&sub, &sh2, id, proxy.as_deref(), &mut b);
+            frame::rewrite(&sub, &sub_h, id, proxy.as_deref(), &mut b);
             t.conn.send(b.freeze());
         }
     }

@@ -3,7 +3,9 @@
 //! down while the read waited on it, or the read timed out) is re-sent to
 //! the next eligible target, within [`MAX_ATTEMPTS`]. Writes are never
 //! re-sent once sent. Only reads on shared connections are retried here;
-//! reads on a client's own connection fail with a clear error.
+//! reads on a client's own connection fail with a clear error. The
+//! per-partition searches of a spanning search are retried alike, until
+//! their partition has sent an entry.
 
 use crate::dn::Dn;
 use crate::route::{message, select_read, Excluding, Lookup, RouteError};
@@ -50,6 +52,9 @@ pub fn resend(mut p: Pending, failed: &str, why: String) {
 
 fn fail(p: Pending, code: Code, msg: String) {
     p.record(code.clone() as u8);
+    if let Sink::Fan { fan, part } = &p.sink {
+        return fan.failed(*part, msg);
+    }
     if let Sink::Client { out, msgid } = p.sink {
         let mut b = BytesMut::new();
         response::result(msgid, p.resp_tag, code, "", &msg, &mut b);
@@ -129,16 +134,20 @@ async fn send_again(p: &mut Pending, mut retry: Box<Retry>) -> Result<(), (Code,
         };
         let proxy = retry.proxy_dn.as_deref().map(frame::proxy_authz_control);
         let (pdu, header) = (retry.pdu.clone(), retry.header);
-        let Sink::Client { out, msgid } = &p.sink else {
-            return Ok(());
-        };
-        let (out, msgid) = (out.clone(), *msgid);
         tracing::info!(dsa = %name, tried = ?retry.tried, "re-sending a read to the next target");
-        let moved = Pending {
-            sink: Sink::Client {
+        let sink = match &p.sink {
+            Sink::Client { out, msgid } => Sink::Client {
                 out: out.clone(),
-                msgid,
+                msgid: *msgid,
             },
+            Sink::Fan { fan, part } => Sink::Fan {
+                fan: fan.clone(),
+                part: *part,
+            },
+            _ => return Ok(()),
+        };
+        let moved = Pending {
+            sink,
             resp_tag: p.resp_tag,
             is_write: false,
             started: p.started,
@@ -156,7 +165,16 @@ async fn send_again(p: &mut Pending, mut retry: Box<Retry>) -> Result<(), (Code,
                 "dsa-router: connection to DSA {name} closed"
             )));
         };
-        out.track(msgid, &conn, id);
+        match &p.sink {
+            Sink::Client { out, msgid } => out.track(*msgid, &conn, id),
+            // The spanning search ended meanwhile.
+            Sink::Fan { fan, part } if !fan.running(*part, &conn, id) => {
+                conn.forget(id);
+                p.sink = Sink::Detached;
+                return Ok(());
+            }
+            _ => {}
+        }
         let mut b = BytesMut::with_capacity(pdu.len() + 64);
         frame::rewrite(&pdu, &header, id, proxy.as_deref(), &mut b);
         conn.send(b.freeze());

@@ -84,7 +84,9 @@ impl Pending {
     }
 
     fn retryable(&self) -> bool {
-        self.retry.is_some() && !self.delivered && matches!(self.sink, Sink::Client { .. })
+        self.retry.is_some()
+            && !self.delivered
+            && matches!(self.sink, Sink::Client { .. } | Sink::Fan { .. })
     }
 }
 
@@ -359,6 +361,7 @@ impl Conn {
         if !is_final {
             if let Sink::Fan { fan, .. } = &p.sink {
                 // The fan's own lock is taken with this one released.
+                p.delivered = true;
                 let fan = fan.clone();
                 drop(map);
                 fan.response(&pdu, &h);
