@@ -86,9 +86,14 @@ export DSA_SLAPD_IMAGE=dsa-router-slapd:compose-test
 export LDAPNOINIT=1
 dc() { "${COMPOSE[@]}" -f docker/docker-compose.yml -p "$project" "$@"; }
 
+# The script's own stdout and stderr: a signal can run the traps while a
+# command's output is redirected (to a log under $work), so cleanup writes
+# here.
+exec 3>&1 4>&2
 cleanup() {
     local rc=$?
     trap - EXIT INT TERM ERR
+    exec 1>&3 2>&4
     set +e
     [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ] && failed=1
     if [ "$rc" -ne 0 ]; then
