@@ -85,6 +85,7 @@ export DSA_ROUTER_IMAGE=dsa-router:compose-test
 export DSA_SLAPD_IMAGE=dsa-router-slapd:compose-test
 export LDAPNOINIT=1
 dc() { "${COMPOSE[@]}" -f docker/docker-compose.yml -p "$project" "$@"; }
+old_images=""
 
 # The script's own stdout and stderr: a signal can run the traps while a
 # command's output is redirected (to a log under $work), so cleanup writes
@@ -101,7 +102,7 @@ cleanup() {
         dc ps
         dc logs --no-color --tail 30 2>&1 | tail -n 150
         if [ -n "${DSA_DOCKER_TEST_KEEP:-}" ]; then
-            log "DSA_DOCKER_TEST_KEEP: left up; remove with: ${COMPOSE[*]} -f docker/docker-compose.yml -p $project down -v --rmi all"
+            log "DSA_DOCKER_TEST_KEEP: left up; remove with: ${COMPOSE[*]} -f docker/docker-compose.yml -p $project down -v"
             exit "$rc"
         fi
     fi
