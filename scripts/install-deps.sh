@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the tests need, and only what is missing (idempotent):
-#   Debian: slapd (+ slapadd), ldap-utils (ldapsearch, ...), haproxy
+#   Debian: slapd (+ slapadd), ldap-utils (ldapsearch, ...), haproxy,
+#           debootstrap (scripts/docker-build-base.sh: the compose test's
+#           base image, made without a registry)
 #   PyPI (for the `python3` on PATH): ldap3, prometheus_client
 # Tests run their own slapd processes (tests/support/slapd.rs); the system
 # slapd that the Debian package would start is kept from starting (or
@@ -35,6 +37,7 @@ for tool in ldapsearch ldapwhoami ldapmodify ldapcompare; do
     fi
 done
 { command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ]; } || apt_pkgs+=(haproxy)
+{ command -v debootstrap >/dev/null 2>&1 || [ -x /usr/sbin/debootstrap ]; } || apt_pkgs+=(debootstrap)
 
 if [ ${#apt_pkgs[@]} -gt 0 ]; then
     log "installing Debian packages: ${apt_pkgs[*]}"
@@ -53,7 +56,7 @@ if [ ${#apt_pkgs[@]} -gt 0 ]; then
     cleanup
     trap - EXIT
 else
-    log "Debian packages present: slapd, ldap-utils, haproxy"
+    log "Debian packages present: slapd, ldap-utils, haproxy, debootstrap"
 fi
 
 # A system slapd (started by the package on a host without policy-rc.d, or

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The one test command: installs test dependencies, then format check,
-# clippy, release build and every test. Exits non-zero on the first failure.
+# clippy, release build, the docker compose test (scripts/docker-test.sh)
+# and every cargo test. Exits non-zero on the first failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,6 +15,7 @@ step scripts/install-deps.sh
 step cargo fmt --check
 step cargo clippy --all-targets -- -D warnings
 step cargo build --release
+step scripts/docker-test.sh
 step cargo test --release
 
 echo

@@ -1,0 +1,299 @@
+#!/usr/bin/env bash
+# Compose test: builds the images (from the local base image, made with
+# debootstrap when missing, so no registry is needed), brings up
+# docker/docker-compose.yml under a project name of its own and checks,
+# with ldapsearch through the router's published 127.0.0.1 port:
+#   * reads route to GROUP1 (D1/H1), CUSTOMER reads to C1/C2, a bound user's
+#     reads carry the user's identity (proxied authorization), the router is
+#     healthy, runs as non-root and publishes on 127.0.0.1 only;
+#   * `docker stop` D1 and `docker network disconnect` H1 (a black hole):
+#     every read still succeeds, from the DSAs left;
+#   * `docker start` D1 and reconnect H1: both rejoin and serve again;
+#   * knowledge edited on the host + SIGHUP (compose kill -s HUP): reads go
+#     to GROUP2; restored + `ctl reload`: back to GROUP1; broken knowledge:
+#     `ctl reload` fails and routing is unchanged.
+# Exits non-zero when any check fails. On every exit path it removes what
+# it made: its containers, network, build leftovers and its copy of the
+# knowledge. Only its own containers are touched. Kept for the next run:
+# the base image and the built images dsa-router:compose-test and
+# dsa-router-slapd:compose-test (build cache; rebuilt when their inputs
+# change).
+#
+#   scripts/docker-test.sh        (after cargo build --release; root or docker group)
+#
+# Environment: DSA_ROUTER_BASE_IMAGE (default dsa-router-base:bookworm),
+# DSA_DOCKER_TEST_KEEP=1 keeps the stack up on failure for a look.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+t0=$(date +%s)
+passed=0
+failed=0
+log() { echo "docker-test: [$(($(date +%s) - t0))s] $*" >&2; }
+ok() {
+    passed=$((passed + 1))
+    log "ok: $*"
+}
+fail() {
+    failed=$((failed + 1))
+    log "FAIL: $*"
+    exit 1
+}
+
+# ---- prerequisites
+if docker compose version >/dev/null 2>&1; then
+    COMPOSE=(docker compose)
+elif command -v docker-compose >/dev/null 2>&1; then
+    COMPOSE=(docker-compose)
+else
+    log "neither 'docker compose' nor 'docker-compose' is installed"
+    exit 1
+fi
+if ! docker info >/dev/null 2>&1; then
+    log "the Docker engine does not answer (docker info failed)"
+    exit 1
+fi
+for tool in ldapsearch python3 timeout; do
+    if ! command -v "$tool" >/dev/null 2>&1; then
+        log "$tool is missing (scripts/install-deps.sh installs ldap-utils)"
+        exit 1
+    fi
+done
+if [ ! -x target/release/dsa-router ]; then
+    log "building target/release/dsa-router"
+    cargo build --release
+fi
+
+base=${DSA_ROUTER_BASE_IMAGE:-dsa-router-base:bookworm}
+scripts/docker-build-base.sh "$base"
+
+# ---- this run's names and files
+project="dsarouter-test-$$-$RANDOM"
+work=$(mktemp -d "${TMPDIR:-/tmp}/dsa-router-docker-test.XXXXXX")
+chmod 755 "$work"
+cp -R docker/knowledge "$work/knowledge"
+chmod -R a+rX "$work/knowledge"
+knowledge=$work/knowledge/router.dxg
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+
+export COMPOSE_PROJECT_NAME=$project
+export BASE_IMAGE=$base
+export DSA_ROUTER_PORT=$port
+export DSA_ROUTER_KNOWLEDGE=$work/knowledge
+# Built images keep fixed tags, reused as build cache by the next run.
+export DSA_ROUTER_IMAGE=dsa-router:compose-test
+export DSA_SLAPD_IMAGE=dsa-router-slapd:compose-test
+export LDAPNOINIT=1
+dc() { "${COMPOSE[@]}" -f docker/docker-compose.yml -p "$project" "$@"; }
+old_images=""
+
+# The script's own stdout and stderr: a signal can run the traps while a
+# command's output is redirected (to a log under $work), so cleanup writes
+# here.
+exec 3>&1 4>&2
+cleanup() {
+    local rc=$?
+    trap - EXIT INT TERM ERR
+    exec 1>&3 2>&4
+    set +e
+    [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ] && failed=1
+    if [ "$rc" -ne 0 ]; then
+        log "failed; the stack's last log lines:"
+        dc ps
+        dc logs --no-color --tail 30 2>&1 | tail -n 150
+        if [ -n "${DSA_DOCKER_TEST_KEEP:-}" ]; then
+            log "DSA_DOCKER_TEST_KEEP: left up; remove with: ${COMPOSE[*]} -f docker/docker-compose.yml -p $project down -v"
+            exit "$rc"
+        fi
+    fi
+    log "tearing down project $project"
+    dc down -v --remove-orphans -t 5 >/dev/null 2>&1
+    docker network rm "${project}_dsa" >/dev/null 2>&1
+    # Build leftovers: the images this run's builds replaced, and the
+    # router's first-stage image (untagged, labelled io.dsa-router.stage).
+    for img in $old_images; do
+        docker image inspect -f '{{.RepoTags}}' "$img" 2>/dev/null | grep -q '^\[\]$' &&
+            docker image rm "$img" >/dev/null 2>&1
+    done
+    docker image prune -f --filter label=io.dsa-router.stage=rootfs >/dev/null 2>&1
+    rm -rf "$work"
+    left=$(docker ps -aq --filter "label=com.docker.compose.project=$project")
+    if [ -n "$left" ]; then
+        log "containers left behind: $left"
+        [ "$rc" -eq 0 ] && rc=1
+    fi
+    log "$passed passed, $failed failed ($(($(date +%s) - t0)) s)"
+    exit "$rc"
+}
+trap cleanup EXIT
+set -o errtrace
+trap 'log "FAIL: line $LINENO: $BASH_COMMAND (status $?)"' ERR
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# ---- build and start
+old_images=$(docker image inspect -f '{{.Id}}' "$DSA_ROUTER_IMAGE" "$DSA_SLAPD_IMAGE" 2>/dev/null || true)
+log "building images (BASE_IMAGE=$base) for project $project"
+build_opts=(--force-rm)
+[ "${COMPOSE[0]}" = docker-compose ] && build_opts+=(--parallel)
+dc build "${build_opts[@]}" router d1 >"$work/build.log" 2>&1 || {
+    tail -n 40 "$work/build.log" >&2
+    fail "image build failed"
+}
+ok "images built: $DSA_ROUTER_IMAGE ($(docker image inspect -f '{{.Size}}' "$DSA_ROUTER_IMAGE" | awk '{ printf "%.0f MB", $1 / 1e6 }')), $DSA_SLAPD_IMAGE"
+log "starting the stack (router on 127.0.0.1:$port)"
+dc up -d --no-build >"$work/up.log" 2>&1 || {
+    cat "$work/up.log" >&2
+    fail "compose up failed"
+}
+cid() { dc ps -q "$1"; }
+router=$(cid router)
+[ -n "$router" ] || fail "no router container"
+
+# ---- helpers
+# Prints the DSA that answered a base read of cn=served-by,<suffix>
+# (empty, and status 1, when the read failed). Extra args: bind options.
+served_by() {
+    local suffix=$1
+    shift
+    local out
+    out=$(timeout 30 ldapsearch -x -LLL -o nettimeout=20 -o ldif-wrap=no \
+        -H "ldap://127.0.0.1:$port" "$@" -b "cn=served-by,$suffix" -s base description 2>&1) || {
+        echo "$out" >&2
+        return 1
+    }
+    sed -n 's/^description: //p' <<<"$out"
+}
+# Runs N reads of the DEMOCORP partition; each must succeed and be answered
+# by one of ALLOWED (space-separated). Sets SEEN to the distinct answers.
+reads() {
+    local n=$1 allowed=" $2 " what=$3 i who
+    SEEN=""
+    for ((i = 1; i <= n; i++)); do
+        who=$(served_by "o=DEMOCORP,c=AU") || fail "$what: read $i/$n failed"
+        [[ -n "$who" && "$allowed" == *" $who "* ]] || fail "$what: read $i/$n answered by '$who', expected one of$allowed"
+        [[ " $SEEN " == *" $who "* ]] || SEEN="$SEEN $who"
+    done
+}
+# The router's view (ctl --json status inside its container): prints
+# "NAME=state ..." for every DSA; succeeds when each DSA named in WANT
+# ("D1=down H1=down") is in that state and every other one is up.
+check_states() {
+    docker exec "$router" /usr/local/bin/dsa-router ctl --json status |
+        python3 -c '
+import json, sys
+want = dict(x.split("=", 1) for x in sys.argv[1].split())
+d = json.load(sys.stdin)
+got = {x["name"]: x["state"] for p in d["partitions"] for x in p["dsas"]}
+print(" ".join(f"{k}={v}" for k, v in got.items()))
+ok = len(got) == 6 and set(want) <= set(got) and all(v == want.get(k, "up") for k, v in got.items())
+sys.exit(0 if ok else 1)
+' "$1"
+}
+states() { check_states "" || true; }
+# Waits (bounded, SECONDS) until check_states WANT holds.
+wait_states() {
+    local want=$1 deadline=$(($(date +%s) + $2)) cur
+    until cur=$(check_states "$want" 2>&1); do
+        if [ "$(date +%s)" -ge "$deadline" ]; then
+            log "router sees: ${cur:-nothing}; wanted: ${want:-all up}"
+            return 1
+        fi
+        sleep 0.2
+    done
+}
+health() { docker inspect -f '{{.State.Health.Status}}' "$1"; }
+
+# ---- the stack is up
+deadline=$(($(date +%s) + 60))
+until [ "$(health "$router")" = healthy ]; do
+    [ "$(date +%s)" -lt "$deadline" ] || fail "router not healthy after 60 s (health: $(health "$router"))"
+    sleep 0.2
+done
+ok "router container healthy (HEALTHCHECK: dsa-router ctl status)"
+wait_states "" 30 || fail "not every DSA is up"
+ok "router sees all 6 DSAs up: $(states)"
+
+user=$(docker inspect -f '{{.Config.User}}' "$router")
+[ "$user" = "10001:10001" ] || fail "router runs as '$user'"
+uid=$(docker top "$router" -o pid,uid | awk 'NR > 1 { print $2 }' | sort -u | tr '\n' ' ')
+[ "$uid" = "10001 " ] || fail "router processes run as uid '$uid', want 10001"
+published=$(docker port "$router" 3389/tcp)
+[ "$published" = "127.0.0.1:$port" ] || fail "router published as '$published', want 127.0.0.1:$port only"
+ok "router runs as user $user, publishes 3389 on $published only"
+
+reads 4 "D1 H1" "GROUP1 reads"
+[ "$(wc -w <<<"$SEEN")" = 2 ] || fail "4 reads of GROUP1 were answered by$SEEN only, want D1 and H1 (load-share)"
+ok "DEMOCORP reads go to GROUP1, shared:$SEEN"
+who=$(served_by "o=CUSTOMER,c=AU") || fail "CUSTOMER read failed"
+[[ "$who" == C1 || "$who" == C2 ]] || fail "CUSTOMER read answered by '$who'"
+ok "CUSTOMER reads go to $who"
+
+alice="uid=alice,ou=People,o=DEMOCORP,c=AU"
+out=$(timeout 30 ldapsearch -x -LLL -o nettimeout=20 -H "ldap://127.0.0.1:$port" -D "$alice" -w alicepw \
+    -b "$alice" -s base userPassword) || fail "alice's bound read failed"
+# Only alice herself may read her userPassword: seeing it proves the DSA
+# acted as alice (the router's cn=router identity with proxied authz).
+grep -q '^userPassword:: YWxpY2Vwdw==$' <<<"$out" || fail "bound as alice, her userPassword is not visible: $out"
+rc=0
+timeout 30 ldapsearch -x -LLL -o nettimeout=20 -H "ldap://127.0.0.1:$port" -D "$alice" -w alicepw \
+    -b "cn=secret,ou=Restricted,o=DEMOCORP,c=AU" -s base >/dev/null 2>&1 || rc=$?
+[ "$rc" = 32 ] || fail "alice read cn=secret,ou=Restricted (exit $rc, want 32 noSuchObject)"
+rc=0
+timeout 30 ldapsearch -x -LLL -o nettimeout=20 -H "ldap://127.0.0.1:$port" -D "$alice" -w wrong \
+    -b "$alice" -s base >/dev/null 2>&1 || rc=$?
+[ "$rc" = 49 ] || fail "bind with a wrong password: exit $rc, want 49"
+ok "bound reads carry the client's identity (proxied authorization as alice); wrong password gets 49"
+
+# ---- failures: D1 stopped, H1 black-holed
+d1=$(cid d1)
+h1=$(cid h1)
+network=$(docker inspect -f '{{range $k, $v := .NetworkSettings.Networks}}{{$k}} {{end}}' "$h1" | awk '{ print $1 }')
+docker stop -t 5 "$d1" >/dev/null
+s=$(date +%s%N)
+reads 6 "H1" "D1 stopped"
+ok "D1 stopped: 6 reads succeed, all from H1 ($((($(date +%s%N) - s) / 1000000)) ms)"
+
+docker network disconnect "$network" "$h1"
+s=$(date +%s%N)
+reads 6 "H2 D2" "H1 disconnected"
+ok "H1 disconnected too (black hole): 6 reads succeed from GROUP2:$SEEN ($((($(date +%s%N) - s) / 1000000)) ms)"
+wait_states "D1=down H1=down" 15 || fail "router does not see D1 and H1 down"
+ok "router sees D1 and H1 down: $(states)"
+
+# ---- they come back
+s=$(date +%s%N)
+docker start "$d1" >/dev/null
+# The service name is a network alias: a plain reconnect would drop it.
+docker network connect --alias h1 "$network" "$h1"
+wait_states "" 30 || fail "D1 and H1 did not rejoin"
+ok "D1 started and H1 reconnected: both up after $((($(date +%s%N) - s) / 1000000)) ms"
+reads 6 "D1 H1" "after rejoin"
+[ "$(wc -w <<<"$SEEN")" = 2 ] || fail "after rejoin 6 reads were answered by$SEEN only, want D1 and H1"
+ok "reads back on GROUP1:$SEEN"
+
+# ---- knowledge edited on the host, reloaded
+cp "$knowledge" "$work/router.dxg.orig"
+sed -i 's/^set precedence = H1, H2;$/set precedence = H2;/' "$knowledge"
+grep -q '^set precedence = H2;$' "$knowledge" || fail "could not edit $knowledge"
+dc kill -s HUP router >/dev/null 2>&1 || fail "compose kill -s HUP router failed"
+deadline=$(($(date +%s) + 15))
+until who=$(served_by "o=DEMOCORP,c=AU") && [[ "$who" == H2 || "$who" == D2 ]]; do
+    [ "$(date +%s)" -lt "$deadline" ] || fail "after 'set precedence = H2;' and SIGHUP reads still go to '$who'"
+    sleep 0.2
+done
+reads 4 "H2 D2" "precedence H2"
+ok "'set precedence = H2;' + SIGHUP: reads go to GROUP2:$SEEN"
+
+cp "$work/router.dxg.orig" "$knowledge"
+docker exec "$router" /usr/local/bin/dsa-router ctl reload >/dev/null || fail "ctl reload failed"
+reads 4 "D1 H1" "knowledge restored"
+ok "knowledge restored + ctl reload: reads go to GROUP1:$SEEN"
+
+printf 'set precedence = H2\n' >>"$knowledge" # no ';': invalid
+if docker exec "$router" /usr/local/bin/dsa-router ctl reload >"$work/reload.out" 2>&1; then
+    fail "ctl reload accepted broken knowledge: $(cat "$work/reload.out")"
+fi
+reads 4 "D1 H1" "broken knowledge"
+cp "$work/router.dxg.orig" "$knowledge"
+ok "broken knowledge: ctl reload fails ($(head -n 1 "$work/reload.out")), routing unchanged"
