@@ -228,6 +228,13 @@ ok "DEMOCORP reads go to GROUP1, shared:$SEEN"
 who=$(served_by "o=CUSTOMER,c=AU") || fail "CUSTOMER read failed"
 [[ "$who" == C1 || "$who" == C2 ]] || fail "CUSTOMER read answered by '$who'"
 ok "CUSTOMER reads go to $who"
+# A search at c=AU, which no DSA holds, spans both partitions: the router
+# fans it out and merges; each partition's served-by entry comes back once.
+out=$(timeout 30 ldapsearch -x -LLL -o nettimeout=20 -o ldif-wrap=no -H "ldap://127.0.0.1:$port" \
+    -b c=AU -s sub '(cn=served-by)' description) || fail "spanning search at c=AU failed: $out"
+spans=$(sed -n 's/^description: //p' <<<"$out" | sort | tr '\n' ' ')
+[[ "$spans" =~ ^(C1|C2)\ (D1|H1)\ $ ]] || fail "spanning search at c=AU: served-by from '$spans', want one of C1/C2 and one of D1/H1"
+ok "search at c=AU spans both partitions: $spans"
 
 alice="uid=alice,ou=People,o=DEMOCORP,c=AU"
 out=$(timeout 30 ldapsearch -x -LLL -o nettimeout=20 -H "ldap://127.0.0.1:$port" -D "$alice" -w alicepw \
