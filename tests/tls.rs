@@ -89,6 +89,30 @@ impl Ca {
         }
     }
 
+    /// A client configuration trusting this CA and presenting a client
+    /// certificate issued by `issuer`.
+    fn client_config_with_cert(&self, issuer: &Ca) -> Arc<rustls::ClientConfig> {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        p.distinguished_name
+            .push(rcgen::DnType::CommonName, "a test client");
+        p.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+        let cert = p.signed_by(&key, &issuer.cert, &issuer.key).unwrap();
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(self.cert.der().clone()).unwrap();
+        let key = rustls::pki_types::PrivateKeyDer::try_from(key.serialize_der()).unwrap();
+        Arc::new(
+            rustls::ClientConfig::builder_with_provider(Arc::new(
+                rustls::crypto::ring::default_provider(),
+            ))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_client_auth_cert(vec![cert.der().clone()], key)
+            .unwrap(),
+        )
+    }
+
     fn client_config(&self) -> Arc<rustls::ClientConfig> {
         let mut roots = rustls::RootCertStore::empty();
         roots.add(self.cert.der().clone()).unwrap();
@@ -511,4 +535,50 @@ async fn certificate_reload_under_load() {
         "{} searches on 4 TLS connections across the reloads",
         ops.load(Ordering::Relaxed)
     );
+}
+
+/// Whether a search over LDAPS with `cfg` works (the server may refuse a
+/// client certificate only after the client's handshake finished: TLS 1.3).
+async fn ldaps_works(addr: SocketAddr, cfg: Arc<rustls::ClientConfig>) -> bool {
+    let Ok(mut c) = ldaps(addr, cfg).await else {
+        return false;
+    };
+    c.send(&[search_msg(1, ALICE)]).await;
+    matches!(
+        c.recv().await,
+        Some(LdapMsg {
+            op: LdapOp::SearchResultEntry(_),
+            ..
+        })
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_certificates() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ca = Ca::new(tmp.path(), "server");
+    let clients = Ca::new(tmp.path(), "clients");
+    let stranger = Ca::new(tmp.path(), "stranger");
+    let client_ca = clients.pem.clone();
+    // Optional: no certificate or a good one is admitted; a bad one not.
+    let r = tls_router(tmp.path(), &ca, |c| {
+        if let Some(t) = c.tls.as_mut() {
+            t.client_ca = Some(client_ca.clone());
+        }
+    })
+    .await;
+    assert!(ldaps_works(r.ldaps, ca.client_config()).await);
+    assert!(ldaps_works(r.ldaps, ca.client_config_with_cert(&clients)).await);
+    assert!(!ldaps_works(r.ldaps, ca.client_config_with_cert(&stranger)).await);
+    // Required: only a good certificate is admitted.
+    let r = tls_router(tmp.path(), &ca, |c| {
+        if let Some(t) = c.tls.as_mut() {
+            t.client_ca = Some(client_ca.clone());
+            t.require_client_cert = true;
+        }
+    })
+    .await;
+    assert!(!ldaps_works(r.ldaps, ca.client_config()).await);
+    assert!(ldaps_works(r.ldaps, ca.client_config_with_cert(&clients)).await);
+    assert!(!ldaps_works(r.ldaps, ca.client_config_with_cert(&stranger)).await);
 }

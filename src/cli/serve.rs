@@ -223,7 +223,7 @@ pub struct ServeArgs {
     /// $DSA_ROUTER_ADMIN_TOKEN; none: no token).
     #[arg(long, env = "DSA_ROUTER_ADMIN_TOKEN", hide_env_values = true)]
     pub admin_token: Option<String>,
-    /// Reload when a knowledge file changes (polled every second).
+    /// Reload when a knowledge or TLS file changes (polled every second).
     #[arg(long)]
     pub watch: bool,
     #[command(flatten)]
@@ -343,15 +343,31 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
     }
 }
 
-/// `--watch`: reload when any knowledge file's modification time or size
-/// changes.
+/// `--watch`: reload when any knowledge or TLS file's modification time or
+/// size changes.
 async fn watch_files(router: Arc<Router>, mut shutdown: watch::Receiver<bool>) {
+    // The TLS files too: a renewed certificate is picked up like knowledge.
+    let tls_files: Vec<PathBuf> = router
+        .cfg
+        .tls
+        .iter()
+        .flat_map(|t| {
+            [
+                Some(t.cert.clone()),
+                Some(t.key.clone()),
+                t.client_ca.clone(),
+            ]
+        })
+        .flatten()
+        .chain(router.cfg.dsa_ca.clone())
+        .collect();
     let stamp = |router: &Router| -> Vec<(PathBuf, Option<std::time::SystemTime>, u64)> {
         router
             .routing()
             .snap
             .files
             .iter()
+            .chain(tls_files.iter())
             .map(|f| {
                 let m = std::fs::metadata(f).ok();
                 (

@@ -176,6 +176,10 @@ impl Session {
         self.router
             .metrics
             .op(crate::metrics::op_index("extended"), code.clone() as u8, 0);
+        if self.router.cfg.access_log {
+            let result = code.clone() as u32;
+            tracing::info!(target: "access", client = %self.peer, op = "extended", result, dsa = "-", "answered by the router: StartTLS {msg}");
+        }
         let mut b = BytesMut::new();
         response::extended(msgid, code, msg, Some(OID_START_TLS), None, &mut b);
         self.out.send(b.freeze()).await;
