@@ -406,6 +406,17 @@ async fn starttls_ldaps_and_their_errors() {
         .await
         .unwrap();
     assert!(c.closed_within(Duration::from_secs(5)).await);
+    // Silence after StartTLS: closed when the handshake times out.
+    let mut c = Client::new(TcpStream::connect(r.plain).await.unwrap());
+    c.send(&[start_tls_msg(1)]).await;
+    assert_eq!(c.result(1).await.0, LdapResultCode::Success);
+    let t0 = Instant::now();
+    assert!(c.closed_within(Duration::from_secs(5)).await);
+    assert!(
+        t0.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        t0.elapsed()
+    );
     // Garbage and silence on the LDAPS port: closed (the silent one when
     // the handshake times out, pdu_timeout 1 s).
     let mut g = Client::new(TcpStream::connect(r.ldaps).await.unwrap());
