@@ -105,6 +105,7 @@ pub async fn run(router: Arc<Router>, cfg: HealthConfig, mut shutdown: watch::Re
             .map(|(i, d)| {
                 let st = routing.states.0[i].clone();
                 let addrs = routing.pools[i].addrs.clone();
+                let tls = routing.pools[i].tls.clone();
                 let existing = conns.get(&d.name).filter(|c| c.is_alive()).cloned();
                 let (pdu, bind, cfg) = (pdu.clone(), bind.clone(), cfg.clone());
                 let limits = router.cfg.limits();
@@ -118,7 +119,7 @@ pub async fn run(router: Arc<Router>, cfg: HealthConfig, mut shutdown: watch::Re
                                 op_timeout: cfg.timeout,
                                 ..limits
                             };
-                            pool::connect_bound(&st, &addrs, bind.as_ref(), lim).await
+                            pool::connect_bound(&st, &addrs, bind.as_ref(), lim, tls.as_ref()).await
                         }
                     };
                     let result = match conn {

@@ -32,6 +32,8 @@
 //! * [`admin`]: the admin HTTP API (status, metrics, control) and `ctl`.
 //! * [`bench`]: `dsa-router bench`, the load generator.
 //! * [`cli`]: output of the `check` and `explain` subcommands.
+//! * [`tls`]: rustls configuration (client-facing and towards DSAs), the
+//!   client stream types, StartTLS.
 
 pub mod admin;
 pub mod bench;
@@ -48,5 +50,6 @@ pub mod server;
 pub mod session;
 pub mod state;
 pub mod testdsa;
+pub mod tls;
 pub mod upstream;
 pub mod wire;

@@ -23,7 +23,7 @@ enum Cmd {
     /// Show where an operation on a DN would be routed, and why.
     Explain(dsa_router::cli::ExplainArgs),
     /// Run the router.
-    Serve(dsa_router::cli::serve::ServeArgs),
+    Serve(Box<dsa_router::cli::serve::ServeArgs>),
     /// Load an LDAP server (or the router) and print throughput and latency.
     Bench(dsa_router::bench::BenchArgs),
     /// Control a running router through its admin API.

@@ -52,6 +52,15 @@ pub struct Config {
     pub max_clients_per_ip: usize,
     /// What a failed partition does to a search spanning partitions.
     pub fanout_policy: crate::session::fanout::Policy,
+    /// Client-facing TLS (LDAPS listener, StartTLS): PEM files, re-read
+    /// on reload. `None`: no TLS towards clients.
+    pub tls: Option<crate::tls::TlsFiles>,
+    /// Refuse simple binds with a password on connections without TLS
+    /// (confidentialityRequired).
+    pub require_tls_for_bind: bool,
+    /// CA certificates DSA certificates are verified against (DSAs that
+    /// knowledge marks for TLS need it); re-read on reload.
+    pub dsa_ca: Option<std::path::PathBuf>,
 }
 
 impl Default for Config {
@@ -75,6 +84,9 @@ impl Default for Config {
             utilization_window: Duration::from_secs(300),
             max_clients_per_ip: 0,
             fanout_policy: Default::default(),
+            tls: None,
+            require_tls_for_bind: false,
+            dsa_ca: None,
         }
     }
 }
@@ -105,6 +117,10 @@ pub struct Router {
     pub name: Option<String>,
     pub registry: Registry,
     routing: ArcSwap<Routing>,
+    /// Client-facing TLS, when configured.
+    pub tls: Option<crate::tls::ServerTls>,
+    /// The roots DSA certificates are verified against.
+    dsa_ca: arc_swap::ArcSwapOption<crate::tls::DsaCa>,
     /// The outcome of the last reload, for `/status`.
     pub last_reload: std::sync::Mutex<Option<ReloadOutcome>>,
 }
@@ -120,7 +136,25 @@ pub struct ReloadOutcome {
 impl Router {
     pub fn new(cfg: Config, snap: Snapshot, name: Option<String>) -> Result<Router, String> {
         let registry = Registry::default();
-        let routing = build(&cfg, &registry, snap, name.as_deref(), None)?;
+        let tls = cfg
+            .tls
+            .clone()
+            .map(crate::tls::ServerTls::new)
+            .transpose()?;
+        let dsa_ca = cfg
+            .dsa_ca
+            .as_deref()
+            .map(crate::tls::DsaCa::load)
+            .transpose()?
+            .map(Arc::new);
+        let routing = build(
+            &cfg,
+            &registry,
+            snap,
+            name.as_deref(),
+            None,
+            dsa_ca.as_deref(),
+        )?;
         let throttle = Arc::new(crate::limits::Throttle::new(
             thresholds(&cfg, &routing.snap)?,
             cfg.utilization_window,
@@ -132,6 +166,8 @@ impl Router {
             name,
             registry,
             routing: ArcSwap::from_pointee(routing),
+            tls,
+            dsa_ca: arc_swap::ArcSwapOption::new(dsa_ca),
             last_reload: std::sync::Mutex::new(None),
         })
     }
@@ -144,6 +180,15 @@ impl Router {
     /// Validate and swap in new knowledge; operations in flight keep the
     /// snapshot they started with.
     pub fn reload(&self, snap: Snapshot) -> Result<String, String> {
+        let dsa_ca = self.dsa_ca.load_full();
+        self.reload_with(snap, dsa_ca.as_deref())
+    }
+
+    fn reload_with(
+        &self,
+        snap: Snapshot,
+        dsa_ca: Option<&crate::tls::DsaCa>,
+    ) -> Result<String, String> {
         let old = self.routing();
         let new = build(
             &self.cfg,
@@ -151,6 +196,7 @@ impl Router {
             snap,
             self.name.as_deref(),
             Some(&old),
+            dsa_ca,
         )?;
         let names =
             |r: &Routing| -> Vec<String> { r.snap.dsas.iter().map(|d| d.name.clone()).collect() };
@@ -192,12 +238,12 @@ impl Router {
         Ok(summary)
     }
 
-    /// Reload from the current snapshot's root file; records the outcome.
+    /// Reload from the current snapshot's root file, and re-read the TLS
+    /// files; all or nothing (a bad certificate keeps the old knowledge and
+    /// certificates alike). Records the outcome.
     pub fn reload_from_disk(&self) -> Result<String, String> {
         let root = self.routing().snap.root.clone();
-        let result = crate::knowledge::load(&root)
-            .map_err(|e| e.to_string())
-            .and_then(|s| self.reload(s));
+        let result = self.reload_all(&root);
         let at_unix = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs())
@@ -227,12 +273,39 @@ impl Router {
     }
 }
 
+impl Router {
+    fn reload_all(&self, root: &std::path::Path) -> Result<String, String> {
+        let server_tls = match &self.tls {
+            Some(t) => Some(t.reread().map_err(|e| format!("TLS: {e}"))?),
+            None => None,
+        };
+        let old_ca = self.dsa_ca.load_full();
+        let new_ca = match &old_ca {
+            Some(ca) => ca.reread().map_err(|e| format!("TLS: {e}"))?.map(Arc::new),
+            None => None,
+        };
+        let snap = crate::knowledge::load(root).map_err(|e| e.to_string())?;
+        let ca = new_ca.clone().or(old_ca);
+        let mut summary = self.reload_with(snap, ca.as_deref())?;
+        if let Some(ca) = new_ca {
+            self.dsa_ca.store(Some(ca));
+            summary += "; DSA CA certificates re-read";
+        }
+        if let (Some(t), Some(cfg)) = (&self.tls, server_tls) {
+            t.set(cfg);
+            summary += "; TLS certificate and key re-read";
+        }
+        Ok(summary)
+    }
+}
+
 fn build(
     cfg: &Config,
     registry: &Registry,
     snap: Snapshot,
     name: Option<&str>,
     old: Option<&Routing>,
+    dsa_ca: Option<&crate::tls::DsaCa>,
 ) -> Result<Routing, String> {
     let table = Table::build(&snap, name)?;
     let states = registry.resolve(&snap);
@@ -248,6 +321,21 @@ fn build(
         .iter()
         .zip(states.0.iter())
         .map(|(d, st)| {
+            let is_router = name.is_some_and(|n| n.eq_ignore_ascii_case(&d.name));
+            let tls = match (d.tls_mode(), dsa_ca) {
+                (None, _) => None,
+                (Some(_), _) if is_router => None,
+                (Some(mode), Some(ca)) => Some(crate::tls::DsaTls {
+                    mode,
+                    config: ca.config.clone(),
+                }),
+                (Some(_), None) => {
+                    return Err(format!(
+                        "DSA {} is to be reached over TLS (link-flags ssl-encryption or dsa-router-tls), but no --dsa-ca file is given to verify its certificate",
+                        d.name
+                    ))
+                }
+            };
             let addrs = crate::upstream::pool::socket_addrs(d);
             // Keep a pool (and its connections) when the DSA is unchanged.
             let reuse = old.and_then(|o| {
@@ -256,6 +344,7 @@ fn build(
                     .and_then(|i| o.pools.get(i))
                     .filter(|p| {
                         p.addrs == addrs
+                            && p.tls == tls
                             && o.snap
                                 .dsas
                                 .iter()
@@ -263,9 +352,9 @@ fn build(
                     })
                     .cloned()
             });
-            reuse.unwrap_or_else(|| Arc::new(Pool::new(st.clone(), d, cfg.limits())))
+            Ok(reuse.unwrap_or_else(|| Arc::new(Pool::new(st.clone(), d, cfg.limits(), tls))))
         })
-        .collect();
+        .collect::<Result<_, String>>()?;
     Ok(Routing {
         snap,
         table,

@@ -14,7 +14,30 @@ use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 
 /// Serve clients on `listener` until `shutdown` turns true.
-pub async fn run(listener: TcpListener, router: Arc<Router>, mut shutdown: watch::Receiver<bool>) {
+pub async fn run(listener: TcpListener, router: Arc<Router>, shutdown: watch::Receiver<bool>) {
+    run_with_ldaps(listener, None, router, shutdown).await
+}
+
+/// Accept on `listener`, or forever when there is none.
+async fn accept_on(
+    listener: Option<&TcpListener>,
+) -> std::io::Result<(tokio::net::TcpStream, std::net::SocketAddr)> {
+    match listener {
+        Some(l) => l.accept().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Serve clients on `listener` (plain LDAP, StartTLS when TLS is
+/// configured) and on `ldaps` (TLS from the first byte; needs the router's
+/// TLS configuration) until `shutdown` turns true. Both share the
+/// connection limits.
+pub async fn run_with_ldaps(
+    listener: TcpListener,
+    ldaps: Option<TcpListener>,
+    router: Arc<Router>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     if let Some(h) = router.cfg.health.clone() {
         tokio::spawn(crate::health::run(router.clone(), h, shutdown.clone()));
     }
@@ -39,8 +62,9 @@ pub async fn run(listener: TcpListener, router: Arc<Router>, mut shutdown: watch
     let slots = Arc::new(Semaphore::new(router.cfg.max_clients));
     let mut sessions = JoinSet::new();
     loop {
-        let accepted = tokio::select! {
-            a = listener.accept() => a,
+        let (accepted, is_ldaps) = tokio::select! {
+            a = listener.accept() => (a, false),
+            a = accept_on(ldaps.as_ref()) => (a, true),
             _ = shutdown.changed() => break,
         };
         while sessions.try_join_next().is_some() {}
@@ -100,13 +124,26 @@ pub async fn run(listener: TcpListener, router: Arc<Router>, mut shutdown: watch
             let m = router.metrics.clone();
             m.clients.fetch_add(1, Ordering::Relaxed);
             m.clients_total.fetch_add(1, Ordering::Relaxed);
-            crate::session::run(router, stream, peer, shutdown).await;
+            if !is_ldaps {
+                crate::session::run(router.clone(), stream, peer, shutdown).await;
+            } else if let Some(tls) = &router.tls {
+                match tls.accept(stream, router.cfg.pdu_timeout).await {
+                    Ok(s) => {
+                        let s = crate::tls::ClientStream::Tls(Box::new(s));
+                        crate::session::run(router.clone(), s, peer, shutdown).await;
+                    }
+                    Err(e) => {
+                        tracing::warn!(client = %peer, error = %e, "LDAPS: TLS handshake failed; closing the connection");
+                    }
+                }
+            }
             m.clients.fetch_sub(1, Ordering::Relaxed);
             release_ip();
             drop(permit);
         });
     }
     drop(listener);
+    drop(ldaps);
     let grace = router.cfg.shutdown_grace + std::time::Duration::from_secs(1);
     let _ = tokio::time::timeout(grace, async {
         while sessions.join_next().await.is_some() {}

@@ -147,7 +147,65 @@ impl LimitArgs {
                 filter: self.probe_filter.clone(),
                 bind: None,
             }),
+            tls: None,
+            require_tls_for_bind: false,
+            dsa_ca: None,
         })
+    }
+}
+
+/// TLS towards clients and DSAs (`serve`).
+#[derive(clap::Args, Debug, Clone)]
+pub struct TlsArgs {
+    /// Also listen for LDAPS (TLS from the first byte) on this address;
+    /// needs --tls-cert and --tls-key.
+    #[arg(long)]
+    pub ldaps_listen: Option<String>,
+    /// Server certificate chain (PEM) for LDAPS and StartTLS; re-read on
+    /// reload (SIGHUP, `ctl reload`, --watch).
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// Private key (PEM: PKCS#8, PKCS#1 or SEC1) of --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Verify client certificates against these CA certificates (PEM);
+    /// clients without a certificate are still admitted unless
+    /// --tls-require-client-cert.
+    #[arg(long, requires = "tls_cert")]
+    pub tls_client_ca: Option<PathBuf>,
+    /// With --tls-client-ca: refuse TLS clients without a valid
+    /// certificate.
+    #[arg(long, requires = "tls_client_ca")]
+    pub tls_require_client_cert: bool,
+    /// Refuse simple binds with a password on connections without TLS
+    /// (result confidentialityRequired).
+    #[arg(long)]
+    pub require_tls_for_bind: bool,
+    /// CA certificates (PEM) that DSA certificates are verified against,
+    /// for DSAs reached over TLS (`link-flags = ssl-encryption` or
+    /// `dsa-router-tls`); re-read on reload.
+    #[arg(long)]
+    pub dsa_ca: Option<PathBuf>,
+}
+
+impl TlsArgs {
+    /// Add the TLS settings to `cfg`.
+    pub fn apply(&self, cfg: &mut Config) -> Result<(), String> {
+        cfg.tls = match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => Some(crate::tls::TlsFiles {
+                cert: cert.clone(),
+                key: key.clone(),
+                client_ca: self.tls_client_ca.clone(),
+                require_client_cert: self.tls_require_client_cert,
+            }),
+            _ => None,
+        };
+        if self.ldaps_listen.is_some() && cfg.tls.is_none() {
+            return Err("--ldaps-listen needs --tls-cert and --tls-key".into());
+        }
+        cfg.require_tls_for_bind = self.require_tls_for_bind;
+        cfg.dsa_ca = self.dsa_ca.clone();
+        Ok(())
     }
 }
 
@@ -172,11 +230,13 @@ pub struct ServeArgs {
     /// $DSA_ROUTER_ADMIN_TOKEN; none: no token).
     #[arg(long, env = "DSA_ROUTER_ADMIN_TOKEN", hide_env_values = true)]
     pub admin_token: Option<String>,
-    /// Reload when a knowledge file changes (polled every second).
+    /// Reload when a knowledge or TLS file changes (polled every second).
     #[arg(long)]
     pub watch: bool,
     #[command(flatten)]
     pub limits: LimitArgs,
+    #[command(flatten)]
+    pub tls: TlsArgs,
 }
 
 pub fn init_logging() {
@@ -226,6 +286,7 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
     let router = match args
         .limits
         .config()
+        .and_then(|mut c| args.tls.apply(&mut c).map(|_| c))
         .and_then(|c| Router::new(c, snap, args.name.clone()))
     {
         Ok(r) => Arc::new(r),
@@ -248,6 +309,17 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
             .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
         tracing::info!(%addr, knowledge = %root.display(), "dsa-router listening");
+        let ldaps = match &args.tls.ldaps_listen {
+            Some(a) => {
+                let l = crate::server::listen(a)
+                    .await
+                    .map_err(|e| format!("cannot listen on --ldaps-listen {a}: {e}"))?;
+                let addr = l.local_addr().map_err(|e| e.to_string())?;
+                tracing::info!(%addr, "dsa-router listening for LDAPS");
+                Some(l)
+            }
+            None => None,
+        };
         let (tx, rx) = watch::channel(false);
         if args.admin != "none" {
             let admin = tokio::net::TcpListener::bind(&args.admin)
@@ -265,7 +337,7 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
             tokio::spawn(watch_files(router.clone(), rx.clone()));
         }
         tokio::spawn(signals(tx, router.clone(), root));
-        crate::server::run(listener, router, rx).await;
+        crate::server::run_with_ldaps(listener, ldaps, router, rx).await;
         tracing::info!("dsa-router stopped");
         Ok(())
     });
@@ -278,15 +350,31 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
     }
 }
 
-/// `--watch`: reload when any knowledge file's modification time or size
-/// changes.
+/// `--watch`: reload when any knowledge or TLS file's modification time or
+/// size changes.
 async fn watch_files(router: Arc<Router>, mut shutdown: watch::Receiver<bool>) {
+    // The TLS files too: a renewed certificate is picked up like knowledge.
+    let tls_files: Vec<PathBuf> = router
+        .cfg
+        .tls
+        .iter()
+        .flat_map(|t| {
+            [
+                Some(t.cert.clone()),
+                Some(t.key.clone()),
+                t.client_ca.clone(),
+            ]
+        })
+        .flatten()
+        .chain(router.cfg.dsa_ca.clone())
+        .collect();
     let stamp = |router: &Router| -> Vec<(PathBuf, Option<std::time::SystemTime>, u64)> {
         router
             .routing()
             .snap
             .files
             .iter()
+            .chain(tls_files.iter())
             .map(|f| {
                 let m = std::fs::metadata(f).ok();
                 (

@@ -110,6 +110,9 @@ pub struct DsaDef {
     /// Router-only `dsa-router-concurrency-limit = N`: operations in flight
     /// from this router to the DSA (0 = none).
     pub concurrency_limit: Option<u32>,
+    /// Router-only `dsa-router-tls = ldaps | starttls | none`: how the
+    /// router secures its connections to the DSA (overrides `link-flags`).
+    pub tls: Option<TlsMode>,
     /// Attributes the router accepts but does not use, as written.
     pub other: Vec<(String, String)>,
     /// Where the block's name is.
@@ -131,6 +134,20 @@ impl DsaDef {
             .any(|f| f.eq_ignore_ascii_case("trust-conveyed-originator"))
     }
 
+    /// How the router secures connections to this DSA: `dsa-router-tls`
+    /// when given, else LDAPS when `link-flags` has `ssl-encryption`.
+    pub fn tls_mode(&self) -> Option<TlsMode> {
+        match self.tls {
+            Some(TlsMode::Off) => None,
+            Some(m) => Some(m),
+            None => self
+                .link_flags
+                .iter()
+                .any(|f| f.eq_ignore_ascii_case("ssl-encryption"))
+                .then_some(TlsMode::Ldaps),
+        }
+    }
+
     /// The load-share group per spec 3.3: named group, the partition's
     /// unnamed load-share group, or (without `load-share`) a group of its own.
     pub fn group(&self) -> GroupKey {
@@ -138,6 +155,28 @@ impl DsaDef {
             (true, Some(g)) => GroupKey::Named(g.clone()),
             (true, None) => GroupKey::Unnamed,
             (false, _) => GroupKey::Solo,
+        }
+    }
+}
+
+/// TLS towards a DSA.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TlsMode {
+    /// TLS from the first byte (LDAPS) on the DSA's address.
+    Ldaps,
+    /// A plain connection upgraded with the StartTLS extended operation.
+    StartTls,
+    /// No TLS, whatever `link-flags` says.
+    Off,
+}
+
+impl TlsMode {
+    pub fn parse(s: &str) -> Option<TlsMode> {
+        match s.to_ascii_lowercase().as_str() {
+            "ldaps" => Some(TlsMode::Ldaps),
+            "starttls" | "start-tls" => Some(TlsMode::StartTls),
+            "none" | "off" => Some(TlsMode::Off),
+            _ => None,
         }
     }
 }

@@ -392,6 +392,7 @@ impl Loader<'_> {
             link_flags: Vec::new(),
             load_share_group: None,
             concurrency_limit: None,
+            tls: None,
             other: Vec::new(),
             defined_at: f.loc(name_tok.line, name_tok.column),
         };
@@ -459,6 +460,16 @@ impl Loader<'_> {
                         )
                     })?;
                     d.concurrency_limit = Some(n);
+                }
+                "dsa-router-tls" => {
+                    let v = single(f, value, &attr)?;
+                    d.tls = Some(crate::knowledge::TlsMode::parse(&v).ok_or_else(|| {
+                        f.err_at(
+                            value[0].line,
+                            value[0].column,
+                            format!("'{attr}' is ldaps, starttls or none, found '{v}'"),
+                        )
+                    })?);
                 }
                 _ => {
                     if !PASSIVE_ATTRS.contains(&attr.as_str()) {

@@ -47,6 +47,17 @@ impl Session {
             .await;
             return Flow::Continue;
         };
+        if !password.is_empty() && !self.tls && self.router.cfg.require_tls_for_bind {
+            tracing::info!(client = %self.peer, dn = %dn, "simple bind refused: the connection is not protected by TLS");
+            self.reply(
+                req,
+                Code::ConfidentialityRequired,
+                "",
+                "dsa-router: simple binds with a password need TLS (use LDAPS or StartTLS)",
+            )
+            .await;
+            return Flow::Continue;
+        }
         if dn.is_empty() {
             if password.is_empty() {
                 self.reply(req, Code::Success, "", "").await;

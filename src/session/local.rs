@@ -1,7 +1,9 @@
 //! What the router answers itself (spec 3.6): the root DSE, WhoAmI,
-//! StartTLS (not configured), and the routing of Password Modify.
+//! StartTLS (RFC 4511 4.14, RFC 4513 3), and the routing of Password
+//! Modify.
 
 use super::{Flow, Identity, Session};
+use crate::tls::{ClientRead, ClientWrite};
 use crate::wire::frame::Header;
 use crate::wire::request::{
     self, Op, Request, OID_PAGED_RESULTS, OID_PASSWD_MODIFY, OID_PROXIED_AUTHZ, OID_START_TLS,
@@ -9,6 +11,16 @@ use crate::wire::request::{
 };
 use crate::wire::response::{self, Code};
 use bytes::{Bytes, BytesMut};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// What a paused writer hands back: the write half and the client's queue.
+pub(super) type Paused = Option<(ClientWrite, mpsc::UnboundedReceiver<Bytes>)>;
+
+/// A client connection's I/O: the read half, the writer task, and the
+/// token that pauses the writer (for StartTLS).
+pub(super) type Link = (ClientRead, JoinHandle<Paused>, CancellationToken);
 
 impl Session {
     pub(super) async fn root_dse(&self, req: &Request) {
@@ -39,10 +51,11 @@ impl Session {
             ),
             (
                 "supportedExtension",
-                vec![
-                    OID_WHOAMI.as_bytes().to_vec(),
-                    OID_PASSWD_MODIFY.as_bytes().to_vec(),
-                ],
+                [OID_WHOAMI, OID_PASSWD_MODIFY]
+                    .into_iter()
+                    .chain(self.router.tls.is_some().then_some(OID_START_TLS))
+                    .map(|o| o.as_bytes().to_vec())
+                    .collect(),
             ),
             ("vendorName", vec![b"dsa-router".to_vec()]),
             (
@@ -100,13 +113,31 @@ impl Session {
                 self.out.send(b.freeze()).await;
             }
             OID_START_TLS => {
-                self.reply(
-                    req,
-                    Code::Unavailable,
-                    "",
-                    "dsa-router: StartTLS is not configured on this router",
-                )
-                .await;
+                let refusal = if self.router.tls.is_none() {
+                    Some((
+                        Code::Unavailable,
+                        "dsa-router: StartTLS is not configured on this router",
+                    ))
+                } else if self.tls {
+                    Some((
+                        Code::OperationsError,
+                        "dsa-router: TLS is already established on this connection",
+                    ))
+                } else if self.out.outstanding() > 0 {
+                    Some((
+                        Code::OperationsError,
+                        "dsa-router: StartTLS refused: operations are outstanding on this connection",
+                    ))
+                } else {
+                    None
+                };
+                match refusal {
+                    Some((code, msg)) => {
+                        tracing::info!(client = %self.peer, "StartTLS refused: {msg}");
+                        self.start_tls_answer(req.msgid, code, msg).await;
+                    }
+                    None => return Flow::StartTls(req.msgid),
+                }
             }
             OID_PASSWD_MODIFY => {
                 // Routed as a write by its user identity, else the bound DN.
@@ -135,5 +166,81 @@ impl Session {
             }
         }
         Flow::Continue
+    }
+}
+
+impl Session {
+    /// Answer a StartTLS request (the response carries the StartTLS OID,
+    /// RFC 4511 4.14.2).
+    async fn start_tls_answer(&self, msgid: i32, code: Code, msg: &str) {
+        self.router
+            .metrics
+            .op(crate::metrics::op_index("extended"), code.clone() as u8, 0);
+        if self.router.cfg.access_log {
+            let result = code.clone() as u32;
+            tracing::info!(target: "access", client = %self.peer, op = "extended", result, dsa = "-", "answered by the router: StartTLS {msg}");
+        }
+        let mut b = BytesMut::new();
+        response::extended(msgid, code, msg, Some(OID_START_TLS), None, &mut b);
+        self.out.send(b.freeze()).await;
+    }
+
+    /// Finish StartTLS: answer, flush, and run the TLS handshake on the
+    /// connection. `idle` says no request follows the StartTLS request in
+    /// the read buffer (one would be outstanding: refused). `Err` means the
+    /// connection is lost (the handshake failed; it is logged).
+    pub(super) async fn start_tls(
+        &mut self,
+        msgid: i32,
+        idle: bool,
+        link: Link,
+        done: &CancellationToken,
+    ) -> Result<Link, Link> {
+        let Some(tls) = self.router.tls.as_ref() else {
+            return Ok(link);
+        };
+        if !idle {
+            let msg = "dsa-router: StartTLS refused: requests follow it on this connection";
+            tracing::info!(client = %self.peer, "{msg}");
+            self.start_tls_answer(msgid, Code::OperationsError, msg)
+                .await;
+            return Ok(link);
+        }
+        self.start_tls_answer(msgid, Code::Success, "").await;
+        let (rd, writer, pause) = link;
+        let lost = || -> Link {
+            (
+                ClientRead::Closed,
+                tokio::spawn(async { None }),
+                CancellationToken::new(),
+            )
+        };
+        pause.cancel();
+        let Ok(Some((wr, rx))) = writer.await else {
+            return Err(lost());
+        };
+        let Some(tcp) = crate::tls::reunite_plain(rd, wr) else {
+            return Err(lost());
+        };
+        match tls.accept(tcp, self.router.cfg.pdu_timeout).await {
+            Ok(stream) => {
+                tracing::info!(client = %self.peer, "StartTLS: TLS established");
+                self.tls = true;
+                let (rd, wr) = crate::tls::ClientStream::Tls(Box::new(stream)).split();
+                let pause = CancellationToken::new();
+                let writer = tokio::spawn(super::writer(
+                    wr,
+                    rx,
+                    self.out.clone(),
+                    done.clone(),
+                    pause.clone(),
+                ));
+                Ok((rd, writer, pause))
+            }
+            Err(e) => {
+                tracing::warn!(client = %self.peer, error = %e, "StartTLS: TLS handshake failed; closing the connection");
+                Err(lost())
+            }
+        }
     }
 }

@@ -38,7 +38,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
@@ -54,6 +53,8 @@ enum Flow {
     Continue,
     /// Close the connection, after a Notice of Disconnection if given.
     Close(Option<(Code, String)>),
+    /// StartTLS accepted so far (message ID); the upgrade follows.
+    StartTls(i32),
 }
 
 /// A DSA chosen for an operation, with its slot and connection.
@@ -86,20 +87,24 @@ struct Session {
     private: HashMap<String, Arc<Conn>>,
     /// The DSA of this client's paged searches, by partition.
     paged_dsa: HashMap<String, String>,
+    /// Whether the connection runs over TLS (LDAPS or after StartTLS).
+    tls: bool,
 }
 
 /// Serve one client until it leaves, misbehaves, or shutdown.
 pub async fn run(
     router: Arc<Router>,
-    stream: TcpStream,
+    stream: impl Into<crate::tls::ClientStream>,
     peer: SocketAddr,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let _ = stream.set_nodelay(true);
-    let (rd, wr) = stream.into_split();
+    let stream = stream.into();
+    let tls = stream.is_tls();
+    let (mut rd, wr) = stream.split();
     let (out, rx) = ClientOut::new(router.cfg.client_queue, router.cfg.client_queue_bytes);
     let done = CancellationToken::new();
-    let writer = tokio::spawn(writer(wr, rx, out.clone(), done.clone()));
+    let mut pause = CancellationToken::new();
+    let mut writer = tokio::spawn(writer(wr, rx, out.clone(), done.clone(), pause.clone()));
     let mut s = Session {
         router: router.clone(),
         peer,
@@ -107,6 +112,7 @@ pub async fn run(
         identity: Identity::Anonymous,
         private: HashMap::new(),
         paged_dsa: HashMap::new(),
+        tls,
     };
     let cfg = &router.cfg;
     // Buffers are taken only while data flows: an idle client holds none
@@ -125,6 +131,16 @@ pub async fn run(
                         Flow::Close(n) => {
                             notice = n;
                             break 'conn;
+                        }
+                        Flow::StartTls(msgid) => {
+                            let link = (rd, writer, pause);
+                            match s.start_tls(msgid, buf.is_empty(), link, &done).await {
+                                Ok(l) => (rd, writer, pause) = l,
+                                Err(l) => {
+                                    writer = l.1;
+                                    break 'conn;
+                                }
+                            }
                         }
                     }
                 }
@@ -148,18 +164,7 @@ pub async fn run(
                 .max(std::time::Duration::from_millis(1))
         };
         let read = async {
-            let once = async {
-                loop {
-                    rd.readable().await?;
-                    if buf.capacity() - buf.len() < 1024 {
-                        buf.reserve(4096);
-                    }
-                    match rd.try_read_buf(&mut buf) {
-                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
-                        r => return r,
-                    }
-                }
-            };
+            let once = rd.read_some(&mut buf);
             if wait.is_zero() {
                 Ok(once.await)
             } else {
@@ -204,12 +209,14 @@ pub async fn run(
 }
 
 /// Drain the client's queue to its socket, batching PDUs into few writes.
+/// On `pause` (StartTLS), flush and hand the write half and queue back.
 async fn writer(
-    mut wr: tokio::net::tcp::OwnedWriteHalf,
+    mut wr: crate::tls::ClientWrite,
     mut rx: mpsc::UnboundedReceiver<Bytes>,
     out: Arc<ClientOut>,
     done: CancellationToken,
-) {
+    pause: CancellationToken,
+) -> local::Paused {
     let kill = out.kill.clone();
     let mut buf = BytesMut::new();
     loop {
@@ -223,8 +230,18 @@ async fn writer(
                     out.dequeued(m.len());
                     buf.extend_from_slice(&m);
                 }
-                let _ = wr.write_all(&buf).await;
+                let _ = wr.send_all(&buf).await;
                 None
+            }
+            _ = pause.cancelled() => {
+                while let Ok(m) = rx.try_recv() {
+                    out.dequeued(m.len());
+                    buf.extend_from_slice(&m);
+                }
+                return match wr.send_all(&buf).await {
+                    Ok(()) => Some((wr, rx)),
+                    Err(_) => None,
+                };
             }
         };
         let Some(first) = first else { break };
@@ -239,7 +256,7 @@ async fn writer(
                 Err(_) => break,
             }
         }
-        if wr.write_all(&buf).await.is_err() {
+        if wr.send_all(&buf).await.is_err() {
             kill.cancel();
             break;
         }
@@ -249,6 +266,7 @@ async fn writer(
         }
     }
     let _ = wr.shutdown().await;
+    None
 }
 
 impl Session {

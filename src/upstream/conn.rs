@@ -22,7 +22,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -100,17 +100,33 @@ pub struct Conn {
 }
 
 impl Conn {
-    /// Connect to the first address that answers within `timeout`.
+    /// Connect to the first address that answers within `timeout`; with
+    /// `tls`, secure the connection (LDAPS or StartTLS) before use.
     pub async fn connect(
         dsa: Arc<DsaState>,
         addrs: &[String],
         limits: Limits,
+        tls: Option<&crate::tls::DsaTls>,
     ) -> io::Result<Arc<Conn>> {
         let timeout = limits.connect_timeout;
         let mut last = io::Error::new(io::ErrorKind::NotFound, "no address");
         for a in addrs {
             match tokio::time::timeout(timeout, TcpStream::connect(a.as_str())).await {
-                Ok(Ok(s)) => return Ok(Self::start(dsa, s, limits)),
+                Ok(Ok(s)) => {
+                    let _ = s.set_nodelay(true);
+                    let Some(tls) = tls else {
+                        return Ok(Self::start(dsa, s, limits));
+                    };
+                    match tls.connect(s, a, timeout).await {
+                        Ok(t) => {
+                            let (rd, wr) = tokio::io::split(t);
+                            return Ok(Self::start_halves(dsa, rd, wr, limits));
+                        }
+                        // Logged by the caller, once, as the reason the DSA
+                        // is down.
+                        Err(e) => last = e,
+                    }
+                }
                 Ok(Err(e)) => last = e,
                 Err(_) => {
                     last =
@@ -124,6 +140,14 @@ impl Conn {
     fn start(dsa: Arc<DsaState>, stream: TcpStream, limits: Limits) -> Arc<Conn> {
         let _ = stream.set_nodelay(true);
         let (rd, wr) = stream.into_split();
+        Self::start_halves(dsa, rd, wr, limits)
+    }
+
+    fn start_halves<R, W>(dsa: Arc<DsaState>, rd: R, wr: W, limits: Limits) -> Arc<Conn>
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
         let (tx, rx) = mpsc::unbounded_channel();
         let conn = Arc::new(Conn {
             dsa,
@@ -453,8 +477,8 @@ pub fn result_code(pdu: &[u8], h: &frame::Header) -> Option<u8> {
     }
 }
 
-async fn writer(
-    mut wr: tokio::net::tcp::OwnedWriteHalf,
+async fn writer<W: AsyncWrite + Unpin>(
+    mut wr: W,
     mut rx: mpsc::UnboundedReceiver<Bytes>,
     stop: CancellationToken,
 ) {
@@ -472,7 +496,8 @@ async fn writer(
                 Err(_) => break,
             }
         }
-        if wr.write_all(&buf).await.is_err() {
+        // Flushed too: TLS may hold records back until then.
+        if wr.write_all(&buf).await.is_err() || wr.flush().await.is_err() {
             stop.cancel();
             break;
         }
@@ -481,7 +506,7 @@ async fn writer(
     let _ = wr.shutdown().await;
 }
 
-async fn reader(mut rd: tokio::net::tcp::OwnedReadHalf, conn: Arc<Conn>, limits: Limits) {
+async fn reader<R: AsyncRead + Unpin>(mut rd: R, conn: Arc<Conn>, limits: Limits) {
     let max_pdu = limits.max_response_pdu;
     let mut buf = BytesMut::with_capacity(64 * 1024);
     let sweep_every =

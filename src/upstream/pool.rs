@@ -80,6 +80,8 @@ pub struct Pool {
     anon: Slot,
     routed: Slot,
     limits: Limits,
+    /// TLS towards this DSA, when knowledge asks for it.
+    pub tls: Option<crate::tls::DsaTls>,
 }
 
 /// `host:port` strings of a DSA's addresses, in order.
@@ -97,7 +99,12 @@ pub fn socket_addrs(d: &DsaDef) -> Vec<String> {
 }
 
 impl Pool {
-    pub fn new(dsa: Arc<DsaState>, def: &DsaDef, limits: Limits) -> Pool {
+    pub fn new(
+        dsa: Arc<DsaState>,
+        def: &DsaDef,
+        limits: Limits,
+        tls: Option<crate::tls::DsaTls>,
+    ) -> Pool {
         let router_identity = match (&def.ldap_dsa_name, &def.ldap_dsa_password) {
             (Some(dn), pw) if def.trusts_conveyed_originator() => {
                 let pw = pw.clone().unwrap_or_else(|| Secret::new(""));
@@ -115,6 +122,7 @@ impl Pool {
             anon: Slot::default(),
             routed: Slot::default(),
             limits,
+            tls,
         }
     }
 
@@ -139,7 +147,14 @@ impl Pool {
         } else {
             None
         };
-        let c = connect_bound(&self.dsa, &self.addrs, identity, self.limits).await?;
+        let c = connect_bound(
+            &self.dsa,
+            &self.addrs,
+            identity,
+            self.limits,
+            self.tls.as_ref(),
+        )
+        .await?;
         slot.set(c.clone());
         Ok(c)
     }
@@ -147,7 +162,14 @@ impl Pool {
     /// A connection of the client's own (anonymous, or bound by replaying
     /// the client's bind).
     pub async fn private(&self, identity: Option<&BindPdu>) -> Result<Arc<Conn>, UpstreamError> {
-        connect_bound(&self.dsa, &self.addrs, identity, self.limits).await
+        connect_bound(
+            &self.dsa,
+            &self.addrs,
+            identity,
+            self.limits,
+            self.tls.as_ref(),
+        )
+        .await
     }
 
     /// Wait (up to `grace`) for the shared connections' operations to
@@ -183,8 +205,9 @@ pub async fn connect_bound(
     addrs: &[String],
     identity: Option<&BindPdu>,
     limits: Limits,
+    tls: Option<&crate::tls::DsaTls>,
 ) -> Result<Arc<Conn>, UpstreamError> {
-    let conn = Conn::connect(dsa.clone(), addrs, limits)
+    let conn = Conn::connect(dsa.clone(), addrs, limits, tls)
         .await
         .map_err(|e| {
             let reason = format!("cannot connect to DSA {}: {e}", dsa.name);

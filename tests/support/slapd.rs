@@ -106,6 +106,26 @@ impl SlapdConfig {
     }
 }
 
+/// How a slapd speaks TLS ([`Slapd::start_tls`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TlsMode {
+    /// LDAPS only: `-h ldaps://127.0.0.1:PORT/`.
+    Ldaps,
+    /// Plain LDAP port where every operation needs TLS (`security tls=1`):
+    /// StartTLS first.
+    StartTls,
+}
+
+/// TLS for a slapd: PEM files (the key readable by slapd) and the mode.
+#[derive(Clone, Debug)]
+pub struct SlapdTls {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    /// CA of `cert`: clients (readiness checks) verify against it.
+    pub ca: PathBuf,
+    pub mode: TlsMode,
+}
+
 /// A running slapd. Dropping it kills the process and removes its temp dir.
 pub struct Slapd {
     pub port: u16,
@@ -119,6 +139,7 @@ pub struct Slapd {
     /// Unique value slapd shows in its root DSE, so readiness checks are
     /// sure to talk to this slapd and not to whatever else took the port.
     token: String,
+    tls: Option<SlapdTls>,
 }
 
 impl Slapd {
@@ -137,6 +158,16 @@ impl Slapd {
     /// Writes the config, loads `cfg.ldif` with slapadd, starts slapd on a
     /// free loopback port and waits until it answers a root DSE search.
     pub fn start(cfg: SlapdConfig) -> Slapd {
+        Slapd::start_with(cfg, None)
+    }
+
+    /// Like [`Slapd::start`], with TLS only: LDAPS, or StartTLS required
+    /// before any operation (`url` is `ldaps://` or `ldap://` accordingly).
+    pub fn start_tls(cfg: SlapdConfig, tls: SlapdTls) -> Slapd {
+        Slapd::start_with(cfg, Some(tls))
+    }
+
+    fn start_with(cfg: SlapdConfig, tls: Option<SlapdTls>) -> Slapd {
         Slapd::require();
         assert!(!cfg.suffixes.is_empty(), "slapd {}: no suffixes", cfg.name);
         let dir = make_temp_dir(&cfg.name);
@@ -156,6 +187,7 @@ impl Slapd {
             child: None,
             last_pid: 0,
             token,
+            tls,
         };
         slapd.write_config(&cfg);
         slapd.load(&cfg.ldif);
@@ -163,7 +195,11 @@ impl Slapd {
         // slapd binds it: pick another one then.
         for attempt in 1..=5 {
             slapd.port = pick_port();
-            slapd.url = format!("ldap://127.0.0.1:{}/", slapd.port);
+            let scheme = match &slapd.tls {
+                Some(t) if t.mode == TlsMode::Ldaps => "ldaps",
+                _ => "ldap",
+            };
+            slapd.url = format!("{scheme}://127.0.0.1:{}/", slapd.port);
             match slapd.spawn_and_wait() {
                 Ok(()) => return slapd,
                 Err(StartError::PortInUse) if attempt < 5 => continue,
@@ -271,6 +307,14 @@ impl Slapd {
         let _ = writeln!(c, "authz-policy to");
         let _ = writeln!(c, "sizelimit unlimited");
         let _ = writeln!(c, "timelimit unlimited");
+        if let Some(t) = &self.tls {
+            let _ = writeln!(c, "TLSCertificateFile {}", t.cert.display());
+            let _ = writeln!(c, "TLSCertificateKeyFile {}", t.key.display());
+            let _ = writeln!(c, "TLSCACertificateFile {}", t.ca.display());
+            if t.mode == TlsMode::StartTls {
+                let _ = writeln!(c, "security tls=1");
+            }
+        }
         // Address space only (the file grows as needed); room for the data.
         let maxsize = (64usize << 20)
             .max(cfg.ldif.len() * 16)
@@ -417,26 +461,31 @@ access to *
                 });
             }
             if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
-                let out = run_tool(
-                    LDAPSEARCH,
-                    &[
-                        "-x",
-                        "-LLL",
-                        "-o",
-                        "nettimeout=2",
-                        "-o",
-                        "ldif-wrap=no",
-                        "-H",
-                        &self.url,
-                        "-b",
-                        "",
-                        "-s",
-                        "base",
-                        "description",
-                    ],
-                    None,
-                    Duration::from_secs(5),
-                );
+                let mut args = vec![
+                    "-x",
+                    "-LLL",
+                    "-o",
+                    "nettimeout=2",
+                    "-o",
+                    "ldif-wrap=no",
+                    "-H",
+                    &self.url,
+                    "-b",
+                    "",
+                    "-s",
+                    "base",
+                    "description",
+                ];
+                let mut env = Vec::new();
+                if let Some(t) = &self.tls {
+                    env.push(("LDAPTLS_CACERT", path_str(&t.ca).to_string()));
+                    env.push(("LDAPTLS_REQCERT", "demand".to_string()));
+                    if t.mode == TlsMode::StartTls {
+                        args.push("-ZZ");
+                    }
+                }
+                let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                let out = run_tool_env(LDAPSEARCH, &args, None, Duration::from_secs(5), &env);
                 if out.success() && out.stdout.contains(&self.token) {
                     self.child = Some(child);
                     return Ok(());
@@ -600,9 +649,29 @@ pub fn run_tool(
     stdin: Option<&str>,
     timeout: Duration,
 ) -> ToolOutput {
-    let mut child = Command::new(program)
+    run_tool_env(program, args, stdin, timeout, &[])
+}
+
+/// [`run_tool`] with environment variables (e.g. `LDAPTLS_CACERT`). With
+/// any, `LDAPNOINIT` (which would ignore them) is replaced by
+/// `LDAPCONF=/dev/null` and an `LDAPRC` naming no file.
+pub fn run_tool_env(
+    program: &str,
+    args: &[&str],
+    stdin: Option<&str>,
+    timeout: Duration,
+    env: &[(&str, &str)],
+) -> ToolOutput {
+    let mut cmd = Command::new(program);
+    if env.is_empty() {
+        cmd.env("LDAPNOINIT", "1");
+    } else {
+        cmd.env("LDAPCONF", "/dev/null")
+            .env("LDAPRC", "dsa-router-test-no-ldaprc")
+            .envs(env.iter().copied());
+    }
+    let mut child = cmd
         .args(args)
-        .env("LDAPNOINIT", "1")
         .stdin(if stdin.is_some() {
             Stdio::piped()
         } else {
