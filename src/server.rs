@@ -127,7 +127,7 @@ pub async fn run_with_ldaps(
             if !is_ldaps {
                 crate::session::run(router.clone(), stream, peer, shutdown).await;
             } else if let Some(tls) = &router.tls {
-                match tls.accept(stream, router.cfg.pdu_timeout).await {
+                match Box::pin(tls.accept(stream, router.cfg.pdu_timeout)).await {
                     Ok(s) => {
                         let s = crate::tls::ClientStream::Tls(Box::new(s));
                         crate::session::run(router.clone(), s, peer, shutdown).await;

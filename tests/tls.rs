@@ -9,6 +9,7 @@
 #![allow(clippy::unwrap_used, clippy::panic)]
 
 mod common;
+mod support;
 
 use bytes::BytesMut;
 use common::{within, ALICE};
@@ -19,10 +20,11 @@ use ldap3_proto::proto::{
 };
 use ldap3_proto::LdapCodec;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use support::certs::Ca;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
@@ -31,102 +33,6 @@ use tokio_util::codec::Decoder;
 const START_TLS: &str = "1.3.6.1.4.1.1466.20037";
 
 // ---------------------------------------------------------------- certificates
-
-/// A certificate authority of the tests.
-#[allow(dead_code)] // `pem` is for the tests that hand it to OpenLDAP tools
-struct Ca {
-    cert: rcgen::Certificate,
-    key: rcgen::KeyPair,
-    /// The CA certificate, PEM, on disk.
-    pem: PathBuf,
-}
-
-impl Ca {
-    fn new(dir: &Path, name: &str) -> Ca {
-        let key = rcgen::KeyPair::generate().unwrap();
-        let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-        p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        p.distinguished_name.push(
-            rcgen::DnType::CommonName,
-            format!("dsa-router test CA {name}"),
-        );
-        p.key_usages = vec![
-            rcgen::KeyUsagePurpose::KeyCertSign,
-            rcgen::KeyUsagePurpose::CrlSign,
-            rcgen::KeyUsagePurpose::DigitalSignature,
-        ];
-        let cert = p.self_signed(&key).unwrap();
-        let pem = dir.join(format!("{name}-ca.pem"));
-        std::fs::write(&pem, cert.pem()).unwrap();
-        Ca { cert, key, pem }
-    }
-
-    /// A server certificate for 127.0.0.1 and localhost: (cert PEM, key PEM).
-    fn server(&self, name: &str) -> (String, String) {
-        let key = rcgen::KeyPair::generate().unwrap();
-        let mut p = rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap();
-        p.subject_alt_names
-            .push(rcgen::SanType::IpAddress("127.0.0.1".parse().unwrap()));
-        p.distinguished_name
-            .push(rcgen::DnType::CommonName, name.to_string());
-        p.key_usages = vec![
-            rcgen::KeyUsagePurpose::DigitalSignature,
-            rcgen::KeyUsagePurpose::KeyEncipherment,
-        ];
-        p.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
-        let cert = p.signed_by(&key, &self.cert, &self.key).unwrap();
-        (cert.pem(), key.serialize_pem())
-    }
-
-    /// Write a server certificate and key to `cert`/`key`.
-    fn write_server(&self, name: &str, cert: &Path, key: &Path) {
-        let (c, k) = self.server(name);
-        // Replace atomically: a reader never sees half a file.
-        for (path, text) in [(cert, c), (key, k)] {
-            let tmp = path.with_extension("tmp");
-            std::fs::write(&tmp, text).unwrap();
-            std::fs::rename(&tmp, path).unwrap();
-        }
-    }
-
-    /// A client configuration trusting this CA and presenting a client
-    /// certificate issued by `issuer`.
-    fn client_config_with_cert(&self, issuer: &Ca) -> Arc<rustls::ClientConfig> {
-        let key = rcgen::KeyPair::generate().unwrap();
-        let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-        p.distinguished_name
-            .push(rcgen::DnType::CommonName, "a test client");
-        p.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
-        let cert = p.signed_by(&key, &issuer.cert, &issuer.key).unwrap();
-        let mut roots = rustls::RootCertStore::empty();
-        roots.add(self.cert.der().clone()).unwrap();
-        let key = rustls::pki_types::PrivateKeyDer::try_from(key.serialize_der()).unwrap();
-        Arc::new(
-            rustls::ClientConfig::builder_with_provider(Arc::new(
-                rustls::crypto::ring::default_provider(),
-            ))
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_root_certificates(roots)
-            .with_client_auth_cert(vec![cert.der().clone()], key)
-            .unwrap(),
-        )
-    }
-
-    fn client_config(&self) -> Arc<rustls::ClientConfig> {
-        let mut roots = rustls::RootCertStore::empty();
-        roots.add(self.cert.der().clone()).unwrap();
-        Arc::new(
-            rustls::ClientConfig::builder_with_provider(Arc::new(
-                rustls::crypto::ring::default_provider(),
-            ))
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_root_certificates(roots)
-            .with_no_client_auth(),
-        )
-    }
-}
 
 // ---------------------------------------------------------------- raw LDAP over any stream
 

@@ -18,6 +18,7 @@ use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use support::certs::Ca;
 use support::slapd::{
     pick_port, run_tool_env, seed_ldif, Slapd, SlapdConfig, SlapdTls, TlsMode, LDAPSEARCH,
     ROUTER_PW,
@@ -27,60 +28,6 @@ const DEMOCORP: &str = "o=DEMOCORP,c=AU";
 const CUSTOMER: &str = "o=CUSTOMER,c=AU";
 const ALICE: &str = "uid=alice,ou=people,o=DEMOCORP,c=AU";
 const BIN: &str = env!("CARGO_BIN_EXE_dsa-router");
-
-struct Ca {
-    cert: rcgen::Certificate,
-    key: rcgen::KeyPair,
-    pem: PathBuf,
-}
-
-impl Ca {
-    fn new(dir: &Path, name: &str) -> Ca {
-        let key = rcgen::KeyPair::generate().unwrap();
-        let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-        p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        p.distinguished_name.push(
-            rcgen::DnType::CommonName,
-            format!("dsa-router test CA {name}"),
-        );
-        p.key_usages = vec![
-            rcgen::KeyUsagePurpose::KeyCertSign,
-            rcgen::KeyUsagePurpose::CrlSign,
-            rcgen::KeyUsagePurpose::DigitalSignature,
-        ];
-        let cert = p.self_signed(&key).unwrap();
-        let pem = dir.join(format!("{name}-ca.pem"));
-        fs::write(&pem, cert.pem()).unwrap();
-        Ca { cert, key, pem }
-    }
-
-    /// A server certificate for 127.0.0.1 and localhost, written to
-    /// `<name>-cert.pem` / `<name>-key.pem` (replacing them whole).
-    fn server(&self, dir: &Path, name: &str) -> (PathBuf, PathBuf) {
-        let key = rcgen::KeyPair::generate().unwrap();
-        let mut p = rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap();
-        p.subject_alt_names
-            .push(rcgen::SanType::IpAddress("127.0.0.1".parse().unwrap()));
-        p.distinguished_name
-            .push(rcgen::DnType::CommonName, name.to_string());
-        p.key_usages = vec![
-            rcgen::KeyUsagePurpose::DigitalSignature,
-            rcgen::KeyUsagePurpose::KeyEncipherment,
-        ];
-        p.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
-        let cert = p.signed_by(&key, &self.cert, &self.key).unwrap();
-        let (c, k) = (
-            dir.join(format!("{name}-cert.pem")),
-            dir.join(format!("{name}-key.pem")),
-        );
-        for (path, text) in [(&c, cert.pem()), (&k, key.serialize_pem())] {
-            let tmp = path.with_extension("tmp");
-            fs::write(&tmp, text).unwrap();
-            fs::rename(&tmp, path).unwrap();
-        }
-        (c, k)
-    }
-}
 
 /// A `dsa-router serve` process; killed on drop.
 struct Router {
@@ -216,7 +163,7 @@ fn ldapsearch_zz_and_ldaps_through_the_router_to_tls_only_slapd() {
     let dir = tmp.path();
     let ca = Ca::new(dir, "main");
     let other = Ca::new(dir, "other");
-    let (scert, skey) = ca.server(dir, "slapd");
+    let (scert, skey) = ca.server_files(dir, "slapd");
     let tls = |mode| SlapdTls {
         cert: scert.clone(),
         key: skey.clone(),
@@ -263,7 +210,7 @@ fn ldapsearch_zz_and_ldaps_through_the_router_to_tls_only_slapd() {
         .concat(),
     )
     .unwrap();
-    let (rcert, rkey) = ca.server(dir, "router");
+    let (rcert, rkey) = ca.server_files(dir, "router");
     let (rc, rk, dca) = (
         rcert.to_str().unwrap(),
         rkey.to_str().unwrap(),
@@ -339,7 +286,7 @@ fn ldapsearch_zz_and_ldaps_through_the_router_to_tls_only_slapd() {
     }
 
     // Certificate swap: a new certificate from another CA, SIGHUP.
-    let _ = other.server(dir, "router");
+    let _ = other.server_files(dir, "router");
     r.hup();
     r.wait_log("TLS certificate and key re-read");
     let out = ldapsearch(&zz_url, &other.pem, &["-ZZ", "-b", ALICE, "-s", "base"]);
@@ -358,7 +305,7 @@ fn ldapsearch_zz_and_ldaps_through_the_router_to_tls_only_slapd() {
 
     // A router that does not trust the DSAs' CA: D1 and C1 unavailable,
     // with the reason in the log.
-    let _ = ca.server(dir, "router");
+    let _ = ca.server_files(dir, "router");
     let r = Router::start(
         dir,
         &knowledge,

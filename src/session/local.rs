@@ -11,12 +11,11 @@ use crate::wire::request::{
 };
 use crate::wire::response::{self, Code};
 use bytes::{Bytes, BytesMut};
-use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 /// What a paused writer hands back: the write half and the client's queue.
-pub(super) type Paused = Option<(ClientWrite, mpsc::UnboundedReceiver<Bytes>)>;
+pub(super) type Paused = Option<(ClientWrite, super::out::OutRx)>;
 
 /// A client connection's I/O: the read half, the writer task, and the
 /// token that pauses the writer (for StartTLS).

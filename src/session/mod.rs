@@ -38,7 +38,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::io::AsyncWriteExt;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 /// Who the client is.
@@ -126,7 +126,9 @@ pub async fn run(
                 Ok(Some(len)) => {
                     let pdu = buf.split_to(len).freeze();
                     pdu_started = None;
-                    match s.handle(pdu).await {
+                    // Boxed: the request path's state is large and would
+                    // otherwise be part of every idle connection's task.
+                    match Box::pin(s.handle(pdu)).await {
                         Flow::Continue => {}
                         Flow::Close(n) => {
                             notice = n;
@@ -134,7 +136,7 @@ pub async fn run(
                         }
                         Flow::StartTls(msgid) => {
                             let link = (rd, writer, pause);
-                            match s.start_tls(msgid, buf.is_empty(), link, &done).await {
+                            match Box::pin(s.start_tls(msgid, buf.is_empty(), link, &done)).await {
                                 Ok(l) => (rd, writer, pause) = l,
                                 Err(l) => {
                                     writer = l.1;
@@ -212,7 +214,7 @@ pub async fn run(
 /// On `pause` (StartTLS), flush and hand the write half and queue back.
 async fn writer(
     mut wr: crate::tls::ClientWrite,
-    mut rx: mpsc::UnboundedReceiver<Bytes>,
+    mut rx: out::OutRx,
     out: Arc<ClientOut>,
     done: CancellationToken,
     pause: CancellationToken,
@@ -400,7 +402,7 @@ impl Session {
         if let (Op::Search { scope, .. }, None) = (&req.op, target) {
             let spans = routing.table.spanning(&dn, *scope);
             if !spans.is_empty() {
-                return self.fan_out(pdu, h, req, &routing, dn_text, spans).await;
+                return Box::pin(self.fan_out(pdu, h, req, &routing, dn_text, spans)).await;
             }
         }
         let p = match routing.table.lookup(&dn) {

@@ -8,10 +8,10 @@
 use super::fanout::Fan;
 use crate::upstream::conn::Conn;
 use bytes::Bytes;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
-use tokio::sync::mpsc;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 /// Where an outstanding operation runs, for abandon.
@@ -47,8 +47,66 @@ pub enum Delivery {
     Gone,
 }
 
+/// The queue itself: a plain deque, which allocates nothing until the first
+/// PDU (an idle connection's queue costs no heap; a channel would hold a
+/// block of slots for every connection).
+struct Queue {
+    items: VecDeque<Bytes>,
+    /// The writer is gone: nothing more is taken.
+    closed: bool,
+}
+
+/// The writer's end of a client's queue.
+pub struct OutRx(Arc<ClientOut>);
+
+/// Nothing queued.
+#[derive(Debug)]
+pub struct Empty;
+
+impl OutRx {
+    /// The next PDU, waiting for one; `None` once closed.
+    pub async fn recv(&mut self) -> Option<Bytes> {
+        loop {
+            match self.try_recv() {
+                Ok(b) => return Some(b),
+                Err(Empty) if lock(&self.0.q).closed => return None,
+                Err(Empty) => self.0.ready.notified().await,
+            }
+        }
+    }
+
+    /// The next PDU if one is queued.
+    pub fn try_recv(&mut self) -> Result<Bytes, Empty> {
+        let mut q = lock(&self.0.q);
+        match q.items.pop_front() {
+            Some(b) => {
+                if q.items.is_empty() && q.items.capacity() > 256 {
+                    // A burst is over: give its memory back.
+                    q.items = VecDeque::new();
+                }
+                Ok(b)
+            }
+            None => Err(Empty),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        lock(&self.0.q).items.is_empty()
+    }
+}
+
+impl Drop for OutRx {
+    fn drop(&mut self) {
+        let mut q = lock(&self.0.q);
+        q.closed = true;
+        q.items = VecDeque::new();
+    }
+}
+
 pub struct ClientOut {
-    tx: mpsc::UnboundedSender<Bytes>,
+    q: Mutex<Queue>,
+    /// Wakes the writer when a PDU is queued.
+    ready: Notify,
     /// PDUs and bytes queued and not yet written, against the limits.
     queued_pdus: AtomicUsize,
     queued_bytes: AtomicUsize,
@@ -64,23 +122,34 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl ClientOut {
-    pub fn new(
-        max_pdus: usize,
-        max_bytes: usize,
-    ) -> (Arc<ClientOut>, mpsc::UnboundedReceiver<Bytes>) {
-        let (tx, rx) = mpsc::unbounded_channel();
-        (
-            Arc::new(ClientOut {
-                tx,
-                queued_pdus: AtomicUsize::new(0),
-                queued_bytes: AtomicUsize::new(0),
-                max_pdus: max_pdus.max(1),
-                max_bytes: max_bytes.max(1),
-                outstanding: Mutex::new(HashMap::new()),
-                kill: CancellationToken::new(),
+    pub fn new(max_pdus: usize, max_bytes: usize) -> (Arc<ClientOut>, OutRx) {
+        let out = Arc::new(ClientOut {
+            q: Mutex::new(Queue {
+                items: VecDeque::new(),
+                closed: false,
             }),
-            rx,
-        )
+            ready: Notify::new(),
+            queued_pdus: AtomicUsize::new(0),
+            queued_bytes: AtomicUsize::new(0),
+            max_pdus: max_pdus.max(1),
+            max_bytes: max_bytes.max(1),
+            outstanding: Mutex::new(HashMap::new()),
+            kill: CancellationToken::new(),
+        });
+        (out.clone(), OutRx(out))
+    }
+
+    /// Append a PDU; false when the writer is gone.
+    fn push(&self, pdu: Bytes) -> bool {
+        {
+            let mut q = lock(&self.q);
+            if q.closed {
+                return false;
+            }
+            q.items.push_back(pdu);
+        }
+        self.ready.notify_one();
+        true
     }
 
     /// Queue a PDU for the client without waiting.
@@ -93,9 +162,10 @@ impl ClientOut {
         }
         self.queued_pdus.fetch_add(1, Ordering::Relaxed);
         self.queued_bytes.fetch_add(len, Ordering::Relaxed);
-        match self.tx.send(pdu) {
-            Ok(()) => Delivery::Queued,
-            Err(_) => Delivery::Gone,
+        if self.push(pdu) {
+            Delivery::Queued
+        } else {
+            Delivery::Gone
         }
     }
 
@@ -104,7 +174,7 @@ impl ClientOut {
     pub async fn send(&self, pdu: Bytes) -> bool {
         self.queued_pdus.fetch_add(1, Ordering::Relaxed);
         self.queued_bytes.fetch_add(pdu.len(), Ordering::Relaxed);
-        self.tx.send(pdu).is_ok()
+        self.push(pdu)
     }
 
     /// Count an operation as outstanding before it is registered upstream,

@@ -3,5 +3,6 @@
 //! `dead_code` allowance.
 #![allow(dead_code)]
 
+pub mod certs;
 pub mod router;
 pub mod slapd;
