@@ -484,6 +484,21 @@ struct Load {
     tasks: Vec<tokio::task::JoinHandle<bool>>,
 }
 
+/// `ctl ACTION DSA` while `load` runs: must succeed; returns the load's
+/// clock before and after it.
+fn ctl_under_load(r: &RouterProc, load: &Load, action: &str, dsa: &str) -> (Duration, Duration) {
+    let t0 = load.now();
+    let (code, out, err) = blocking(|| r.ctl(&[action, dsa]));
+    let t1 = load.now();
+    println!(
+        "ctl {action} {dsa}: exit {code}: {}{}",
+        out.trim(),
+        err.trim()
+    );
+    assert_eq!(code, 0, "ctl {action} {dsa}");
+    (t0, t1)
+}
+
 impl Load {
     /// `check_text`: test DSAs put `testdsa NAME` in the result message.
     async fn start(url: &str, n: usize, check_text: bool) -> Load {
@@ -916,18 +931,10 @@ async fn disable_enable_and_drain_steer_traffic_without_errors() {
     load.run_for(Duration::from_millis(1000)).await;
 
     // a. disable D1 under load.
-    let t_dis0 = load.now();
-    let (code, out, err) = blocking(|| r.ctl(&["disable", "D1"]));
-    let t_dis = load.now();
-    println!("ctl disable D1: exit {code}: {}{}", out.trim(), err.trim());
-    assert_eq!(code, 0, "ctl disable D1");
+    let (t_dis0, t_dis) = ctl_under_load(r, &load, "disable", "D1");
     load.run_for(Duration::from_millis(1500)).await;
     let d1_state = blocking(|| r.status()).state("D1");
-    let t_en0 = load.now();
-    let (code, out, err) = blocking(|| r.ctl(&["enable", "D1"]));
-    let t_en = load.now();
-    println!("ctl enable D1: exit {code}: {}{}", out.trim(), err.trim());
-    assert_eq!(code, 0, "ctl enable D1");
+    let (t_en0, t_en) = ctl_under_load(r, &load, "enable", "D1");
     let d1_back = wait_for(Duration::from_secs(5), || {
         load.answered_by_since("D1", t_en)
     })
@@ -935,18 +942,10 @@ async fn disable_enable_and_drain_steer_traffic_without_errors() {
     load.run_for(Duration::from_millis(500)).await;
 
     // b. drain H1 under load: no new reads to it.
-    let t_dr0 = load.now();
-    let (code, out, err) = blocking(|| r.ctl(&["drain", "H1"]));
-    let t_dr = load.now();
-    println!("ctl drain H1: exit {code}: {}{}", out.trim(), err.trim());
-    assert_eq!(code, 0, "ctl drain H1");
+    let (t_dr0, t_dr) = ctl_under_load(r, &load, "drain", "H1");
     load.run_for(Duration::from_millis(1500)).await;
     let h1 = blocking(|| r.status()).dsa("H1");
-    let t_hen0 = load.now();
-    let (code, out, err) = blocking(|| r.ctl(&["enable", "H1"]));
-    let t_hen = load.now();
-    println!("ctl enable H1: exit {code}: {}{}", out.trim(), err.trim());
-    assert_eq!(code, 0, "ctl enable H1");
+    let (t_hen0, t_hen) = ctl_under_load(r, &load, "enable", "H1");
     let h1_back = wait_for(Duration::from_secs(5), || {
         load.answered_by_since("H1", t_hen)
     })

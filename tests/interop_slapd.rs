@@ -299,20 +299,29 @@ fn twenty_reads(url: &str) -> BTreeMap<String, usize> {
     count(&who)
 }
 
-#[test]
-fn reads_spread_over_first_group() {
-    let s = setup("");
-    let seen = twenty_reads(&s.router.url);
+/// 20 sequential reads are answered by exactly `want`, and (nothing in
+/// flight, so rotation alternates evenly) each by at least 5 of them.
+fn assert_twenty_reads_spread(url: &str, want: &[&str], why: &str) {
+    let seen = twenty_reads(url);
     let names: BTreeSet<&str> = seen.keys().map(|k| k.as_str()).collect();
     assert_eq!(
         names,
-        BTreeSet::from(["D1", "H1"]),
-        "knowledge order D1,H1,H2,D2: reads go to GROUP1 (D1, H1), both used; got {seen:?}"
+        want.iter().copied().collect::<BTreeSet<&str>>(),
+        "{why}; got {seen:?}"
     );
-    // Sequential reads, nothing in flight: rotation alternates evenly.
     for (n, c) in &seen {
         assert!(*c >= 5, "{n} answered only {c} of 20: {seen:?}");
     }
+}
+
+#[test]
+fn reads_spread_over_first_group() {
+    let s = setup("");
+    assert_twenty_reads_spread(
+        &s.router.url,
+        &["D1", "H1"],
+        "knowledge order D1,H1,H2,D2: reads go to GROUP1 (D1, H1), both used",
+    );
     // CUSTOMER goes to C1.
     assert_eq!(served_by(&s.router.url, None, CUSTOMER), "C1");
 }
@@ -320,16 +329,11 @@ fn reads_spread_over_first_group() {
 #[test]
 fn reads_follow_precedence() {
     let s = setup("set precedence = H2;\n");
-    let seen = twenty_reads(&s.router.url);
-    let names: BTreeSet<&str> = seen.keys().map(|k| k.as_str()).collect();
-    assert_eq!(
-        names,
-        BTreeSet::from(["D2", "H2"]),
-        "precedence H2 puts GROUP2 (H2, D2) first; got {seen:?}"
+    assert_twenty_reads_spread(
+        &s.router.url,
+        &["D2", "H2"],
+        "precedence H2 puts GROUP2 (H2, D2) first",
     );
-    for (n, c) in &seen {
-        assert!(*c >= 5, "{n} answered only {c} of 20: {seen:?}");
-    }
 }
 
 // ---------------------------------------------------------------- 2. operations

@@ -193,6 +193,20 @@ struct Router {
     root: PathBuf,
 }
 
+/// Test DSA S1 (answering after `delay_ms`) with the knowledge attribute
+/// `dsa-router-concurrency-limit = 4`, in root file `root_name`.
+/// Returns the DSA, its port and the root file.
+fn limited_s1(dir: &Path, delay_ms: u64, root_name: &str) -> (Proc, u16, PathBuf) {
+    let (s1, p1) = start_dsa(dir, "S1", delay_ms);
+    let root = dir.join(root_name);
+    std::fs::write(
+        &root,
+        dsa_block("S1", p1, "dsa-router-concurrency-limit = 4"),
+    )
+    .unwrap();
+    (s1, p1, root)
+}
+
 fn start_router(dir: &Path, root: &Path, extra: &[&str]) -> Router {
     let (proc, ports) = spawn_listening("router", dir.join("router.log"), 2, |ports| {
         let mut c = Command::new(BIN);
@@ -704,13 +718,7 @@ async fn concurrency_limit_refuses_exactly_the_excess_and_traffic_resumes() {
     let _serial = SERIAL.lock().await;
     let started = Instant::now();
     let dir = tempfile::tempdir().unwrap();
-    let (_s1, p1) = start_dsa(dir.path(), "S1", 500);
-    let root = dir.path().join("router.dxg");
-    std::fs::write(
-        &root,
-        dsa_block("S1", p1, "dsa-router-concurrency-limit = 4"),
-    )
-    .unwrap();
+    let (_s1, p1, root) = limited_s1(dir.path(), 500, "router.dxg");
     // The command-line default (5) is overridden by the knowledge.
     let r = start_router(
         dir.path(),
@@ -834,13 +842,7 @@ async fn concurrent_binds_respect_the_concurrency_limit() {
     let _serial = SERIAL.lock().await;
     let started = Instant::now();
     let dir = tempfile::tempdir().unwrap();
-    let (_s1, p1) = start_dsa(dir.path(), "S1", 500);
-    let root = dir.path().join("router.dxg");
-    std::fs::write(
-        &root,
-        dsa_block("S1", p1, "dsa-router-concurrency-limit = 4"),
-    )
-    .unwrap();
+    let (_s1, _, root) = limited_s1(dir.path(), 500, "router.dxg");
     let r = start_router(dir.path(), &root, &["--probe-timeout", "5"]);
     for round in 1..=3 {
         let mut conns = connections(&r.url(), 16).await;
@@ -886,13 +888,7 @@ async fn refusal_messages_verbatim_in_ldapsearch() {
 
     // Concurrency: 16 ldapsearch processes against limit 4, DSA delay 2 s.
     {
-        let (_s1, p1) = start_dsa(dir.path(), "S1", 2000);
-        let root = dir.path().join("conc.dxg");
-        std::fs::write(
-            &root,
-            dsa_block("S1", p1, "dsa-router-concurrency-limit = 4"),
-        )
-        .unwrap();
+        let (_s1, _, root) = limited_s1(dir.path(), 2000, "conc.dxg");
         let r = start_router(dir.path(), &root, &["--probe-timeout", "5"]);
         let t0 = Instant::now();
         let results: Vec<(i32, String)> = blocking(|| {

@@ -172,7 +172,7 @@ impl Fan {
     pub fn done(self: &Arc<Self>, i: usize, pdu: &[u8], h: &Header) {
         let code = result_code(pdu, h).unwrap_or(80);
         if let Some(pg) = &self.paging {
-            return self.page_done(i, pg, code, pdu, h);
+            return self.page_done(pg, code, pdu, h);
         }
         match code {
             0 | 32 => self.settle(i, None),
@@ -194,15 +194,8 @@ impl Fan {
     /// Part `i` could not be run or its DSA was lost.
     pub fn failed(self: &Arc<Self>, i: usize, why: String) {
         if let Some(pg) = &self.paging {
-            let st = self.lock();
-            let urls = st.parts.get(i).map(|p| p.urls.clone()).unwrap_or_default();
-            let prefix = st
-                .parts
-                .get(i)
-                .map(|p| p.prefix.clone())
-                .unwrap_or_default();
-            drop(st);
-            return self.page_failed(i, pg, &prefix, &urls, &why);
+            let (prefix, urls) = self.part_info(i);
+            return self.page_failed(pg, &prefix, &urls, &why);
         }
         self.settle(i, Some(why));
     }
@@ -346,19 +339,22 @@ impl Fan {
         }
     }
 
-    /// A page of a paged spanning search ended on partition `i`.
-    fn page_done(self: &Arc<Self>, i: usize, pg: &Paging, code: u8, pdu: &[u8], h: &Header) {
-        let (prefix, urls) = {
-            let st = self.lock();
-            match st.parts.first() {
-                Some(p) => (p.prefix.clone(), p.urls.clone()),
-                None => return,
-            }
-        };
-        let _ = i;
+    /// Part `i`'s prefix and continuation URLs (for a failure).
+    fn part_info(&self, i: usize) -> (String, Vec<String>) {
+        self.lock()
+            .parts
+            .get(i)
+            .map(|p| (p.prefix.clone(), p.urls.clone()))
+            .unwrap_or_default()
+    }
+
+    /// A page of a paged spanning search (whose one part is the partition
+    /// of this page) ended.
+    fn page_done(self: &Arc<Self>, pg: &Paging, code: u8, pdu: &[u8], h: &Header) {
         if code != 0 && code != 32 {
+            let (prefix, urls) = self.part_info(0);
             let why = format!("result {code}: {}", diagnostic(pdu, h));
-            return self.page_failed(0, pg, &prefix, &urls, &why);
+            return self.page_failed(pg, &prefix, &urls, &why);
         }
         let dsa_cookie = search::control_value(pdu, h, crate::wire::request::OID_PAGED_RESULTS)
             .and_then(search::paged_value)
@@ -375,7 +371,7 @@ impl Fan {
     }
 
     /// Partition `i` of a paged spanning search failed.
-    fn page_failed(&self, _i: usize, pg: &Paging, prefix: &str, urls: &[String], why: &str) {
+    fn page_failed(&self, pg: &Paging, prefix: &str, urls: &[String], why: &str) {
         let Some(running) = self.close() else {
             return;
         };
