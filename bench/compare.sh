@@ -31,6 +31,11 @@
 #                              both, so every entry comes back twice)
 #   EXTRAS [1]                 0 skips the idle-connection and bulk measurements
 #   IDLE_CONNS [10000, quick 1000]   BULK_ENTRIES [100000, quick 10000]
+#   ROUTER_ARGS []             extra `serve` arguments for both measured
+#                              routers (e.g. "--threads 2"); shown in settings
+#   PATHS [all]                measure only these paths (space-separated keys:
+#                              direct haproxy meta asyncmeta router
+#                              router-accesslog), for quick experiments
 #   BULK_ROUTER_ARGS []        extra `serve` arguments for the bulk router
 #                              (e.g. "--client-queue 100000")
 #   NOFILE [65536]             fd limit asked for dsa-router and the idle
@@ -70,7 +75,7 @@ done
 # Which settings were given explicitly (recorded in the report's command).
 ENV_GIVEN=()
 for v in CONNECTIONS DEPTH DURATION WARMUP MIX ROUNDS USERS HAPROXY_NBTHREAD META_LAYOUT EXTRAS \
-    IDLE_CONNS BULK_ENTRIES BULK_ROUTER_ARGS NOFILE CHECK DSA_ROUTER; do
+    IDLE_CONNS BULK_ENTRIES BULK_ROUTER_ARGS ROUTER_ARGS PATHS NOFILE CHECK DSA_ROUTER; do
     if [ -n "${!v+x}" ]; then ENV_GIVEN+=("$v=$(printf %q "${!v}")"); fi
 done
 
@@ -589,10 +594,12 @@ new_router() { # NAME KNOWLEDGE READY_FN EXTRA_ARGS...
     S_PORT=$PORT S_PID=$LAST_PID
     log "dsa-router $ROUTER_NAME on 127.0.0.1:$S_PORT, pid $S_PID (log $SVC_LOG)"
 }
-new_router router "$KNOW" router_ready --no-access-log
+# shellcheck disable=SC2086 # ROUTER_ARGS: extra words for serve
+new_router router "$KNOW" router_ready --no-access-log ${ROUTER_ARGS:-}
 P_R=$S_PORT PID_R=$S_PID
 # With the access log on, the log (stderr) goes to a file, as in production.
-new_router router-accesslog "$KNOW" router_ready
+# shellcheck disable=SC2086
+new_router router-accesslog "$KNOW" router_ready ${ROUTER_ARGS:-}
 P_RL=$S_PORT PID_RL=$S_PID
 ACCESS_LOG_FILE="$WORK/router/router-accesslog.log"
 
@@ -634,6 +641,7 @@ fi
 # measure KEY LABEL PORT PID SETTINGS
 measure() {
     local key=$1 label=$2 port=$3 pid=$4 settings=$5
+    if [ -n "${PATHS:-}" ] && [[ " $PATHS " != *" $key "* ]]; then return 0; fi
     local url="ldap://127.0.0.1:$port" j="$WORK/bench-$key.json"
     log "measuring $label ($url): warm-up ${WARMUP}s, then ${DURATION}s"
     # The warm-up is a run of its own, so the CPU delta covers exactly the
@@ -686,7 +694,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
     measure haproxy "HAProxy mode tcp" "$P_HAP" "$PID_HAP" "balance leastconn over 2 slapd, nbthread $HAPROXY_NBTHREAD, option ldap-check every 1 s"
     measure meta "slapd back-meta" "$P_META" "$PID_META" "$META_SET"
     measure asyncmeta "slapd back-asyncmeta" "$P_AMETA" "$PID_AMETA" "${META_SET/threads 16 (default)/max-target-conns 255, max-pending-ops 128, threads 16 (defaults)}"
-    measure router "dsa-router" "$P_R" "$PID_R" "2 DSAs in one load-share group, probe every 1 s, access log off"
+    measure router "dsa-router" "$P_R" "$PID_R" "2 DSAs in one load-share group, probe every 1 s, access log off${ROUTER_ARGS:+, args: $ROUTER_ARGS}"
     measure router-accesslog "dsa-router + access log" "$P_RL" "$PID_RL" "as above, access log on (stderr to a file)"
 done
 ACCESS_LINES=$(wc -l <"$ACCESS_LOG_FILE" || echo 0)

@@ -44,6 +44,7 @@ pub mod health;
 pub mod knowledge;
 pub mod limits;
 pub mod metrics;
+pub mod outbox;
 pub mod route;
 pub mod router;
 pub mod server;

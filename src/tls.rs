@@ -369,16 +369,16 @@ impl ClientRead {
     /// connection takes buffer space only once data is there.
     pub async fn read_some(&mut self, buf: &mut BytesMut) -> io::Result<usize> {
         match self {
-            ClientRead::Plain(rd) => loop {
+            ClientRead::Plain(rd) => {
+                // Wait with no buffer; then read through `AsyncRead`, which
+                // takes a short read as "drained" (no second `recv` that
+                // would only say EAGAIN).
                 rd.readable().await?;
                 if buf.capacity() - buf.len() < 1024 {
                     buf.reserve(4096);
                 }
-                match rd.try_read_buf(buf) {
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                    r => return r,
-                }
-            },
+                rd.read_buf(buf).await
+            }
             ClientRead::Tls(rd) => {
                 if buf.capacity() - buf.len() < 1024 {
                     buf.reserve(4096);

@@ -233,6 +233,9 @@ pub struct ServeArgs {
     /// Reload when a knowledge or TLS file changes (polled every second).
     #[arg(long)]
     pub watch: bool,
+    /// Worker threads (0: one per CPU).
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
     #[command(flatten)]
     pub limits: LimitArgs,
     #[command(flatten)]
@@ -251,11 +254,12 @@ pub fn init_logging() {
         .try_init();
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime, String> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())
+fn runtime(threads: usize) -> Result<tokio::runtime::Runtime, String> {
+    let mut b = tokio::runtime::Builder::new_multi_thread();
+    if threads > 0 {
+        b.worker_threads(threads);
+    }
+    b.enable_all().build().map_err(|e| e.to_string())
 }
 
 pub fn serve(args: &ServeArgs) -> ExitCode {
@@ -295,7 +299,7 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let rt = match runtime() {
+    let rt = match runtime(args.threads) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: {e}");
@@ -430,7 +434,7 @@ pub fn reload(router: &Router, _root: &std::path::Path) {
 
 pub fn demo(limits: &LimitArgs, listen: Option<String>) -> ExitCode {
     init_logging();
-    let rt = match runtime() {
+    let rt = match runtime(0) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: {e}");

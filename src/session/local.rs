@@ -15,7 +15,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 /// What a paused writer hands back: the write half and the client's queue.
-pub(super) type Paused = Option<(ClientWrite, super::out::OutRx)>;
+pub(super) type Paused = Option<ClientWrite>;
 
 /// A client connection's I/O: the read half, the writer task, and the
 /// token that pauses the writer (for StartTLS).
@@ -215,7 +215,7 @@ impl Session {
             )
         };
         pause.cancel();
-        let Ok(Some((wr, rx))) = writer.await else {
+        let Ok(Some(wr)) = writer.await else {
             return Err(lost());
         };
         let Some(tcp) = crate::tls::reunite_plain(rd, wr) else {
@@ -229,7 +229,6 @@ impl Session {
                 let pause = CancellationToken::new();
                 let writer = tokio::spawn(super::writer(
                     wr,
-                    rx,
                     self.out.clone(),
                     done.clone(),
                     pause.clone(),

@@ -37,7 +37,6 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
-use tokio::io::AsyncWriteExt;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -101,10 +100,10 @@ pub async fn run(
     let stream = stream.into();
     let tls = stream.is_tls();
     let (mut rd, wr) = stream.split();
-    let (out, rx) = ClientOut::new(router.cfg.client_queue, router.cfg.client_queue_bytes);
+    let out = ClientOut::new(router.cfg.client_queue, router.cfg.client_queue_bytes);
     let done = CancellationToken::new();
     let mut pause = CancellationToken::new();
-    let mut writer = tokio::spawn(writer(wr, rx, out.clone(), done.clone(), pause.clone()));
+    let mut writer = tokio::spawn(writer(wr, out.clone(), done.clone(), pause.clone()));
     let mut s = Session {
         router: router.clone(),
         peer,
@@ -119,7 +118,14 @@ pub async fn run(
     // (10,000 idle connections must stay small).
     let mut buf = BytesMut::new();
     let mut notice: Option<(Code, String)> = None;
-    let mut pdu_started: Option<Instant> = None;
+    let mut pdu_started: Option<tokio::time::Instant> = None;
+    let mut last_read = tokio::time::Instant::now();
+    // Made once, not per read. The timer is boxed: it would otherwise be
+    // part of every idle connection's task.
+    let mut timer = Box::pin(tokio::time::sleep_until(far_future()));
+    let kill = out.kill.clone();
+    let mut killed = std::pin::pin!(kill.cancelled());
+    let mut shut = std::pin::pin!(shutdown.changed());
     'conn: loop {
         loop {
             match frame::frame_len(&buf, cfg.max_request_pdu) {
@@ -155,38 +161,38 @@ pub async fn run(
             }
         }
         // The PDU timeout runs from a PDU's first byte, however slowly
-        // the rest trickles in.
-        let wait = if buf.is_empty() {
+        // the rest trickles in; the idle timeout from the last read. The
+        // timer is moved only when a deadline comes earlier than it is
+        // set; when it fires early, it is set again (no timer work per
+        // request).
+        let due = if buf.is_empty() {
             pdu_started = None;
-            cfg.idle_timeout
+            (!cfg.idle_timeout.is_zero()).then(|| last_read + cfg.idle_timeout)
         } else {
-            let started = *pdu_started.get_or_insert_with(Instant::now);
-            cfg.pdu_timeout
-                .saturating_sub(started.elapsed())
-                .max(std::time::Duration::from_millis(1))
+            Some(*pdu_started.get_or_insert_with(tokio::time::Instant::now) + cfg.pdu_timeout)
         };
-        let read = async {
-            let once = rd.read_some(&mut buf);
-            if wait.is_zero() {
-                Ok(once.await)
-            } else {
-                tokio::time::timeout(wait, once).await
+        if let Some(due) = due {
+            if due < timer.deadline() {
+                timer.as_mut().reset(due);
             }
-        };
+        }
         tokio::select! {
-            r = read => match r {
-                Ok(Ok(0)) => break,
-                Ok(Ok(_)) => {}
-                Ok(Err(_)) => break,
-                Err(_) => {
+            r = rd.read_some(&mut buf) => match r {
+                Ok(0) | Err(_) => break,
+                Ok(_) => last_read = tokio::time::Instant::now(),
+            },
+            _ = &mut timer => match due {
+                Some(due) if due <= tokio::time::Instant::now() => {
                     let what = if buf.is_empty() { "idle" } else { "incomplete PDU" };
                     tracing::info!(client = %peer, "{what} timeout; disconnecting");
                     notice = Some((Code::Unavailable, format!("dsa-router: {what} timeout")));
                     break;
                 }
+                Some(due) => timer.as_mut().reset(due),
+                None => timer.as_mut().reset(far_future()),
             },
-            _ = out.kill.cancelled() => break,
-            _ = shutdown.changed() => {
+            _ = &mut killed => break,
+            _ = &mut shut => {
                 // Stop reading; let work in flight finish up to the grace.
                 let deadline = Instant::now() + cfg.shutdown_grace;
                 while out.outstanding() > 0 && Instant::now() < deadline {
@@ -208,66 +214,76 @@ pub async fn run(
     }
     done.cancel();
     let _ = writer.await;
+    // The writer closes it, unless a failed StartTLS took it away first.
+    out.ob.close();
 }
 
-/// Drain the client's queue to its socket, batching PDUs into few writes.
-/// On `pause` (StartTLS), flush and hand the write half and queue back.
+/// A deadline that never comes (an hour is re-armed when it does).
+fn far_future() -> tokio::time::Instant {
+    tokio::time::Instant::now() + std::time::Duration::from_secs(3600)
+}
+
+/// Drain what could not be written to the client at once, in batches.
+/// On `pause` (StartTLS), flush and hand the write half back.
 async fn writer(
-    mut wr: crate::tls::ClientWrite,
-    mut rx: out::OutRx,
+    wr: crate::tls::ClientWrite,
     out: Arc<ClientOut>,
     done: CancellationToken,
     pause: CancellationToken,
 ) -> local::Paused {
+    use crate::outbox::Wire;
+    use crate::tls::ClientWrite;
+    let mut wire = match wr {
+        ClientWrite::Plain(w) => Wire::direct(w, &out.ob),
+        tls => Wire::Stream(tls),
+    };
     let kill = out.kill.clone();
     let mut buf = BytesMut::new();
     loop {
-        let first = tokio::select! {
-            biased;
-            m = rx.recv() => m,
-            _ = kill.cancelled() => None,
-            _ = done.cancelled() => {
-                // Flush what is queued (a final notice), then close.
-                while let Ok(m) = rx.try_recv() {
-                    out.dequeued(m.len());
-                    buf.extend_from_slice(&m);
-                }
-                let _ = wr.send_all(&buf).await;
-                None
+        if out.ob.take(&mut buf) {
+            if wire.write_all(&buf).await.is_err() {
+                kill.cancel();
+                break;
             }
-            _ = pause.cancelled() => {
-                while let Ok(m) = rx.try_recv() {
-                    out.dequeued(m.len());
-                    buf.extend_from_slice(&m);
-                }
-                return match wr.send_all(&buf).await {
-                    Ok(()) => Some((wr, rx)),
-                    Err(_) => None,
-                };
-            }
-        };
-        let Some(first) = first else { break };
-        out.dequeued(first.len());
-        buf.extend_from_slice(&first);
-        while buf.len() < 64 * 1024 {
-            match rx.try_recv() {
-                Ok(more) => {
-                    out.dequeued(more.len());
-                    buf.extend_from_slice(&more);
-                }
-                Err(_) => break,
-            }
+            buf.clear();
+            continue;
         }
-        if wr.send_all(&buf).await.is_err() {
-            kill.cancel();
-            break;
-        }
-        buf.clear();
-        if rx.is_empty() && buf.capacity() > 64 * 1024 {
+        if buf.capacity() > 64 * 1024 {
             buf = BytesMut::new();
         }
+        tokio::select! {
+            biased;
+            _ = out.ob.notified() => {}
+            _ = kill.cancelled() => break,
+            _ = done.cancelled() => {
+                // Flush what is queued (a final notice), then close.
+                while out.ob.take(&mut buf) {
+                    if wire.write_all(&buf).await.is_err() {
+                        break;
+                    }
+                    buf.clear();
+                }
+                break;
+            }
+            _ = pause.cancelled() => {
+                out.ob.detach();
+                while out.ob.take(&mut buf) {
+                    if wire.write_all(&buf).await.is_err() {
+                        out.ob.close();
+                        return None;
+                    }
+                    buf.clear();
+                }
+                return match wire.into_inner() {
+                    Some(Ok(w)) => Some(ClientWrite::Plain(w)),
+                    Some(Err(w)) => Some(w),
+                    None => None,
+                };
+            }
+        }
     }
-    let _ = wr.shutdown().await;
+    out.ob.close();
+    wire.shutdown().await;
     None
 }
 
@@ -423,7 +439,6 @@ impl Session {
         // of them in one partition go to one DSA: the pages of a search
         // reach the DSA that issued the cookie.
         let paged = req.control(OID_PAGED_RESULTS);
-        let part_key = p.prefix.normalized();
         let sticky = paged.and_then(|_| self.paged_sticky(&routing, p));
         let own_conn = paged.is_some() || req.control(OID_PROXIED_AUTHZ).is_some();
         let t = match self.acquire(&routing, p, is_write, sticky, own_conn).await {
@@ -441,7 +456,7 @@ impl Session {
         } = t;
         if paged.is_some() {
             self.paged_dsa
-                .insert(part_key, routing.snap.dsas[dsa].name.clone());
+                .insert(p.prefix.normalized(), routing.snap.dsas[dsa].name.clone());
         }
         let log = cfg.access_log.then(|| {
             Box::new(LogCtx {
@@ -457,7 +472,7 @@ impl Session {
                 pdu: pdu.clone(),
                 header: *h,
                 proxy_dn: proxy.clone(),
-                dn: dn.clone(),
+                dn,
                 tried: tried
                     .iter()
                     .map(|&i| routing.snap.dsas[i].name.clone())

@@ -6,12 +6,11 @@
 //! it, and nobody else waits: upstream readers never block on a client.
 
 use super::fanout::Fan;
+use crate::outbox::{Bound, Outbox, Push};
 use crate::upstream::conn::Conn;
 use bytes::Bytes;
-use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
-use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 /// Where an outstanding operation runs, for abandon.
@@ -40,6 +39,7 @@ impl Tracked {
 }
 
 pub enum Delivery {
+    /// Written to the client, or queued for its writer.
     Queued,
     /// The client's queue is full: it is not reading.
     Full,
@@ -47,71 +47,11 @@ pub enum Delivery {
     Gone,
 }
 
-/// The queue itself: a plain deque, which allocates nothing until the first
-/// PDU (an idle connection's queue costs no heap; a channel would hold a
-/// block of slots for every connection).
-struct Queue {
-    items: VecDeque<Bytes>,
-    /// The writer is gone: nothing more is taken.
-    closed: bool,
-}
-
-/// The writer's end of a client's queue.
-pub struct OutRx(Arc<ClientOut>);
-
-/// Nothing queued.
-#[derive(Debug)]
-pub struct Empty;
-
-impl OutRx {
-    /// The next PDU, waiting for one; `None` once closed.
-    pub async fn recv(&mut self) -> Option<Bytes> {
-        loop {
-            match self.try_recv() {
-                Ok(b) => return Some(b),
-                Err(Empty) if lock(&self.0.q).closed => return None,
-                Err(Empty) => self.0.ready.notified().await,
-            }
-        }
-    }
-
-    /// The next PDU if one is queued.
-    pub fn try_recv(&mut self) -> Result<Bytes, Empty> {
-        let mut q = lock(&self.0.q);
-        match q.items.pop_front() {
-            Some(b) => {
-                if q.items.is_empty() && q.items.capacity() > 256 {
-                    // A burst is over: give its memory back.
-                    q.items = VecDeque::new();
-                }
-                Ok(b)
-            }
-            None => Err(Empty),
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        lock(&self.0.q).items.is_empty()
-    }
-}
-
-impl Drop for OutRx {
-    fn drop(&mut self) {
-        let mut q = lock(&self.0.q);
-        q.closed = true;
-        q.items = VecDeque::new();
-    }
-}
-
 pub struct ClientOut {
-    q: Mutex<Queue>,
-    /// Wakes the writer when a PDU is queued.
-    ready: Notify,
-    /// PDUs and bytes queued and not yet written, against the limits.
-    queued_pdus: AtomicUsize,
-    queued_bytes: AtomicUsize,
-    max_pdus: usize,
-    max_bytes: usize,
+    /// Responses to the client: written at once when nothing is queued.
+    pub(super) ob: Outbox,
+    /// What may wait in the queue for a client that does not read.
+    bound: Bound,
     outstanding: Mutex<HashMap<i32, Tracked>>,
     /// Cancelled to disconnect the client (overflow, shutdown).
     pub kill: CancellationToken,
@@ -122,70 +62,37 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl ClientOut {
-    pub fn new(max_pdus: usize, max_bytes: usize) -> (Arc<ClientOut>, OutRx) {
-        let out = Arc::new(ClientOut {
-            q: Mutex::new(Queue {
-                items: VecDeque::new(),
-                closed: false,
-            }),
-            ready: Notify::new(),
-            queued_pdus: AtomicUsize::new(0),
-            queued_bytes: AtomicUsize::new(0),
-            max_pdus: max_pdus.max(1),
-            max_bytes: max_bytes.max(1),
+    pub fn new(max_pdus: usize, max_bytes: usize) -> Arc<ClientOut> {
+        Arc::new(ClientOut {
+            ob: Outbox::new(),
+            bound: Bound {
+                pdus: max_pdus.max(1),
+                bytes: max_bytes.max(1),
+            },
             outstanding: Mutex::new(HashMap::new()),
             kill: CancellationToken::new(),
-        });
-        (out.clone(), OutRx(out))
+        })
     }
 
-    /// Append a PDU; false when the writer is gone.
-    fn push(&self, pdu: Bytes) -> bool {
-        {
-            let mut q = lock(&self.q);
-            if q.closed {
-                return false;
-            }
-            q.items.push_back(pdu);
-        }
-        self.ready.notify_one();
-        true
-    }
-
-    /// Queue a PDU for the client without waiting.
+    /// Send a PDU to the client without waiting: written at once when
+    /// nothing is queued, else queued within the client's limits.
     pub fn deliver(&self, pdu: Bytes) -> Delivery {
-        let len = pdu.len();
-        if self.queued_pdus.load(Ordering::Relaxed) >= self.max_pdus
-            || self.queued_bytes.load(Ordering::Relaxed) + len > self.max_bytes
-        {
-            return Delivery::Full;
-        }
-        self.queued_pdus.fetch_add(1, Ordering::Relaxed);
-        self.queued_bytes.fetch_add(len, Ordering::Relaxed);
-        if self.push(pdu) {
-            Delivery::Queued
-        } else {
-            Delivery::Gone
+        match self.ob.push(pdu, Some(self.bound)) {
+            Push::Written | Push::Queued => Delivery::Queued,
+            Push::Full => Delivery::Full,
+            Push::Closed => Delivery::Gone,
         }
     }
 
-    /// Queue a PDU the router wrote itself, waiting for room (the session
-    /// task's own answers; bounded by the client's outstanding limit).
+    /// Send a PDU the router wrote itself (the session task's own answers;
+    /// bounded by the client's outstanding limit, not the queue's).
     pub async fn send(&self, pdu: Bytes) -> bool {
-        self.queued_pdus.fetch_add(1, Ordering::Relaxed);
-        self.queued_bytes.fetch_add(pdu.len(), Ordering::Relaxed);
-        self.push(pdu)
+        matches!(self.ob.push(pdu, None), Push::Written | Push::Queued)
     }
 
     /// Count an operation as outstanding before it is registered upstream,
     /// so that a response racing the registration cannot leave a stale
     /// entry behind.
-    /// The writer took a PDU of `len` bytes off the queue.
-    pub fn dequeued(&self, len: usize) {
-        self.queued_pdus.fetch_sub(1, Ordering::Relaxed);
-        self.queued_bytes.fetch_sub(len, Ordering::Relaxed);
-    }
-
     pub fn track_placeholder(&self, msgid: i32) {
         lock(&self.outstanding).insert(msgid, Tracked::Op(Weak::new(), 0));
     }

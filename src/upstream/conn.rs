@@ -9,6 +9,7 @@
 
 use super::pool::Limits;
 use crate::metrics::Metrics;
+use crate::outbox::{Outbox, Push, Wire};
 use crate::session::fanout::Fan;
 use crate::session::out::{ClientOut, Delivery};
 use crate::session::retry::{self, Retry};
@@ -22,9 +23,10 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
+use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 /// Where a response goes.
@@ -92,7 +94,8 @@ impl Pending {
 
 pub struct Conn {
     pub dsa: Arc<DsaState>,
-    tx: mpsc::UnboundedSender<Bytes>,
+    /// Requests to the DSA, written by the sender when nothing is queued.
+    out: Outbox,
     pending: Mutex<HashMap<i32, Pending>>,
     next_id: AtomicI32,
     alive: AtomicBool,
@@ -120,7 +123,7 @@ impl Conn {
                     match tls.connect(s, a, timeout).await {
                         Ok(t) => {
                             let (rd, wr) = tokio::io::split(t);
-                            return Ok(Self::start_halves(dsa, rd, wr, limits));
+                            return Ok(Self::start_halves(dsa, rd, |_| Wire::Stream(wr), limits));
                         }
                         // Logged by the caller, once, as the reason the DSA
                         // is down.
@@ -140,24 +143,31 @@ impl Conn {
     fn start(dsa: Arc<DsaState>, stream: TcpStream, limits: Limits) -> Arc<Conn> {
         let _ = stream.set_nodelay(true);
         let (rd, wr) = stream.into_split();
-        Self::start_halves(dsa, rd, wr, limits)
+        Self::start_halves::<_, OwnedWriteHalf>(dsa, rd, |ob| Wire::direct(wr, ob), limits)
     }
 
-    fn start_halves<R, W>(dsa: Arc<DsaState>, rd: R, wr: W, limits: Limits) -> Arc<Conn>
+    /// Start the reader and writer tasks; `wire` makes the writer's end,
+    /// given the outbox (a plain socket is shared with it).
+    fn start_halves<R, W>(
+        dsa: Arc<DsaState>,
+        rd: R,
+        wire: impl FnOnce(&Outbox) -> Wire<W>,
+        limits: Limits,
+    ) -> Arc<Conn>
     where
         R: AsyncRead + Unpin + Send + 'static,
         W: AsyncWrite + Unpin + Send + 'static,
     {
-        let (tx, rx) = mpsc::unbounded_channel();
         let conn = Arc::new(Conn {
             dsa,
-            tx,
+            out: Outbox::new(),
             pending: Mutex::new(HashMap::new()),
             next_id: AtomicI32::new(1),
             alive: AtomicBool::new(true),
             stop: CancellationToken::new(),
         });
-        tokio::spawn(writer(wr, rx, conn.stop.clone()));
+        let wire = wire(&conn.out);
+        tokio::spawn(writer(wire, conn.clone()));
         tokio::spawn(reader(rd, conn.clone(), limits));
         conn
     }
@@ -190,9 +200,9 @@ impl Conn {
         }
     }
 
-    /// Queue a PDU for writing.
+    /// Send a PDU: written at once when nothing is queued, else queued.
     pub fn send(&self, pdu: Bytes) -> bool {
-        self.is_alive() && self.tx.send(pdu).is_ok()
+        self.is_alive() && matches!(self.out.push(pdu, None), Push::Written | Push::Queued)
     }
 
     /// Forget an operation and abandon it on the DSA (client abandon,
@@ -367,8 +377,9 @@ impl Conn {
         }
     }
 
-    /// Route one response PDU from the DSA.
-    fn dispatch(self: &Arc<Self>, pdu: Bytes) -> Result<(), frame::FrameError> {
+    /// Route one response PDU from the DSA. What goes to clients is
+    /// gathered in `batch`, sent when the read's PDUs are all routed.
+    fn dispatch(self: &Arc<Self>, pdu: Bytes, batch: &mut Batch) -> Result<(), frame::FrameError> {
         let h = frame::header(&pdu)?;
         if h.msgid == 0 {
             // Unsolicited notification (e.g. Notice of Disconnection): the
@@ -403,23 +414,11 @@ impl Conn {
             }
             p.delivered = true;
             if let Sink::Client { out, msgid } = &p.sink {
+                let acc = batch.to(out);
                 for held in std::mem::take(&mut p.held) {
-                    let _ = out.deliver(held);
+                    acc.extend_from_slice(&held);
                 }
-                let mut b = BytesMut::with_capacity(pdu.len() + 4);
-                frame::rewrite(&pdu, &h, *msgid, None, &mut b);
-                match out.deliver(b.freeze()) {
-                    Delivery::Queued => {}
-                    Delivery::Full | Delivery::Gone => {
-                        let out = out.clone();
-                        let cmsgid = *msgid;
-                        map.remove(&h.msgid);
-                        drop(map);
-                        out.finish(cmsgid);
-                        out.overflow();
-                        self.send_abandon(h.msgid);
-                    }
-                }
+                frame::rewrite(&pdu, &h, *msgid, None, acc);
             }
             return Ok(());
         }
@@ -451,18 +450,53 @@ impl Conn {
                 let _ = w.send(pdu);
             }
             Sink::Client { out, msgid } => {
-                for held in p.held {
-                    let _ = out.deliver(held);
-                }
-                let mut b = BytesMut::with_capacity(pdu.len() + 4);
-                frame::rewrite(&pdu, &h, msgid, None, &mut b);
                 out.finish(msgid);
-                if let Delivery::Full = out.deliver(b.freeze()) {
-                    out.overflow();
+                let acc = batch.to(&out);
+                for held in p.held {
+                    acc.extend_from_slice(&held);
                 }
+                frame::rewrite(&pdu, &h, msgid, None, acc);
             }
         }
         Ok(())
+    }
+}
+
+/// Responses for clients gathered over one read from a DSA, a buffer per
+/// client: a client whose entry and result came in together gets them in
+/// one write.
+#[derive(Default)]
+pub struct Batch {
+    to: Vec<(Arc<ClientOut>, BytesMut)>,
+}
+
+impl Batch {
+    /// The buffer for `out` (the last few clients are looked up; a read
+    /// rarely holds responses for more).
+    fn to(&mut self, out: &Arc<ClientOut>) -> &mut BytesMut {
+        let n = self.to.len();
+        let found = self.to[n.saturating_sub(8)..]
+            .iter()
+            .position(|(o, _)| Arc::ptr_eq(o, out))
+            .map(|i| n.saturating_sub(8) + i);
+        let i = match found {
+            Some(i) => i,
+            None => {
+                self.to.push((out.clone(), BytesMut::new()));
+                n
+            }
+        };
+        &mut self.to[i].1
+    }
+
+    /// Hand each client its responses. A client that is not reading (its
+    /// queue full) is disconnected and its operations abandoned.
+    fn flush(&mut self) {
+        for (out, b) in self.to.drain(..) {
+            if let Delivery::Full = out.deliver(b.freeze()) {
+                out.overflow();
+            }
+        }
     }
 }
 
@@ -477,43 +511,44 @@ pub fn result_code(pdu: &[u8], h: &frame::Header) -> Option<u8> {
     }
 }
 
-async fn writer<W: AsyncWrite + Unpin>(
-    mut wr: W,
-    mut rx: mpsc::UnboundedReceiver<Bytes>,
-    stop: CancellationToken,
-) {
-    let mut buf = BytesMut::with_capacity(16 * 1024);
+/// Drain what senders could not write at once, in batches.
+async fn writer<W: AsyncWrite + Unpin>(mut wire: Wire<W>, conn: Arc<Conn>) {
+    let mut buf = BytesMut::new();
     loop {
-        let first = tokio::select! {
-            m = rx.recv() => m,
-            _ = stop.cancelled() => None,
-        };
-        let Some(first) = first else { break };
-        buf.extend_from_slice(&first);
-        while buf.len() < 64 * 1024 {
-            match rx.try_recv() {
-                Ok(more) => buf.extend_from_slice(&more),
-                Err(_) => break,
+        if conn.out.take(&mut buf) {
+            if wire.write_all(&buf).await.is_err() {
+                conn.stop.cancel();
+                break;
             }
+            buf.clear();
+            continue;
         }
-        // Flushed too: TLS may hold records back until then.
-        if wr.write_all(&buf).await.is_err() || wr.flush().await.is_err() {
-            stop.cancel();
-            break;
+        if buf.capacity() > 64 * 1024 {
+            buf = BytesMut::new();
         }
-        buf.clear();
+        tokio::select! {
+            _ = conn.out.notified() => {}
+            _ = conn.stop.cancelled() => break,
+        }
     }
-    let _ = wr.shutdown().await;
+    conn.out.close();
+    wire.shutdown().await;
 }
 
 async fn reader<R: AsyncRead + Unpin>(mut rd: R, conn: Arc<Conn>, limits: Limits) {
     let max_pdu = limits.max_response_pdu;
     let mut buf = BytesMut::with_capacity(64 * 1024);
+    let mut batch = Batch::default();
     let sweep_every =
         (limits.op_timeout / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
     let mut sweep = tokio::time::interval(sweep_every);
     sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut epoch = conn.dsa.down_epoch();
+    // Made once, not per read.
+    let stop = conn.stop.clone();
+    let mut stopped = std::pin::pin!(stop.cancelled());
+    let dsa = conn.dsa.clone();
+    let mut down = std::pin::pin!(dsa.down_signal.notified());
     let why = loop {
         let n = tokio::select! {
             r = rd.read_buf(&mut buf) => r,
@@ -521,8 +556,11 @@ async fn reader<R: AsyncRead + Unpin>(mut rd: R, conn: Arc<Conn>, limits: Limits
                 conn.expire(limits.op_timeout, limits.fall);
                 Ok(usize::MAX)
             }
-            _ = conn.dsa.down_signal.notified() => Ok(usize::MAX),
-            _ = conn.stop.cancelled() => break "closed by the router".to_string(),
+            _ = &mut down => {
+                down.set(dsa.down_signal.notified());
+                Ok(usize::MAX)
+            }
+            _ = &mut stopped => break "closed by the router".to_string(),
         };
         if conn.dsa.down_epoch() != epoch {
             epoch = conn.dsa.down_epoch();
@@ -543,7 +581,7 @@ async fn reader<R: AsyncRead + Unpin>(mut rd: R, conn: Arc<Conn>, limits: Limits
             match frame::frame_len(&buf, max_pdu) {
                 Ok(Some(len)) => {
                     let pdu = buf.split_to(len).freeze();
-                    if let Err(e) = conn.dispatch(pdu) {
+                    if let Err(e) = conn.dispatch(pdu, &mut batch) {
                         bad = Some(e.to_string());
                         break;
                     }
@@ -555,6 +593,7 @@ async fn reader<R: AsyncRead + Unpin>(mut rd: R, conn: Arc<Conn>, limits: Limits
                 }
             }
         }
+        batch.flush();
         if let Some(e) = bad {
             tracing::warn!(dsa = %conn.dsa.name, error = %e, "bad response from DSA; closing the connection");
             break e;

@@ -1,0 +1,303 @@
+//! An ordered outbound byte stream with many producers: a client's
+//! responses, or the requests to a DSA.
+//!
+//! On plain TCP the producer writes the PDU straight to the socket when
+//! nothing is queued and the writer task holds nothing (the common case): no
+//! task hand-off, no wake-up, one `send` per PDU, as a byte-copying proxy
+//! does. Otherwise (the socket would block, a backlog, TLS) the PDU is
+//! queued and the connection's writer task drains the queue in batches.
+//! Order is kept: a producer writes directly only while the queue is empty
+//! and the writer is idle, under the queue's lock.
+
+use bytes::{Bytes, BytesMut};
+use std::collections::VecDeque;
+use std::io;
+use std::sync::{Arc, Mutex, MutexGuard};
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::sync::futures::Notified;
+use tokio::sync::Notify;
+
+/// A batch taken by the writer is at most this big (one PDU may exceed it).
+const BATCH: usize = 64 * 1024;
+
+pub struct Outbox {
+    q: Mutex<State>,
+    ready: Notify,
+}
+
+#[derive(Default)]
+struct State {
+    /// Plain allocation-free deque: an idle connection's queue costs no
+    /// heap.
+    items: VecDeque<Bytes>,
+    /// Bytes queued in `items`.
+    bytes: usize,
+    /// The writer holds bytes taken from `items` that are not written yet.
+    busy: bool,
+    /// Nothing more is taken.
+    closed: bool,
+    /// The socket, while producers may write to it directly (plain TCP).
+    direct: Option<Arc<OwnedWriteHalf>>,
+}
+
+/// What became of a pushed PDU.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Push {
+    /// Written to the socket (whole).
+    Written,
+    /// Queued for the writer task.
+    Queued,
+    /// Over the given limits: not taken.
+    Full,
+    /// The outbox is closed: not taken.
+    Closed,
+}
+
+/// Limits on what may wait in the queue: PDUs and bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct Bound {
+    pub pdus: usize,
+    pub bytes: usize,
+}
+
+impl Default for Outbox {
+    fn default() -> Self {
+        Outbox::new()
+    }
+}
+
+impl Outbox {
+    pub fn new() -> Outbox {
+        Outbox {
+            q: Mutex::new(State::default()),
+            ready: Notify::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.q.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Let producers write to `sock` directly from now on.
+    pub fn attach(&self, sock: Arc<OwnedWriteHalf>) {
+        self.lock().direct = Some(sock);
+    }
+
+    /// Stop direct writes (the writer is about to hand the socket over);
+    /// no direct write is in progress when this returns.
+    pub fn detach(&self) {
+        self.lock().direct = None;
+    }
+
+    /// Close: drop what is queued, take nothing more.
+    pub fn close(&self) {
+        let mut q = self.lock();
+        q.closed = true;
+        q.direct = None;
+        q.items = VecDeque::new();
+        q.bytes = 0;
+    }
+
+    /// Append a PDU (within `bound`, if given), writing it at once when
+    /// nothing is ahead of it.
+    pub fn push(&self, pdu: Bytes, bound: Option<Bound>) -> Push {
+        let mut q = self.lock();
+        if q.closed {
+            return Push::Closed;
+        }
+        if let Some(b) = bound {
+            // An empty queue takes anything (one batch may exceed the
+            // byte bound); a backlog stays within it.
+            let over = q.items.len() >= b.pdus || q.bytes + pdu.len() > b.bytes;
+            if over && !q.items.is_empty() {
+                return Push::Full;
+            }
+        }
+        let mut pdu = pdu;
+        if !q.busy && q.items.is_empty() {
+            if let Some(sock) = &q.direct {
+                match sock.try_write(&pdu) {
+                    Ok(n) if n >= pdu.len() => return Push::Written,
+                    Ok(n) => {
+                        let _ = pdu.split_to(n);
+                    }
+                    // WouldBlock, or an error the writer will see too.
+                    Err(_) => {}
+                }
+            }
+        }
+        q.bytes += pdu.len();
+        q.items.push_back(pdu);
+        drop(q);
+        self.ready.notify_one();
+        Push::Queued
+    }
+
+    /// The writer's side: move queued PDUs into `buf` (up to a batch) and
+    /// count the writer busy until it comes back with nothing to take.
+    /// Returns false when nothing is queued (the writer is idle then).
+    pub fn take(&self, buf: &mut BytesMut) -> bool {
+        let mut q = self.lock();
+        let mut took = false;
+        while let Some(b) = q.items.pop_front() {
+            q.bytes -= b.len();
+            buf.extend_from_slice(&b);
+            took = true;
+            if buf.len() >= BATCH {
+                break;
+            }
+        }
+        if q.items.is_empty() && q.items.capacity() > 256 {
+            // A burst is over: give its memory back.
+            q.items = VecDeque::new();
+        }
+        q.busy = took;
+        took
+    }
+
+    /// Resolves after a push that queued something (or at once if one
+    /// happened since the last wait).
+    pub fn notified(&self) -> Notified<'_> {
+        self.ready.notified()
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.lock().closed
+    }
+}
+
+/// The writer task's end of a connection: a plain socket shared with the
+/// direct producers, or a stream only the writer writes (TLS).
+pub enum Wire<W> {
+    Direct(Arc<OwnedWriteHalf>),
+    Stream(W),
+}
+
+impl<W: AsyncWrite + Unpin> Wire<W> {
+    /// A plain socket becomes shared with `ob`'s producers.
+    pub fn direct(sock: OwnedWriteHalf, ob: &Outbox) -> Wire<W> {
+        let sock = Arc::new(sock);
+        ob.attach(sock.clone());
+        Wire::Direct(sock)
+    }
+
+    /// Write all of `buf` (and flush: TLS may hold records back).
+    pub async fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        match self {
+            Wire::Direct(s) => write_plain(s, buf).await,
+            Wire::Stream(w) => {
+                w.write_all(buf).await?;
+                w.flush().await
+            }
+        }
+    }
+
+    /// Take the socket back (after [`Outbox::detach`] or
+    /// [`Outbox::close`]); `None` if a producer still holds it.
+    pub fn into_inner(self) -> Option<Result<OwnedWriteHalf, W>> {
+        match self {
+            Wire::Direct(s) => Arc::try_unwrap(s).ok().map(Ok),
+            Wire::Stream(w) => Some(Err(w)),
+        }
+    }
+
+    /// Close the write side (after [`Outbox::close`]).
+    pub async fn shutdown(self) {
+        match self.into_inner() {
+            // Dropping the half shuts the write side down.
+            Some(Ok(sock)) => drop(sock),
+            Some(Err(mut w)) => {
+                let _ = w.shutdown().await;
+            }
+            None => {}
+        }
+    }
+}
+
+/// Write all of `buf` to a plain socket shared with direct producers (the
+/// outbox keeps them off it while the writer is busy).
+pub async fn write_plain(sock: &OwnedWriteHalf, mut buf: &[u8]) -> io::Result<()> {
+    while !buf.is_empty() {
+        match sock.try_write(buf) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => buf = &buf[n..],
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => sock.writable().await?,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncReadExt;
+    use tokio::net::{TcpListener, TcpStream};
+
+    async fn pair() -> (TcpStream, TcpStream) {
+        let l = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = l.local_addr().expect("address");
+        let a = TcpStream::connect(addr).await.expect("connect");
+        let (b, _) = l.accept().await.expect("accept");
+        (a, b)
+    }
+
+    #[test]
+    fn bound_and_close() {
+        let ob = Outbox::new();
+        let bound = Some(Bound { pdus: 2, bytes: 10 });
+        // An empty queue takes even an oversized item.
+        assert_eq!(
+            ob.push(Bytes::from_static(b"12345678901"), bound),
+            Push::Queued
+        );
+        let mut buf = BytesMut::new();
+        assert!(ob.take(&mut buf));
+        buf.clear();
+        assert!(!ob.take(&mut buf));
+        assert_eq!(ob.push(Bytes::from_static(b"1234"), bound), Push::Queued);
+        assert_eq!(ob.push(Bytes::from_static(b"1234567"), bound), Push::Full);
+        assert_eq!(ob.push(Bytes::from_static(b"12"), bound), Push::Queued);
+        assert_eq!(ob.push(Bytes::from_static(b"1"), bound), Push::Full);
+        // Unbounded pushes (the router's own answers) always go in.
+        assert_eq!(ob.push(Bytes::from_static(b"x"), None), Push::Queued);
+        assert!(ob.take(&mut buf));
+        assert_eq!(&buf[..], b"123412x");
+        assert!(!ob.take(&mut buf));
+        ob.close();
+        assert_eq!(ob.push(Bytes::from_static(b"y"), None), Push::Closed);
+    }
+
+    /// Direct writes only while nothing is queued or held by the writer;
+    /// the bytes arrive in push order either way.
+    #[tokio::test]
+    async fn direct_keeps_order() {
+        let (a, mut b) = pair().await;
+        let (_rd, wr) = a.into_split();
+        let sock = Arc::new(wr);
+        let ob = Outbox::new();
+        ob.attach(sock.clone());
+        assert_eq!(ob.push(Bytes::from_static(b"one,"), None), Push::Written);
+        assert_eq!(ob.push(Bytes::from_static(b"x"), None), Push::Written);
+        // Detached (StartTLS hand-over): pushes queue.
+        ob.detach();
+        assert_eq!(ob.push(Bytes::from_static(b"two,"), None), Push::Queued);
+        ob.attach(sock.clone());
+        // The writer takes the queue and holds it: later pushes queue
+        // behind it, even with the queue empty.
+        let mut held = BytesMut::new();
+        assert!(ob.take(&mut held));
+        assert_eq!(ob.push(Bytes::from_static(b"three,"), None), Push::Queued);
+        write_plain(&sock, &held).await.expect("write");
+        held.clear();
+        assert!(ob.take(&mut held));
+        write_plain(&sock, &held).await.expect("write");
+        held.clear();
+        assert!(!ob.take(&mut held)); // idle again: direct
+        assert_eq!(ob.push(Bytes::from_static(b"four"), None), Push::Written);
+        let mut got = vec![0u8; 19];
+        b.read_exact(&mut got).await.expect("read");
+        assert_eq!(&got, b"one,xtwo,three,four");
+    }
+}
