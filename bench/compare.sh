@@ -31,8 +31,10 @@
 #                              both, so every entry comes back twice)
 #   EXTRAS [1]                 0 skips the idle-connection and bulk measurements
 #   IDLE_CONNS [10000, quick 1000]   BULK_ENTRIES [100000, quick 10000]
-#   ROUTER_ARGS []             extra `serve` arguments for both measured
-#                              routers (e.g. "--threads 2"); shown in settings
+#   ROUTER_ARGS [--threads 1]  extra `serve` arguments for both measured
+#                              routers; one thread, like HAProxy's nbthread 1
+#                              (ROUTER_ARGS= for the default, a worker per
+#                              CPU); shown in settings
 #   PATHS [all]                measure only these paths (space-separated keys:
 #                              direct haproxy meta asyncmeta router
 #                              router-accesslog), for quick experiments
@@ -95,6 +97,7 @@ MIX=${MIX:-eq=100}
 ROUNDS=${ROUNDS:-1}
 USERS=${USERS:-2000}
 HAPROXY_NBTHREAD=${HAPROXY_NBTHREAD:-1}
+ROUTER_ARGS=${ROUTER_ARGS---threads 1}
 META_LAYOUT=${META_LAYOUT:-uris}
 EXTRAS=${EXTRAS:-1}
 IDLE_CONNS=${IDLE_CONNS:-10000}
@@ -694,7 +697,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
     measure haproxy "HAProxy mode tcp" "$P_HAP" "$PID_HAP" "balance leastconn over 2 slapd, nbthread $HAPROXY_NBTHREAD, option ldap-check every 1 s"
     measure meta "slapd back-meta" "$P_META" "$PID_META" "$META_SET"
     measure asyncmeta "slapd back-asyncmeta" "$P_AMETA" "$PID_AMETA" "${META_SET/threads 16 (default)/max-target-conns 255, max-pending-ops 128, threads 16 (defaults)}"
-    measure router "dsa-router" "$P_R" "$PID_R" "2 DSAs in one load-share group, probe every 1 s, access log off${ROUTER_ARGS:+, args: $ROUTER_ARGS}"
+    measure router "dsa-router" "$P_R" "$PID_R" "2 DSAs in one load-share group, probe every 1 s, access log off, ${ROUTER_ARGS:-default args (a worker thread per CPU)}"
     measure router-accesslog "dsa-router + access log" "$P_RL" "$PID_RL" "as above, access log on (stderr to a file)"
 done
 ACCESS_LINES=$(wc -l <"$ACCESS_LOG_FILE" || echo 0)
@@ -850,7 +853,7 @@ if [ "$META_LAYOUT" = uris ]; then
 else
     note "back-meta and back-asyncmeta (separate slapd processes): two targets with the same naming context \`uri \"$URI1/$SUFFIX\"\` and \`uri \"$URI2/$SUFFIX\"\` (META_LAYOUT=targets). A subtree search fans out to both targets: uid=user0001 came back $META_ENTRIES time(s) through back-meta and $AMETA_ENTRIES through back-asyncmeta, so each operation does twice the backend work."
 fi
-note "dsa-router: \`dsa-router serve --knowledge bench.dxg --listen 127.0.0.1:PORT --admin none --no-access-log --probe-interval 1\` (fd limit $NOFILE); knowledge: two DSAs with prefix <c AU><o DEMOCORP>, dsa-flags load-share, one load-share-group. The second row is the same without --no-access-log, stderr to a file ($ACCESS_LINES lines written during its runs)."
+note "dsa-router: \`dsa-router serve --knowledge bench.dxg --listen 127.0.0.1:PORT --admin none --no-access-log --probe-interval 1${ROUTER_ARGS:+ $ROUTER_ARGS}\` (fd limit $NOFILE); knowledge: two DSAs with prefix <c AU><o DEMOCORP>, dsa-flags load-share, one load-share-group. The second row is the same without --no-access-log, stderr to a file ($ACCESS_LINES lines written during its runs)."
 if [ "$EXTRAS" = 1 ]; then
     note "Idle connections: a fresh dsa-router (--max-clients $((IDLE_CONNS + 1000)), --idle-timeout 0), $IDLE_CONNS TCP connections opened by a Python client and left idle; VmRSS measured after the router holds them all. Bulk: a third slapd with ou=bulk and $BULK_ENTRIES entries, a fresh dsa-router with one DSA for it, VmHWM before and after one \`ldapsearch -z 0 -b ou=bulk,$SUFFIX '(objectClass=*)' dn\` read as fast as ldapsearch can."
 fi

@@ -124,18 +124,23 @@ pub async fn run_with_ldaps(
             let m = router.metrics.clone();
             m.clients.fetch_add(1, Ordering::Relaxed);
             m.clients_total.fetch_add(1, Ordering::Relaxed);
-            if !is_ldaps {
-                crate::session::run(router.clone(), stream, peer, shutdown).await;
-            } else if let Some(tls) = &router.tls {
-                match Box::pin(tls.accept(stream, router.cfg.pdu_timeout)).await {
-                    Ok(s) => {
-                        let s = crate::tls::ClientStream::Tls(Box::new(s));
-                        crate::session::run(router.clone(), s, peer, shutdown).await;
-                    }
-                    Err(e) => {
-                        tracing::warn!(client = %peer, error = %e, "LDAPS: TLS handshake failed; closing the connection");
+            // One call of `run`: each call site would hold its own copy
+            // of the session's state in this task.
+            let stream = match (&router.tls, is_ldaps) {
+                (_, false) => Some(crate::tls::ClientStream::Plain(stream)),
+                (Some(tls), true) => {
+                    match Box::pin(tls.accept(stream, router.cfg.pdu_timeout)).await {
+                        Ok(s) => Some(crate::tls::ClientStream::Tls(Box::new(s))),
+                        Err(e) => {
+                            tracing::warn!(client = %peer, error = %e, "LDAPS: TLS handshake failed; closing the connection");
+                            None
+                        }
                     }
                 }
+                (None, true) => None,
+            };
+            if let Some(s) = stream {
+                crate::session::run(router.clone(), s, peer, shutdown).await;
             }
             m.clients.fetch_sub(1, Ordering::Relaxed);
             release_ip();

@@ -369,16 +369,31 @@ impl ClientRead {
     /// connection takes buffer space only once data is there.
     pub async fn read_some(&mut self, buf: &mut BytesMut) -> io::Result<usize> {
         match self {
-            ClientRead::Plain(rd) => {
-                // Wait with no buffer; then read through `AsyncRead`, which
-                // takes a short read as "drained" (no second `recv` that
-                // would only say EAGAIN).
+            ClientRead::Plain(rd) => loop {
+                // Wait with no buffer (readiness can be reported where
+                // there is nothing to read, e.g. just after accept).
                 rd.readable().await?;
+                if buf.capacity() == 0 {
+                    // No buffer yet: the first bytes go through the stack,
+                    // so a connection that never sends holds none.
+                    let mut first = [0u8; 1024];
+                    match rd.try_read(&mut first) {
+                        Ok(n) => {
+                            buf.reserve(n.max(4096));
+                            buf.extend_from_slice(&first[..n]);
+                            return Ok(n);
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                        Err(e) => return Err(e),
+                    }
+                }
                 if buf.capacity() - buf.len() < 1024 {
                     buf.reserve(4096);
                 }
-                rd.read_buf(buf).await
-            }
+                // Through `AsyncRead`, which takes a short read as
+                // "drained" (no second `recv` that would only say EAGAIN).
+                return rd.read_buf(buf).await;
+            },
             ClientRead::Tls(rd) => {
                 if buf.capacity() - buf.len() < 1024 {
                     buf.reserve(4096);

@@ -255,8 +255,13 @@ pub fn init_logging() {
 }
 
 fn runtime(threads: usize) -> Result<tokio::runtime::Runtime, String> {
-    let mut b = tokio::runtime::Builder::new_multi_thread();
-    if threads > 0 {
+    // One thread: tokio's single-threaded scheduler (no work stealing, no
+    // cross-thread wake-ups).
+    let mut b = match threads {
+        1 => tokio::runtime::Builder::new_current_thread(),
+        _ => tokio::runtime::Builder::new_multi_thread(),
+    };
+    if threads > 1 {
         b.worker_threads(threads);
     }
     b.enable_all().build().map_err(|e| e.to_string())
