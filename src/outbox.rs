@@ -81,7 +81,10 @@ impl Outbox {
 
     /// Let producers write to `sock` directly from now on.
     pub fn attach(&self, sock: Arc<OwnedWriteHalf>) {
-        self.lock().direct = Some(sock);
+        let mut q = self.lock();
+        if !q.closed {
+            q.direct = Some(sock);
+        }
     }
 
     /// Stop direct writes (the writer is about to hand the socket over);

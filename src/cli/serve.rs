@@ -23,8 +23,8 @@ pub struct LimitArgs {
     /// Outstanding operations per client connection (`busy` beyond).
     #[arg(long, default_value_t = 256)]
     pub max_outstanding: usize,
-    /// Response PDUs queued for one client before it counts as stalled and
-    /// is disconnected.
+    /// Writes (a PDU, or the responses of one DSA read) queued for one
+    /// client before it counts as stalled and is disconnected.
     #[arg(long, default_value_t = 1 << 20)]
     pub client_queue: usize,
     /// Response bytes queued for one client before it counts as stalled
@@ -425,7 +425,12 @@ async fn signals(tx: watch::Sender<bool>, router: Arc<Router>, root: PathBuf) {
         tokio::select! {
             _ = term.recv() => break,
             _ = int.recv() => break,
-            _ = hup.recv() => reload(&router, &root),
+            _ = hup.recv() => {
+                // Off the runtime's threads: with --threads 1 a reload
+                // would otherwise stall every connection while it reads.
+                let (r, p) = (router.clone(), root.clone());
+                let _ = tokio::task::spawn_blocking(move || reload(&r, &p)).await;
+            }
         }
     }
     tracing::info!("shutting down: no new connections; waiting for operations in flight");

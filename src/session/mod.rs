@@ -127,11 +127,13 @@ pub async fn run(
     let mut killed = std::pin::pin!(kill.cancelled());
     let mut shut = std::pin::pin!(shutdown.changed());
     'conn: loop {
+        let mut handled = false;
         loop {
             match frame::frame_len(&buf, cfg.max_request_pdu) {
                 Ok(Some(len)) => {
                     let pdu = buf.split_to(len).freeze();
                     pdu_started = None;
+                    handled = true;
                     // Boxed: the request path's state is large and would
                     // otherwise be part of every idle connection's task.
                     match Box::pin(s.handle(pdu)).await {
@@ -160,6 +162,11 @@ pub async fn run(
                 }
             }
         }
+        if handled {
+            // Idle from the end of the last request's handling (a bind
+            // may take long), not from its read.
+            last_read = tokio::time::Instant::now();
+        }
         // The PDU timeout runs from a PDU's first byte, however slowly
         // the rest trickles in; the idle timeout from the last read. The
         // timer is moved only when a deadline comes earlier than it is
@@ -167,9 +174,10 @@ pub async fn run(
         // request).
         let due = if buf.is_empty() {
             pdu_started = None;
-            (!cfg.idle_timeout.is_zero()).then(|| last_read + cfg.idle_timeout)
+            (!cfg.idle_timeout.is_zero()).then(|| after(last_read, cfg.idle_timeout))
         } else {
-            Some(*pdu_started.get_or_insert_with(tokio::time::Instant::now) + cfg.pdu_timeout)
+            let started = *pdu_started.get_or_insert_with(tokio::time::Instant::now);
+            Some(after(started, cfg.pdu_timeout))
         };
         if let Some(due) = due {
             if due < timer.deadline() {
@@ -213,7 +221,14 @@ pub async fn run(
         c.close();
     }
     done.cancel();
-    let _ = writer.await;
+    // The writer flushes what is queued; a client that does not read gets
+    // a few seconds, then its connection is dropped.
+    if tokio::time::timeout(std::time::Duration::from_secs(3), &mut writer)
+        .await
+        .is_err()
+    {
+        writer.abort();
+    }
     // The writer closes it, unless a failed StartTLS took it away first.
     out.ob.close();
 }
@@ -221,6 +236,11 @@ pub async fn run(
 /// A deadline that never comes (an hour is re-armed when it does).
 fn far_future() -> tokio::time::Instant {
     tokio::time::Instant::now() + std::time::Duration::from_secs(3600)
+}
+
+/// `t + d`, or the far future for a timeout too large to add.
+fn after(t: tokio::time::Instant, d: std::time::Duration) -> tokio::time::Instant {
+    t.checked_add(d).unwrap_or_else(far_future)
 }
 
 /// Drain what could not be written to the client at once, in batches.
@@ -241,7 +261,13 @@ async fn writer(
     let mut buf = BytesMut::new();
     loop {
         if out.ob.take(&mut buf) {
-            if wire.write_all(&buf).await.is_err() {
+            // A client that stops reading must not hold this task (and
+            // its connection slot) once it is disconnected.
+            let wrote = tokio::select! {
+                r = wire.write_all(&buf) => r.is_ok(),
+                _ = kill.cancelled() => false,
+            };
+            if !wrote {
                 kill.cancel();
                 break;
             }

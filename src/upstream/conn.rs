@@ -450,12 +450,14 @@ impl Conn {
                 let _ = w.send(pdu);
             }
             Sink::Client { out, msgid } => {
-                out.finish(msgid);
                 let acc = batch.to(&out);
                 for held in p.held {
                     acc.extend_from_slice(&held);
                 }
                 frame::rewrite(&pdu, &h, msgid, None, acc);
+                // Ended when its result is handed over, not before (the
+                // shutdown grace and StartTLS count what is outstanding).
+                batch.finish(&out, msgid);
             }
         }
         Ok(())
@@ -468,35 +470,54 @@ impl Conn {
 #[derive(Default)]
 pub struct Batch {
     to: Vec<(Arc<ClientOut>, BytesMut)>,
+    /// Operations whose final response is in the batch: (entry, message
+    /// ID), ended as their entry is handed over.
+    ends: Vec<(usize, i32)>,
 }
 
 impl Batch {
-    /// The buffer for `out` (the last few clients are looked up; a read
-    /// rarely holds responses for more).
-    fn to(&mut self, out: &Arc<ClientOut>) -> &mut BytesMut {
+    /// The index of the buffer for `out` (the last few clients are looked
+    /// up; a read rarely holds responses for more).
+    fn index(&mut self, out: &Arc<ClientOut>) -> usize {
         let n = self.to.len();
-        let found = self.to[n.saturating_sub(8)..]
+        let from = n.saturating_sub(8);
+        match self.to[from..]
             .iter()
             .position(|(o, _)| Arc::ptr_eq(o, out))
-            .map(|i| n.saturating_sub(8) + i);
-        let i = match found {
-            Some(i) => i,
+        {
+            Some(i) => from + i,
             None => {
                 self.to.push((out.clone(), BytesMut::new()));
                 n
             }
-        };
+        }
+    }
+
+    fn to(&mut self, out: &Arc<ClientOut>) -> &mut BytesMut {
+        let i = self.index(out);
         &mut self.to[i].1
     }
 
+    fn finish(&mut self, out: &Arc<ClientOut>, msgid: i32) {
+        let i = self.index(out);
+        self.ends.push((i, msgid));
+    }
+
     /// Hand each client its responses. A client that is not reading (its
-    /// queue full) is disconnected and its operations abandoned.
+    /// queue full) is disconnected and its operations abandoned; so are
+    /// the operations of a client that is gone.
     fn flush(&mut self) {
-        for (out, b) in self.to.drain(..) {
-            if let Delivery::Full = out.deliver(b.freeze()) {
-                out.overflow();
+        for (i, (out, b)) in self.to.drain(..).enumerate() {
+            for &(_, msgid) in self.ends.iter().filter(|(e, _)| *e == i) {
+                out.finish(msgid);
+            }
+            match out.deliver(b.freeze()) {
+                Delivery::Queued => {}
+                Delivery::Full => out.overflow(),
+                Delivery::Gone => out.abandon_all(),
             }
         }
+        self.ends.clear();
     }
 }
 
@@ -516,7 +537,12 @@ async fn writer<W: AsyncWrite + Unpin>(mut wire: Wire<W>, conn: Arc<Conn>) {
     let mut buf = BytesMut::new();
     loop {
         if conn.out.take(&mut buf) {
-            if wire.write_all(&buf).await.is_err() {
+            // A DSA that stops reading must not hold this task past close.
+            let wrote = tokio::select! {
+                r = wire.write_all(&buf) => r.is_ok(),
+                _ = conn.stop.cancelled() => false,
+            };
+            if !wrote {
                 conn.stop.cancel();
                 break;
             }
