@@ -691,6 +691,56 @@ async fn stalled_client_does_not_stall_others_or_grow_memory() {
     assert!(h.serving());
 }
 
+// 8a'. A stalled client whose queue overflows is disconnected and holds
+// nothing afterwards, though it still does not read: its writer gives up
+// on the full socket instead of waiting on it forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overflowed_stalled_client_releases_its_session() {
+    let _heavy = HEAVY.lock().await;
+    // More than the kernel's socket buffers hold, so the writer meets a
+    // full socket.
+    const N: usize = 100_000;
+    let big = big_directory(BIG, "B1", N);
+    let h = Builder::default()
+        .democorp(&["D1"])
+        .extra("B1", BIG, big)
+        .cfg(|c| c.client_queue_bytes = 256 * 1024)
+        .start()
+        .await;
+    let mut other = ldap(&h.url()).await;
+    assert_eq!(served_by(&mut other, BIG).await, "B1");
+    let sock = tokio::net::TcpSocket::new_v4().unwrap();
+    sock.set_recv_buffer_size(4096).unwrap();
+    let stream = within("connect", sock.connect(h.addr)).await.unwrap();
+    let mut stalled = Raw::from_stream(stream);
+    let search = search_msg(
+        1,
+        &format!("ou=Bulk,{BIG}"),
+        LdapSearchScope::Subtree,
+        LdapFilter::Present("objectClass".into()),
+        &[],
+    );
+    stalled.send(&encode(search)).await.unwrap();
+    let clients = || {
+        h.router
+            .metrics
+            .clients
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    let t0 = Instant::now();
+    while clients() > 1 && t0.elapsed() < Duration::from_secs(15) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        clients(),
+        1,
+        "the stalled client's session is still there after {:?}",
+        t0.elapsed()
+    );
+    assert_eq!(served_by(&mut other, BIG).await, "B1");
+    drop(stalled);
+}
+
 // 8b. A client that reads, but pauses briefly, as any client processing
 // its results may, while a DSA streams a large result.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
