@@ -31,10 +31,9 @@
 #                              both, so every entry comes back twice)
 #   EXTRAS [1]                 0 skips the idle-connection and bulk measurements
 #   IDLE_CONNS [10000, quick 1000]   BULK_ENTRIES [100000, quick 10000]
-#   ROUTER_ARGS [--threads 1]  extra `serve` arguments for both measured
-#                              routers; one thread, like HAProxy's nbthread 1
-#                              (ROUTER_ARGS= for the default, a worker per
-#                              CPU); shown in settings
+#   ROUTER_ARGS []             extra `serve` arguments for both measured
+#                              routers (default: one thread, like HAProxy's
+#                              nbthread 1); shown in settings
 #   PATHS [all]                measure only these paths (space-separated keys:
 #                              direct haproxy meta asyncmeta router
 #                              router-accesslog), for quick experiments
@@ -97,7 +96,6 @@ MIX=${MIX:-eq=100}
 ROUNDS=${ROUNDS:-1}
 USERS=${USERS:-2000}
 HAPROXY_NBTHREAD=${HAPROXY_NBTHREAD:-1}
-ROUTER_ARGS=${ROUTER_ARGS---threads 1}
 META_LAYOUT=${META_LAYOUT:-uris}
 EXTRAS=${EXTRAS:-1}
 IDLE_CONNS=${IDLE_CONNS:-10000}
@@ -697,7 +695,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
     measure haproxy "HAProxy mode tcp" "$P_HAP" "$PID_HAP" "balance leastconn over 2 slapd, nbthread $HAPROXY_NBTHREAD, option ldap-check every 1 s"
     measure meta "slapd back-meta" "$P_META" "$PID_META" "$META_SET"
     measure asyncmeta "slapd back-asyncmeta" "$P_AMETA" "$PID_AMETA" "${META_SET/threads 16 (default)/max-target-conns 255, max-pending-ops 128, threads 16 (defaults)}"
-    measure router "dsa-router" "$P_R" "$PID_R" "2 DSAs in one load-share group, probe every 1 s, access log off, ${ROUTER_ARGS:-default args (a worker thread per CPU)}"
+    measure router "dsa-router" "$P_R" "$PID_R" "2 DSAs in one load-share group, probe every 1 s, access log off, ${ROUTER_ARGS:-defaults (--threads 1)}"
     measure router-accesslog "dsa-router + access log" "$P_RL" "$PID_RL" "as above, access log on (stderr to a file)"
 done
 ACCESS_LINES=$(wc -l <"$ACCESS_LOG_FILE" || echo 0)

@@ -17,6 +17,7 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::futures::Notified;
 use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 
 /// A batch taken by the writer is at most this big (one PDU may exceed it).
 const BATCH: usize = 64 * 1024;
@@ -170,6 +171,17 @@ impl Outbox {
     }
 }
 
+/// What a writer step did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Wrote a batch: look again.
+    Wrote,
+    /// Nothing queued: wait.
+    Idle,
+    /// The write failed or was given up: stop.
+    Failed,
+}
+
 /// The writer task's end of a connection: a plain socket shared with the
 /// direct producers, or a stream only the writer writes (TLS).
 pub enum Wire<W> {
@@ -193,6 +205,33 @@ impl<W: AsyncWrite + Unpin> Wire<W> {
                 w.write_all(buf).await?;
                 w.flush().await
             }
+        }
+    }
+
+    /// One step of a writer task: write what `ob` holds queued, giving up
+    /// if `gone` fires first (a peer that stopped reading must not hold
+    /// the task once it is disconnected).
+    pub async fn drain_step(
+        &mut self,
+        ob: &Outbox,
+        buf: &mut BytesMut,
+        gone: &CancellationToken,
+    ) -> Step {
+        if !ob.take(buf) {
+            if buf.capacity() > BATCH {
+                *buf = BytesMut::new();
+            }
+            return Step::Idle;
+        }
+        let wrote = tokio::select! {
+            r = self.write_all(buf) => r.is_ok(),
+            _ = gone.cancelled() => false,
+        };
+        buf.clear();
+        if wrote {
+            Step::Wrote
+        } else {
+            Step::Failed
         }
     }
 

@@ -203,9 +203,9 @@ impl RouterProc {
             ("--probe-timeout", "0.2"),
             ("--fall", "3"),
             ("--rise", "2"),
-            // Failover on tokio's single-threaded scheduler too (the other
-            // suites run the default, one worker per CPU).
-            ("--threads", "1"),
+            // Failover on the multi-threaded scheduler too (the other
+            // suites run the default, one thread).
+            ("--threads", "2"),
         ];
         let mut args = vec!["serve", "--no-access-log"];
         for (flag, value) in defaults {

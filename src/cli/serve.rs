@@ -233,8 +233,10 @@ pub struct ServeArgs {
     /// Reload when a knowledge or TLS file changes (polled every second).
     #[arg(long)]
     pub watch: bool,
-    /// Worker threads (0: one per CPU).
-    #[arg(long, default_value_t = 0)]
+    /// Worker threads. 1 (the default) runs a single-threaded scheduler,
+    /// the cheapest per operation; more for more than one core's worth of
+    /// traffic; 0 for one per CPU.
+    #[arg(long, default_value_t = 1)]
     pub threads: usize,
     #[command(flatten)]
     pub limits: LimitArgs,

@@ -251,7 +251,7 @@ async fn writer(
     done: CancellationToken,
     pause: CancellationToken,
 ) -> local::Paused {
-    use crate::outbox::Wire;
+    use crate::outbox::{Step, Wire};
     use crate::tls::ClientWrite;
     let mut wire = match wr {
         ClientWrite::Plain(w) => Wire::direct(w, &out.ob),
@@ -260,22 +260,13 @@ async fn writer(
     let kill = out.kill.clone();
     let mut buf = BytesMut::new();
     loop {
-        if out.ob.take(&mut buf) {
-            // A client that stops reading must not hold this task (and
-            // its connection slot) once it is disconnected.
-            let wrote = tokio::select! {
-                r = wire.write_all(&buf) => r.is_ok(),
-                _ = kill.cancelled() => false,
-            };
-            if !wrote {
+        match wire.drain_step(&out.ob, &mut buf, &kill).await {
+            Step::Wrote => continue,
+            Step::Failed => {
                 kill.cancel();
                 break;
             }
-            buf.clear();
-            continue;
-        }
-        if buf.capacity() > 64 * 1024 {
-            buf = BytesMut::new();
+            Step::Idle => {}
         }
         tokio::select! {
             biased;

@@ -9,7 +9,7 @@
 
 use super::pool::Limits;
 use crate::metrics::Metrics;
-use crate::outbox::{Outbox, Push, Wire};
+use crate::outbox::{Outbox, Push, Step, Wire};
 use crate::session::fanout::Fan;
 use crate::session::out::{ClientOut, Delivery};
 use crate::session::retry::{self, Retry};
@@ -536,21 +536,13 @@ pub fn result_code(pdu: &[u8], h: &frame::Header) -> Option<u8> {
 async fn writer<W: AsyncWrite + Unpin>(mut wire: Wire<W>, conn: Arc<Conn>) {
     let mut buf = BytesMut::new();
     loop {
-        if conn.out.take(&mut buf) {
-            // A DSA that stops reading must not hold this task past close.
-            let wrote = tokio::select! {
-                r = wire.write_all(&buf) => r.is_ok(),
-                _ = conn.stop.cancelled() => false,
-            };
-            if !wrote {
+        match wire.drain_step(&conn.out, &mut buf, &conn.stop).await {
+            Step::Wrote => continue,
+            Step::Failed => {
                 conn.stop.cancel();
                 break;
             }
-            buf.clear();
-            continue;
-        }
-        if buf.capacity() > 64 * 1024 {
-            buf = BytesMut::new();
+            Step::Idle => {}
         }
         tokio::select! {
             _ = conn.out.notified() => {}
