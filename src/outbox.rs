@@ -165,10 +165,6 @@ impl Outbox {
     pub fn notified(&self) -> Notified<'_> {
         self.ready.notified()
     }
-
-    pub fn is_closed(&self) -> bool {
-        self.lock().closed
-    }
 }
 
 /// What a writer step did.

@@ -411,20 +411,6 @@ pub enum ClientWrite {
     Tls(WriteHalf<ServerStream>),
 }
 
-impl ClientWrite {
-    /// Write all of `buf` and flush: TLS may keep records buffered when
-    /// the socket would block, until flushed.
-    pub async fn send_all(&mut self, buf: &[u8]) -> io::Result<()> {
-        match self {
-            ClientWrite::Plain(w) => w.write_all(buf).await,
-            ClientWrite::Tls(w) => {
-                w.write_all(buf).await?;
-                w.flush().await
-            }
-        }
-    }
-}
-
 impl AsyncWrite for ClientWrite {
     fn poll_write(
         self: Pin<&mut Self>,

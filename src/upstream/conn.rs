@@ -450,14 +450,13 @@ impl Conn {
                 let _ = w.send(pdu);
             }
             Sink::Client { out, msgid } => {
-                let acc = batch.to(&out);
+                // Ended when its result is handed over, not before (the
+                // shutdown grace and StartTLS count what is outstanding).
+                let acc = batch.finishing(&out, msgid);
                 for held in p.held {
                     acc.extend_from_slice(&held);
                 }
                 frame::rewrite(&pdu, &h, msgid, None, acc);
-                // Ended when its result is handed over, not before (the
-                // shutdown grace and StartTLS count what is outstanding).
-                batch.finish(&out, msgid);
             }
         }
         Ok(())
@@ -498,9 +497,11 @@ impl Batch {
         &mut self.to[i].1
     }
 
-    fn finish(&mut self, out: &Arc<ClientOut>, msgid: i32) {
+    /// The buffer for `out`, for the final response of operation `msgid`.
+    fn finishing(&mut self, out: &Arc<ClientOut>, msgid: i32) -> &mut BytesMut {
         let i = self.index(out);
         self.ends.push((i, msgid));
+        &mut self.to[i].1
     }
 
     /// Hand each client its responses. A client that is not reading (its
