@@ -61,6 +61,23 @@ pub struct Config {
     /// CA certificates DSA certificates are verified against (DSAs that
     /// knowledge marks for TLS need it); re-read on reload.
     pub dsa_ca: Option<std::path::PathBuf>,
+    /// Which bound clients run on DSA connections of their own, bound as
+    /// themselves, instead of the router's shared connection.
+    pub own_connection: OwnConnection,
+}
+
+/// Which bound clients get DSA connections of their own (bound as
+/// themselves, so the DSA applies what it keeps per connection: password
+/// policy restrictions above all) rather than the router's shared
+/// connection with proxied authorization.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum OwnConnection {
+    /// Clients whose bind response carried a password policy warning or
+    /// error, and clients bound as the router's own identity.
+    #[default]
+    Policy,
+    /// Every bound client.
+    Always,
 }
 
 impl Default for Config {
@@ -86,6 +103,7 @@ impl Default for Config {
             fanout_policy: Default::default(),
             tls: None,
             require_tls_for_bind: false,
+            own_connection: OwnConnection::Policy,
             dsa_ca: None,
         }
     }

@@ -56,6 +56,7 @@ impl Dsas {
                         suffixes: vec![suffix.to_string()],
                         ldif: seed_ldif(suffix, name),
                         name: name.to_string(),
+                        ..SlapdConfig::default()
                     });
                     (name, group, s)
                 })

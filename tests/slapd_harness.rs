@@ -23,6 +23,7 @@ fn start(name: &str, suffix: &str) -> Slapd {
         suffixes: vec![suffix.to_string()],
         ldif: seed_ldif(suffix, name),
         name: name.to_string(),
+        ..SlapdConfig::default()
     })
 }
 
@@ -476,6 +477,7 @@ fn bulk_100k_entries() {
         suffixes: vec![DEMOCORP.to_string()],
         ldif,
         name: "B1".to_string(),
+        ..SlapdConfig::default()
     });
     eprintln!("slapd with {n} bulk entries up in {:?}", t.elapsed());
     let base = format!("ou=bulk,{DEMOCORP}");

@@ -92,6 +92,13 @@ pub struct LimitArgs {
     /// with `unavailable`.
     #[arg(long, value_enum, default_value = "continuation")]
     pub fanout_policy: crate::session::fanout::Policy,
+    /// Which bound clients run on DSA connections of their own, bound as
+    /// themselves: `policy` those whose bind response carried a password
+    /// policy warning or error (and binds as the router's own identity);
+    /// `always` every bound client. Others share the router's connection
+    /// with proxied authorization on DSAs that trust it.
+    #[arg(long, value_enum, default_value = "policy")]
+    pub own_connection: crate::router::OwnConnection,
 }
 
 /// `300`, `300s`, `5m`, `1h`.
@@ -126,6 +133,7 @@ impl LimitArgs {
             utilization_window: parse_duration(&self.utilization_window)?,
             max_clients_per_ip: self.max_clients_per_ip,
             fanout_policy: self.fanout_policy,
+            own_connection: self.own_connection,
             max_clients: self.max_clients.max(1),
             max_request_pdu: self.max_request_pdu.max(64),
             max_response_pdu: self.max_response_pdu.max(64),

@@ -3,14 +3,31 @@
 //! DSA. Success makes that connection the client's own for that DSA and
 //! keeps the bind (in memory) for replay to other DSAs; failure leaves the
 //! client anonymous (RFC 4513).
+//!
+//! Two binds never make an identity the router conveys:
+//! * an *unauthenticated* bind (a name with an empty password, RFC 4513
+//!   5.1.2) goes to the DSA, which answers it as it would directly (slapd:
+//!   unwillingToPerform unless `allow bind_anon_dn`); on success the
+//!   client stays anonymous, and the name is never conveyed or replayed;
+//! * a bind as the router's own identity (any DSA's `ldap-dsa-name`) runs
+//!   every later operation on the client's own connection, bound as itself.
+//!
+//! A bind response with a password policy warning or error (the router
+//! asks for the control on every bind, [`crate::wire::ppolicy`]) puts the
+//! client on connections of its own on every DSA, bound as itself, so the
+//! DSA enforces what it keeps per connection (`pwdMustChange`: only a
+//! password change until then); `--own-connection always` does this for
+//! every bound client.
 
-use super::{Flow, Identity, Session};
+use super::{Bound, Flow, Identity, Session};
 use crate::dn::Dn;
 use crate::metrics::Refusal;
 use crate::route::{message, select_read, Lookup, RouteError};
+use crate::router::OwnConnection;
 use crate::upstream::conn::result_code;
 use crate::upstream::pool::{request as upstream_request, BindPdu};
 use crate::wire::frame::{self, Header};
+use crate::wire::ppolicy;
 use crate::wire::request::{Op, Request};
 use crate::wire::response::Code;
 use bytes::{Bytes, BytesMut};
@@ -125,8 +142,19 @@ impl Session {
                 return Flow::Continue;
             }
         };
+        // The router asks every DSA for the password policy response (not
+        // critical: DSAs without the overlay ignore it), so it learns of a
+        // restriction whether or not the client asked.
+        let client_ppolicy = req.control(ppolicy::OID_PPOLICY).is_some();
+        let sent = if client_ppolicy {
+            pdu.clone()
+        } else {
+            let mut b = BytesMut::with_capacity(pdu.len() + 32);
+            frame::rewrite(pdu, h, h.msgid, Some(&ppolicy::request_control()), &mut b);
+            b.freeze()
+        };
         let started = std::time::Instant::now();
-        let resp = match upstream_request(&conn, pdu, self.router.cfg.op_timeout).await {
+        let resp = match upstream_request(&conn, &sent, self.router.cfg.op_timeout).await {
             Ok(r) => r,
             Err(e) => {
                 conn.close();
@@ -152,20 +180,48 @@ impl Session {
             return Flow::Continue;
         };
         let code = result_code(&resp, &rh).unwrap_or(80);
+        let policy = ppolicy::Policy::of_response(&resp, &rh);
         if self.router.cfg.access_log {
-            tracing::info!(target: "access", client = %self.peer, op = "bind", dn = %dn, partition = %p.prefix, dsa = %pool.dsa.name, result = code, latency_us = started.elapsed().as_micros() as u64);
+            let policy = policy.map(|p| p.to_string());
+            tracing::info!(target: "access", client = %self.peer, op = "bind", dn = %dn, partition = %p.prefix, dsa = %pool.dsa.name, result = code, ppolicy = policy.as_deref(), latency_us = started.elapsed().as_micros() as u64);
         }
-        if code == 0 {
+        if code == 0 && password.is_empty() {
+            // An unauthenticated bind (RFC 4513 5.1.2): the DSA took it as
+            // anonymous, and so does the router. Its name is never
+            // conveyed or replayed.
+            tracing::info!(client = %self.peer, dn = %dn, dsa = %pool.dsa.name, "unauthenticated bind (a name with an empty password): the client stays anonymous");
+            conn.close();
+        } else if code == 0 {
+            let notable = policy.filter(|p| p.is_notable());
+            let as_router = routing
+                .snap
+                .dsas
+                .iter()
+                .any(|d| d.ldap_dsa_name.as_ref() == Some(&parsed));
+            let own_conn = notable.is_some()
+                || as_router
+                || self.router.cfg.own_connection == OwnConnection::Always;
+            if let Some(p) = notable {
+                tracing::info!(client = %self.peer, dn = %dn, dsa = %pool.dsa.name, "password policy ({p}): the client's operations run on connections of its own");
+            }
             let key = routing.snap.dsas[dsa].name.to_ascii_lowercase();
             self.private.insert(key, conn);
-            self.identity = Identity::Bound(BindPdu::new(dn.clone(), pdu.clone()));
+            self.identity = Identity::Bound(Bound {
+                bind: BindPdu::new(dn.clone(), sent),
+                own_conn,
+                policy: notable.is_some(),
+            });
         } else {
             conn.close();
         }
-        let _ = h;
-        let mut b = BytesMut::with_capacity(resp.len() + 4);
-        frame::rewrite(&resp, &rh, req.msgid, None, &mut b);
-        self.out.send(b.freeze()).await;
+        let mut b = if policy.is_some() && !client_ppolicy {
+            ppolicy::strip(&resp, &rh, req.msgid)
+        } else {
+            let mut b = BytesMut::with_capacity(resp.len() + 4);
+            frame::rewrite(&resp, &rh, req.msgid, None, &mut b);
+            b
+        };
+        self.out.send(b.split().freeze()).await;
         Flow::Continue
     }
 

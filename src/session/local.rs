@@ -98,7 +98,14 @@ impl Session {
             OID_WHOAMI => {
                 let authz = match &self.identity {
                     Identity::Anonymous => String::new(),
-                    Identity::Bound(b) => format!("dn:{}", b.dn),
+                    Identity::Bound(b) if b.policy => {
+                        // The DSA answers on the client's own connection
+                        // (it may restrict it: password policy).
+                        let dn = b.bind.dn.clone();
+                        self.forward(pdu, h, req, Some(&dn), false).await;
+                        return Flow::Continue;
+                    }
+                    Identity::Bound(b) => format!("dn:{}", b.bind.dn),
                 };
                 let mut b = BytesMut::new();
                 response::extended(
@@ -143,7 +150,7 @@ impl Session {
                 let user = value.as_deref().and_then(request::passwd_modify_user);
                 let target = match (user, &self.identity) {
                     (Some(u), _) => Some(u.strip_prefix("dn:").unwrap_or(&u).to_string()),
-                    (None, Identity::Bound(b)) => Some(b.dn.clone()),
+                    (None, Identity::Bound(b)) => Some(b.bind.dn.clone()),
                     (None, Identity::Anonymous) => None,
                 };
                 match target {

@@ -44,7 +44,20 @@ use tokio_util::sync::CancellationToken;
 enum Identity {
     Anonymous,
     /// Bound; the bind PDU is kept (in memory only) to replay it.
-    Bound(BindPdu),
+    Bound(Bound),
+}
+
+/// A bound client.
+struct Bound {
+    bind: BindPdu,
+    /// Whether its operations run on connections of its own, bound as
+    /// itself, on every DSA (never under proxied authorization): the DSA
+    /// keeps state for it per connection (a password policy restriction),
+    /// or the administrator asks for it (`--own-connection always`).
+    own_conn: bool,
+    /// Its bind response carried a password policy warning or error: the
+    /// DSA may restrict it, so even WhoAmI is the DSA's to answer.
+    policy: bool,
 }
 
 /// What to do after a request.
@@ -785,9 +798,11 @@ impl Session {
             let pool = routing.pools[dsa].clone();
             let (conn, proxy, shared) = match (&self.identity, own_conn) {
                 (Identity::Anonymous, false) => (pool.shared(false).await, None, true),
-                (Identity::Bound(b), false) if pool.proxies() => {
-                    (pool.shared(true).await, Some(format!("dn:{}", b.dn)), true)
-                }
+                (Identity::Bound(b), false) if pool.proxies() && !b.own_conn => (
+                    pool.shared(true).await,
+                    Some(format!("dn:{}", b.bind.dn)),
+                    true,
+                ),
                 _ => (
                     self.private_conn(&routing.snap.dsas[dsa].name, &pool).await,
                     None,
@@ -832,7 +847,7 @@ impl Session {
             return Ok(c.clone());
         }
         let identity = match &self.identity {
-            Identity::Bound(b) => Some(b),
+            Identity::Bound(b) => Some(&b.bind),
             Identity::Anonymous => None,
         };
         let c = pool.private(identity).await?;

@@ -3,6 +3,7 @@
 //! the router writes itself (`response`).
 
 pub mod frame;
+pub mod ppolicy;
 pub mod request;
 pub mod response;
 pub mod search;

@@ -87,6 +87,20 @@ fn controls<'a>(pdu: &'a [u8], h: &Header) -> Vec<(&'a [u8], &'a [u8])> {
     v
 }
 
+/// Whether a PDU carries the control `oid`.
+pub fn has_control(pdu: &[u8], h: &Header, oid: &str) -> bool {
+    controls(pdu, h).iter().any(|(_, o)| *o == oid.as_bytes())
+}
+
+/// `pdu` (any message) under message ID `msgid`, without the controls
+/// named in `drop`.
+pub fn without_controls(pdu: &[u8], h: &Header, msgid: i32, drop: &[&str]) -> BytesMut {
+    let mut out = BytesMut::with_capacity(pdu.len());
+    let op = &pdu[h.op_start..h.op_end];
+    assemble(pdu, h, msgid, op, drop, None, &mut out);
+    out
+}
+
 /// The value of the control `oid` in a PDU, if present.
 pub fn control_value<'a>(pdu: &'a [u8], h: &Header, oid: &str) -> Option<&'a [u8]> {
     let (c, _) = controls(pdu, h)

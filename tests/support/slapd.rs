@@ -83,11 +83,17 @@ pub fn served_by_dn(suffix: &str) -> String {
 /// What to run: the suffixes (one mdb database each), the entries to load
 /// (LDIF; each entry goes to the database of the longest suffix it is under,
 /// suffix entries included) and a label used in messages and the temp dir.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct SlapdConfig {
     pub suffixes: Vec<String>,
     pub ldif: String,
     pub name: String,
+    /// More global `slapd.conf` lines (after `moduleload back_mdb`), e.g.
+    /// `allow bind_anon_cred` or `moduleload ppolicy`.
+    pub global: String,
+    /// More lines for each database (after its access rules), e.g.
+    /// `overlay ppolicy`; `{suffix}` is replaced by the database's suffix.
+    pub database: String,
 }
 
 impl SlapdConfig {
@@ -96,6 +102,7 @@ impl SlapdConfig {
             suffixes: suffixes.iter().map(|s| s.to_string()).collect(),
             ldif,
             name: name.to_string(),
+            ..SlapdConfig::default()
         }
     }
 
@@ -301,6 +308,10 @@ impl Slapd {
         }
         let _ = writeln!(c, "modulepath {MODULE_DIR}");
         let _ = writeln!(c, "moduleload back_mdb");
+        c.push_str(&cfg.global);
+        if !cfg.global.ends_with('\n') && !cfg.global.is_empty() {
+            c.push('\n');
+        }
         let _ = writeln!(c, "pidfile {d}/slapd.pid");
         let _ = writeln!(c, "argsfile {d}/slapd.args");
         let _ = writeln!(c, "rootDSE {d}/rootdse.ldif");
@@ -351,6 +362,8 @@ access to *
 "#,
                 db = db.display()
             );
+            c.push_str(&cfg.database.replace("{suffix}", &s));
+            c.push('\n');
         }
         write_file(&self.conf_path(), &c);
         write_file(
