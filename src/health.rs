@@ -10,9 +10,10 @@
 //! follow reloads: they read the snapshot afresh every round.
 
 use crate::router::Router;
-use crate::upstream::conn::{result_code, Conn};
+use crate::upstream::conn::Conn;
 use crate::upstream::pool::{self, BindPdu, UpstreamError};
 use crate::wire::frame;
+use crate::wire::response::result_code;
 use bytes::{Bytes, BytesMut};
 use ldap3_proto::proto::{LdapDerefAliases, LdapMsg, LdapOp, LdapSearchRequest, LdapSearchScope};
 use std::collections::HashMap;

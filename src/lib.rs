@@ -8,6 +8,8 @@
 //! # Layout
 //! * [`dn`]: DN parsing (RFC 4514 strings and the knowledge `<type value>`
 //!   form), normalization and ancestry. Pure.
+//! * [`error`]: the one error type: who caused it, whether the operation
+//!   may be retried, and its LDAP result code and message.
 //! * [`knowledge`]: the DXserver knowledge grammar, `source` resolution and
 //!   validation into one immutable [`knowledge::Snapshot`]. Pure apart from
 //!   reading files.
@@ -40,6 +42,7 @@ pub mod bench;
 pub mod cli;
 pub mod demo;
 pub mod dn;
+pub mod error;
 pub mod health;
 pub mod knowledge;
 pub mod limits;

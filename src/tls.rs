@@ -303,7 +303,7 @@ async fn start_tls_request(stream: &mut TcpStream) -> io::Result<()> {
                 if h.msgid != 1 || h.op_tag != 0x78 {
                     return Err(bad("unexpected answer to StartTLS".into()));
                 }
-                return match crate::upstream::conn::result_code(&resp, &h) {
+                return match crate::wire::response::result_code(&resp, &h) {
                     Some(0) => Ok(()),
                     Some(c) => Err(bad(format!("the DSA refused StartTLS (result {c})"))),
                     None => Err(bad("malformed StartTLS response".into())),

@@ -9,8 +9,8 @@
 //! (compareTrue/compareFalse for compares); everything else is reported by
 //! result code.
 
-use crate::upstream::conn::result_code;
 use crate::wire::frame::{self, tag};
+use crate::wire::response::result_code;
 use bytes::BytesMut;
 use ldap3_proto::proto::{
     LdapBindCred, LdapBindRequest, LdapCompareRequest, LdapDerefAliases, LdapMsg, LdapOp,

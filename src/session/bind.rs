@@ -24,11 +24,11 @@ use crate::dn::Dn;
 use crate::metrics::Refusal;
 use crate::route::{message, select_read, Lookup, RouteError};
 use crate::router::OwnConnection;
-use crate::upstream::conn::result_code;
 use crate::upstream::pool::{request as upstream_request, BindPdu};
 use crate::wire::frame::{self, Header};
 use crate::wire::ppolicy;
 use crate::wire::request::{Op, Request};
+use crate::wire::response::result_code;
 use crate::wire::response::Code;
 use bytes::{Bytes, BytesMut};
 

@@ -21,8 +21,9 @@
 
 use super::out::{ClientOut, Delivery};
 use crate::metrics::Metrics;
-use crate::upstream::conn::{result_code, Conn};
+use crate::upstream::conn::Conn;
 use crate::wire::frame::{self, tag, Header};
+use crate::wire::response::result_code;
 use crate::wire::response::{self, Code};
 use crate::wire::search;
 use bytes::{Bytes, BytesMut};

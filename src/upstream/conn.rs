@@ -426,7 +426,7 @@ impl Conn {
             return Ok(());
         };
         drop(map);
-        let code = result_code(&pdu, &h);
+        let code = response::result_code(&pdu, &h);
         if matches!(p.sink, Sink::Client { .. } | Sink::Fan { .. }) {
             self.dsa.served.fetch_add(1, Ordering::Relaxed);
             p.record(code.unwrap_or(80));
@@ -519,17 +519,6 @@ impl Batch {
             }
         }
         self.ends.clear();
-    }
-}
-
-/// The resultCode of a response PDU (LDAPResult's first element).
-pub fn result_code(pdu: &[u8], h: &frame::Header) -> Option<u8> {
-    let op = pdu.get(h.op_start..h.op_end)?;
-    let (_, n) = frame::read_len(op.get(1..)?).ok()??;
-    let body = op.get(1 + n..)?;
-    match body {
-        [0x0a, 0x01, code, ..] => Some(*code),
-        _ => None,
     }
 }
 

@@ -218,7 +218,7 @@ pub async fn connect_bound(
         let dn = &bind.dn;
         let resp = request(&conn, &bind.pdu, limits.op_timeout).await?;
         let h = frame::header(&resp).map_err(|e| UpstreamError::Io(e.to_string()))?;
-        let code = super::conn::result_code(&resp, &h).unwrap_or(80);
+        let code = crate::wire::response::result_code(&resp, &h).unwrap_or(80);
         if code != 0 {
             conn.close();
             return Err(UpstreamError::BindRefused {

@@ -172,3 +172,14 @@ pub fn referral_urls(pdu: &[u8], _h: &super::frame::Header) -> Vec<String> {
 pub fn diagnostic(pdu: &[u8], _h: &super::frame::Header) -> Option<String> {
     decode_msg(pdu).and_then(|m| ldap_result(&m.op).map(|r| r.message.clone()))
 }
+
+/// The resultCode of a response PDU (LDAPResult's first element).
+pub fn result_code(pdu: &[u8], h: &super::frame::Header) -> Option<u8> {
+    let op = pdu.get(h.op_start..h.op_end)?;
+    let (_, n) = super::frame::read_len(op.get(1..)?).ok()??;
+    let body = op.get(1 + n..)?;
+    match body {
+        [0x0a, 0x01, code, ..] => Some(*code),
+        _ => None,
+    }
+}
