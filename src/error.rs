@@ -80,6 +80,16 @@ impl Error {
         }
     }
 
+    /// An error from a message the router already wrote for clients
+    /// (`dsa-router: ...`, as the route messages are): the prefix is
+    /// dropped, [`Error::message`] adds it back.
+    pub fn router(kind: Kind, msg: String) -> Error {
+        match msg.strip_prefix("dsa-router: ") {
+            Some(rest) => Error::new(kind, rest),
+            None => Error::new(kind, msg),
+        }
+    }
+
     pub fn config(text: impl Into<String>) -> Error {
         Error::new(Kind::Config, text)
     }
@@ -136,13 +146,7 @@ impl Error {
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.text)?;
-        match self.kind {
-            Kind::ConnectionLost { write: true } | Kind::Timeout { write: true } => {
-                f.write_str("; the outcome of this update is unknown")
-            }
-            _ => Ok(()),
-        }
+        f.write_str(&self.text)
     }
 }
 
@@ -222,9 +226,7 @@ mod tests {
             assert_eq!(e.code(), *code, "{kind:?}");
         }
         let w = Error::new(Kind::Timeout { write: true }, "DSA D1 did not answer");
-        assert_eq!(
-            w.message(),
-            "dsa-router: DSA D1 did not answer; the outcome of this update is unknown"
-        );
+        assert_eq!(w.message(), "dsa-router: DSA D1 did not answer");
+        assert_eq!(w.to_string(), "DSA D1 did not answer");
     }
 }

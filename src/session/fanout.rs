@@ -20,8 +20,10 @@
 //!   partition boundary, as RFC 2696 allows.
 
 use super::out::{ClientOut, Delivery};
+use crate::error::Error;
 use crate::metrics::Metrics;
 use crate::upstream::conn::Conn;
+use crate::upstream::delivery::Batch;
 use crate::wire::frame::{self, tag, Header};
 use crate::wire::response::result_code;
 use crate::wire::response::{self, Code};
@@ -135,7 +137,11 @@ impl Fan {
             return false;
         }
         if let Some(p) = st.parts.get_mut(i) {
-            p.state = PartState::Running(Arc::downgrade(conn), id);
+            // A part that already ended stays ended (its answer may come
+            // in before this is called).
+            if matches!(p.state, PartState::Starting | PartState::Running(..)) {
+                p.state = PartState::Running(Arc::downgrade(conn), id);
+            }
         }
         true
     }
@@ -467,6 +473,32 @@ pub fn fingerprint(base: &str, scope: u8, prefixes: &[String]) -> u32 {
 /// The diagnosticMessage of a response PDU, if it can be read.
 fn diagnostic(pdu: &[u8], h: &Header) -> String {
     response::diagnostic(pdu, h).unwrap_or_default()
+}
+
+/// One partition's share of a spanning search, as its DSA connection sees
+/// it.
+pub struct FanPart {
+    pub fan: Arc<Fan>,
+    pub part: usize,
+}
+
+impl crate::upstream::delivery::Delivery for FanPart {
+    fn deliver(&self, pdu: &[u8], h: &Header, _batch: &mut Batch) {
+        // The fan's own lock is taken with the connection's released.
+        self.fan.response(pdu, h);
+    }
+
+    fn finish(&self, pdu: Bytes, h: &Header, _batch: &mut Batch) {
+        self.fan.done(self.part, &pdu, h);
+    }
+
+    fn fail(&self, e: &Error) {
+        self.fan.failed(self.part, e.to_string());
+    }
+
+    fn placed(&self, conn: &Arc<Conn>, id: i32) -> bool {
+        self.fan.running(self.part, conn, id)
+    }
 }
 
 #[cfg(test)]

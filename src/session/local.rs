@@ -234,7 +234,7 @@ impl Session {
                 self.tls = true;
                 let (rd, wr) = crate::tls::ClientStream::Tls(Box::new(stream)).split();
                 let pause = CancellationToken::new();
-                let writer = tokio::spawn(super::writer(
+                let writer = tokio::spawn(super::io::writer(
                     wr,
                     self.out.clone(),
                     done.clone(),

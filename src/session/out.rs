@@ -6,9 +6,13 @@
 //! it, and nobody else waits: upstream readers never block on a client.
 
 use super::fanout::Fan;
+use crate::error::Error;
 use crate::outbox::{Bound, Outbox, Push};
 use crate::upstream::conn::Conn;
-use bytes::Bytes;
+use crate::upstream::delivery::{Batch, Delivery as Deliver, Outlet};
+use crate::wire::frame::{self, Header};
+use crate::wire::response;
+use bytes::{Bytes, BytesMut};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use tokio_util::sync::CancellationToken;
@@ -142,5 +146,67 @@ impl ClientOut {
             self.kill.cancel();
         }
         self.abandon_all();
+    }
+}
+
+impl Outlet for ClientOut {
+    /// A client that is not reading (its queue full) is disconnected and
+    /// its operations abandoned; so are the operations of a client that is
+    /// gone.
+    fn hand_over(&self, bytes: Bytes, ended: &[i32]) {
+        for &msgid in ended {
+            self.finish(msgid);
+        }
+        match self.deliver(bytes) {
+            Delivery::Queued => {}
+            Delivery::Full => self.overflow(),
+            Delivery::Gone => self.abandon_all(),
+        }
+    }
+}
+
+/// One client operation's responses: to the client's queue under the
+/// client's message ID.
+pub struct ToClient {
+    pub out: Arc<ClientOut>,
+    pub msgid: i32,
+    /// The response tag for errors the router answers itself.
+    pub resp_tag: u8,
+}
+
+impl Deliver for ToClient {
+    fn deliver(&self, pdu: &[u8], h: &Header, batch: &mut Batch) {
+        frame::rewrite(pdu, h, self.msgid, None, batch.to(&self.out));
+    }
+
+    fn finish(&self, pdu: Bytes, h: &Header, batch: &mut Batch) {
+        // Ended when its result is handed over, not before (the shutdown
+        // grace and StartTLS count what is outstanding).
+        frame::rewrite(
+            &pdu,
+            h,
+            self.msgid,
+            None,
+            batch.finishing(&self.out, self.msgid),
+        );
+    }
+
+    fn fail(&self, e: &Error) {
+        let mut b = BytesMut::new();
+        response::result(
+            self.msgid,
+            self.resp_tag,
+            e.code(),
+            "",
+            &e.message(),
+            &mut b,
+        );
+        self.out.finish(self.msgid);
+        let _ = self.out.deliver(b.freeze());
+    }
+
+    fn placed(&self, conn: &Arc<Conn>, id: i32) -> bool {
+        self.out.track(self.msgid, conn, id);
+        true
     }
 }

@@ -7,15 +7,14 @@
 //! (`SearchResultDone`, not the first entry); its in-flight guard drops
 //! then. When the connection dies, every pending operation gets an answer.
 
+use super::delivery::{Batch, Delivery, Resend};
 use super::pool::Limits;
+use crate::error::{Error, Kind};
 use crate::metrics::Metrics;
 use crate::outbox::{Outbox, Push, Step, Wire};
-use crate::session::fanout::Fan;
-use crate::session::out::{ClientOut, Delivery};
-use crate::session::retry::{self, Retry};
 use crate::state::{DsaState, InFlight};
-use crate::wire::frame::{self, tag};
-use crate::wire::response::{self, Code};
+use crate::wire::frame::{self, tag, Header};
+use crate::wire::response;
 use bytes::{Bytes, BytesMut};
 use std::collections::HashMap;
 use std::io;
@@ -31,13 +30,11 @@ use tokio_util::sync::CancellationToken;
 
 /// Where a response goes.
 pub enum Sink {
-    /// Forwarded to a client under its own message ID.
-    Client { out: Arc<ClientOut>, msgid: i32 },
-    /// Handed to a task of the router awaiting it (binds): the final
-    /// response PDU, unmodified.
+    /// A client's operation, or one partition's share of a spanning search.
+    To(Arc<dyn Delivery>),
+    /// Handed to a task of the router awaiting it (binds, probes): the
+    /// final response PDU, unmodified.
     Waiter(oneshot::Sender<Bytes>),
-    /// One partition's share of a search spanning partitions.
-    Fan { fan: Arc<Fan>, part: usize },
     /// Moved elsewhere (re-sent); nothing to answer.
     Detached,
 }
@@ -53,8 +50,6 @@ pub struct LogCtx {
 /// An operation awaiting its responses.
 pub struct Pending {
     pub sink: Sink,
-    /// The response tag for errors the router must answer itself.
-    pub resp_tag: u8,
     pub is_write: bool,
     pub started: Instant,
     pub log: Option<Box<LogCtx>>,
@@ -62,7 +57,7 @@ pub struct Pending {
     /// re-sent elsewhere).
     pub delivered: bool,
     /// Present for reads that may be re-sent to another DSA.
-    pub retry: Option<Box<Retry>>,
+    pub retry: Option<Box<dyn Resend>>,
     /// Hold entries until the final response (base-scope reads: at most
     /// one entry), keeping the read re-sendable to its end.
     pub hold: bool,
@@ -74,6 +69,23 @@ pub struct Pending {
 }
 
 impl Pending {
+    /// A pending operation delivered to `sink`, with nothing else set.
+    pub fn new(sink: Sink) -> Pending {
+        Pending {
+            sink,
+            is_write: false,
+            started: Instant::now(),
+            log: None,
+            delivered: false,
+            retry: None,
+            hold: false,
+            held: Vec::new(),
+            op: 0,
+            metrics: None,
+            _guard: None,
+        }
+    }
+
     /// Count the operation's completion with `code`.
     pub fn record(&self, code: u8) {
         if let Some(m) = &self.metrics {
@@ -86,9 +98,23 @@ impl Pending {
     }
 
     fn retryable(&self) -> bool {
-        self.retry.is_some()
-            && !self.delivered
-            && matches!(self.sink, Sink::Client { .. } | Sink::Fan { .. })
+        self.retry.is_some() && !self.delivered && matches!(self.sink, Sink::To(_))
+    }
+
+    /// End the operation with the router's answer `e`: re-sent elsewhere
+    /// when it may be (`failed` names the DSA that let it down), else
+    /// counted and answered.
+    pub fn fail(mut self, failed: &str, e: Error) {
+        if e.retryable() && self.retryable() {
+            if let Some(r) = self.retry.take() {
+                return r.resend(self, failed, e);
+            }
+        }
+        self.record(e.code() as u8);
+        if let Sink::To(d) = &self.sink {
+            d.fail(&e);
+        }
+        // A waiter's sender is dropped: it wakes with an error.
     }
 }
 
@@ -180,12 +206,13 @@ impl Conn {
         self.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Register an operation; returns its message ID on this connection.
-    pub fn register(&self, p: Pending) -> Option<i32> {
-        if !self.is_alive() {
-            return None;
-        }
+    /// Register an operation; returns its message ID on this connection,
+    /// or gives it back when the connection is closed.
+    fn register(&self, p: Pending) -> Result<i32, Pending> {
         let mut map = self.lock();
+        if !self.is_alive() {
+            return Err(p);
+        }
         loop {
             let id = self.next_id.fetch_add(1, Ordering::Relaxed);
             if id <= 0 {
@@ -195,9 +222,34 @@ impl Conn {
             }
             if let std::collections::hash_map::Entry::Vacant(v) = map.entry(id) {
                 v.insert(p);
-                return Some(id);
+                return Ok(id);
             }
         }
+    }
+
+    /// Register `p` and send `pdu` under this connection's message ID for
+    /// it, with `control` (one encoded control) appended when given: the one
+    /// way an operation goes to a DSA. `placed` learns the ID before the
+    /// request is sent; when it says the operation ended meanwhile, nothing
+    /// is sent. `Err` gives the operation back when the connection is
+    /// closed.
+    pub fn submit(
+        self: &Arc<Self>,
+        p: Pending,
+        pdu: &[u8],
+        h: &Header,
+        control: Option<&[u8]>,
+        placed: impl FnOnce(&Arc<Conn>, i32) -> bool,
+    ) -> Result<i32, Pending> {
+        let id = self.register(p)?;
+        if !placed(self, id) {
+            self.forget(id);
+            return Ok(id);
+        }
+        let mut b = BytesMut::with_capacity(pdu.len() + control.map_or(4, |c| c.len() + 8));
+        frame::rewrite(pdu, h, id, control, &mut b);
+        self.send(b.freeze());
+        Ok(id)
     }
 
     /// Send a PDU: written at once when nothing is queued, else queued.
@@ -246,49 +298,18 @@ impl Conn {
         self.alive.store(false, Ordering::Relaxed);
         self.stop.cancel();
         let drained: Vec<(i32, Pending)> = self.lock().drain().collect();
+        let name = &self.dsa.name;
         for (_, p) in drained {
-            if p.retryable() {
-                retry::resend(
-                    p,
-                    &self.dsa.name,
-                    format!(
-                        "dsa-router: connection to DSA {} lost ({why})",
-                        self.dsa.name
-                    ),
-                );
-                continue;
-            }
-            p.record(Code::Unavailable as u8);
-            if let Sink::Fan { fan, part } = &p.sink {
+            if !p.retryable() && matches!(p.sink, Sink::To(_)) {
                 self.dsa.errors.fetch_add(1, Ordering::Relaxed);
-                fan.failed(
-                    *part,
-                    format!("connection to DSA {} lost ({why})", self.dsa.name),
-                );
-                continue;
             }
-            let Sink::Client { out, msgid } = p.sink else {
-                continue; // dropping the waiter's sender wakes it with an error
-            };
-            let (code, msg) = if p.is_write {
-                (
-                    Code::Unavailable,
-                    format!("dsa-router: connection to DSA {} lost before it answered; the outcome of this update is unknown ({why})", self.dsa.name),
-                )
+            let text = if p.is_write {
+                format!("connection to DSA {name} lost before it answered; the outcome of this update is unknown ({why})")
             } else {
-                (
-                    Code::Unavailable,
-                    format!(
-                        "dsa-router: connection to DSA {} lost ({why})",
-                        self.dsa.name
-                    ),
-                )
+                format!("connection to DSA {name} lost ({why})")
             };
-            let mut b = BytesMut::new();
-            response::result(msgid, p.resp_tag, code, "", &msg, &mut b);
-            out.finish(msgid);
-            let _ = out.deliver(b.freeze());
-            self.dsa.errors.fetch_add(1, Ordering::Relaxed);
+            let write = p.is_write;
+            p.fail(name, Error::new(Kind::ConnectionLost { write }, text));
         }
     }
 
@@ -299,9 +320,9 @@ impl Conn {
             let mut map = self.lock();
             let ids: Vec<i32> = map
                 .iter()
-                .filter(|(_, p)| {
-                    matches!(p.sink, Sink::Client { .. } | Sink::Fan { .. })
-                        && p.started.elapsed() > timeout
+                .filter(|(_, p)| match &p.sink {
+                    Sink::To(d) => d.expires() && p.started.elapsed() > timeout,
+                    _ => false,
                 })
                 .map(|(id, _)| *id)
                 .collect();
@@ -312,44 +333,24 @@ impl Conn {
         if !expired.is_empty() {
             self.dsa.probe_failed("operation timeout", fall);
         }
+        let name = &self.dsa.name;
+        let secs = timeout.as_secs_f32();
         for (id, p) in expired {
             self.send_abandon(id);
             self.dsa.errors.fetch_add(1, Ordering::Relaxed);
-            if p.retryable() {
-                retry::resend(
-                    p,
-                    &self.dsa.name,
-                    format!("dsa-router: DSA {} did not answer in time", self.dsa.name),
-                );
-                continue;
+            if !p.retryable() {
+                tracing::warn!(dsa = %name, "operation timed out after {:?}", timeout);
             }
-            if let Sink::Fan { fan, part } = &p.sink {
-                let msg = format!(
-                    "DSA {} did not answer within {} s",
-                    self.dsa.name,
-                    timeout.as_secs_f32()
-                );
-                fan.failed(*part, msg);
-                continue;
-            }
-            let Sink::Client { out, msgid } = p.sink else {
-                continue;
-            };
             let outcome = if p.is_write {
                 "; the outcome of this update is unknown"
             } else {
                 ""
             };
-            let msg = format!(
-                "dsa-router: DSA {} did not answer within {} s; the operation was abandoned{outcome}",
-                self.dsa.name,
-                timeout.as_secs_f32()
+            let text = format!(
+                "DSA {name} did not answer within {secs} s; the operation was abandoned{outcome}"
             );
-            tracing::warn!(dsa = %self.dsa.name, "operation timed out after {:?}", timeout);
-            let mut b = BytesMut::new();
-            response::result(msgid, p.resp_tag, Code::TimeLimitExceeded, "", &msg, &mut b);
-            out.finish(msgid);
-            let _ = out.deliver(b.freeze());
+            let write = p.is_write;
+            p.fail(name, Error::new(Kind::Timeout { write }, text));
         }
     }
 
@@ -367,13 +368,11 @@ impl Conn {
                 .filter_map(|id| map.remove(&id).map(|p| (id, p)))
                 .collect()
         };
+        let name = &self.dsa.name;
         for (id, p) in moved {
             self.send_abandon(id);
-            retry::resend(
-                p,
-                &self.dsa.name,
-                format!("dsa-router: DSA {} went down", self.dsa.name),
-            );
+            let e = Error::new(Kind::Unreachable, format!("DSA {name} went down"));
+            p.fail(name, e);
         }
     }
 
@@ -394,31 +393,20 @@ impl Conn {
             return Ok(()); // abandoned or timed out: drop
         };
         if !is_final {
-            if let Sink::Fan { fan, .. } = &p.sink {
-                // The fan's own lock is taken with this one released.
-                p.delivered = true;
-                let fan = fan.clone();
-                drop(map);
-                fan.response(&pdu, &h);
-                return Ok(());
-            }
             if p.hold && p.held.len() < 4 {
                 // A base-scope read: keep its entry until the done arrives,
                 // so that the read can still be re-sent if the DSA dies.
-                if let Sink::Client { msgid, .. } = &p.sink {
-                    let mut b = BytesMut::with_capacity(pdu.len() + 4);
-                    frame::rewrite(&pdu, &h, *msgid, None, &mut b);
-                    p.held.push(b.freeze());
-                }
+                p.held.push(pdu);
                 return Ok(());
             }
             p.delivered = true;
-            if let Sink::Client { out, msgid } = &p.sink {
-                let acc = batch.to(out);
+            if let Sink::To(d) = &p.sink {
                 for held in std::mem::take(&mut p.held) {
-                    acc.extend_from_slice(&held);
+                    if let Ok(hh) = frame::header(&held) {
+                        d.deliver(&held, &hh, batch);
+                    }
                 }
-                frame::rewrite(&pdu, &h, *msgid, None, acc);
+                d.deliver(&pdu, &h, batch);
             }
             return Ok(());
         }
@@ -427,7 +415,7 @@ impl Conn {
         };
         drop(map);
         let code = response::result_code(&pdu, &h);
-        if matches!(p.sink, Sink::Client { .. } | Sink::Fan { .. }) {
+        if matches!(p.sink, Sink::To(_)) {
             self.dsa.served.fetch_add(1, Ordering::Relaxed);
             p.record(code.unwrap_or(80));
         }
@@ -445,80 +433,19 @@ impl Conn {
         }
         match p.sink {
             Sink::Detached => {}
-            Sink::Fan { fan, part } => fan.done(part, &pdu, &h),
             Sink::Waiter(w) => {
                 let _ = w.send(pdu);
             }
-            Sink::Client { out, msgid } => {
-                // Ended when its result is handed over, not before (the
-                // shutdown grace and StartTLS count what is outstanding).
-                let acc = batch.finishing(&out, msgid);
+            Sink::To(d) => {
                 for held in p.held {
-                    acc.extend_from_slice(&held);
+                    if let Ok(hh) = frame::header(&held) {
+                        d.deliver(&held, &hh, batch);
+                    }
                 }
-                frame::rewrite(&pdu, &h, msgid, None, acc);
+                d.finish(pdu, &h, batch);
             }
         }
         Ok(())
-    }
-}
-
-/// Responses for clients gathered over one read from a DSA, a buffer per
-/// client: a client whose entry and result came in together gets them in
-/// one write.
-#[derive(Default)]
-pub struct Batch {
-    to: Vec<(Arc<ClientOut>, BytesMut)>,
-    /// Operations whose final response is in the batch: (entry, message
-    /// ID), ended as their entry is handed over.
-    ends: Vec<(usize, i32)>,
-}
-
-impl Batch {
-    /// The index of the buffer for `out` (the last few clients are looked
-    /// up; a read rarely holds responses for more).
-    fn index(&mut self, out: &Arc<ClientOut>) -> usize {
-        let n = self.to.len();
-        let from = n.saturating_sub(8);
-        match self.to[from..]
-            .iter()
-            .position(|(o, _)| Arc::ptr_eq(o, out))
-        {
-            Some(i) => from + i,
-            None => {
-                self.to.push((out.clone(), BytesMut::new()));
-                n
-            }
-        }
-    }
-
-    fn to(&mut self, out: &Arc<ClientOut>) -> &mut BytesMut {
-        let i = self.index(out);
-        &mut self.to[i].1
-    }
-
-    /// The buffer for `out`, for the final response of operation `msgid`.
-    fn finishing(&mut self, out: &Arc<ClientOut>, msgid: i32) -> &mut BytesMut {
-        let i = self.index(out);
-        self.ends.push((i, msgid));
-        &mut self.to[i].1
-    }
-
-    /// Hand each client its responses. A client that is not reading (its
-    /// queue full) is disconnected and its operations abandoned; so are
-    /// the operations of a client that is gone.
-    fn flush(&mut self) {
-        for (i, (out, b)) in self.to.drain(..).enumerate() {
-            for &(_, msgid) in self.ends.iter().filter(|(e, _)| *e == i) {
-                out.finish(msgid);
-            }
-            match out.deliver(b.freeze()) {
-                Delivery::Queued => {}
-                Delivery::Full => out.overflow(),
-                Delivery::Gone => out.abandon_all(),
-            }
-        }
-        self.ends.clear();
     }
 }
 

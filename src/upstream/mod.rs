@@ -1,6 +1,9 @@
 //! Connections to DSAs: [`conn::Conn`] multiplexes many operations on one
 //! TCP connection with message-ID remapping; [`pool::Pool`] holds each DSA's
-//! shared connections and makes private (client-bound) ones.
+//! shared connections and makes private (client-bound) ones;
+//! [`delivery`] is how responses leave a connection without it knowing
+//! who receives them (clients, fan-outs, the router's own waiters).
 
 pub mod conn;
+pub mod delivery;
 pub mod pool;

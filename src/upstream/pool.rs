@@ -239,24 +239,8 @@ pub async fn request(
     let h = frame::header(pdu).map_err(|e| UpstreamError::Io(e.to_string()))?;
     let (tx, rx) = oneshot::channel();
     let id = conn
-        .register(Pending {
-            sink: Sink::Waiter(tx),
-            resp_tag: 0,
-            is_write: false,
-            started: Instant::now(),
-            log: None,
-            delivered: false,
-            retry: None,
-            hold: false,
-            held: Vec::new(),
-            op: 0,
-            metrics: None,
-            _guard: None,
-        })
-        .ok_or_else(|| UpstreamError::Io(format!("connection to DSA {} closed", conn.dsa.name)))?;
-    let mut b = BytesMut::with_capacity(pdu.len() + 4);
-    frame::rewrite(pdu, &h, id, None, &mut b);
-    conn.send(b.freeze());
+        .submit(Pending::new(Sink::Waiter(tx)), pdu, &h, None, |_, _| true)
+        .map_err(|_| UpstreamError::Io(format!("connection to DSA {} closed", conn.dsa.name)))?;
     match tokio::time::timeout(timeout, rx).await {
         Ok(Ok(resp)) => Ok(resp),
         Ok(Err(_)) => Err(UpstreamError::Io(format!(

@@ -1,0 +1,343 @@
+//! The one place where an operation meets a DSA.
+//!
+//! [`place`] chooses a DSA of the partition (spec 3.4 for reads, 3.5 for
+//! writes, a sticky DSA first when given), takes its in-flight slot, gets a
+//! connection that carries the right identity (spec 4.1), builds the
+//! pending operation and submits it. Plain forwarding, every part of a
+//! spanning search and every re-send ([`Retry`]) go through it, so a policy
+//! about *where* an operation runs (connection pinning, hedging, affinity)
+//! is one change here.
+//!
+//! Identity ([`Via`]): an anonymous client runs on the DSA's unbound shared
+//! connection; a bound client on the router's shared connection with the
+//! proxied-authorization control where the DSA trusts conveyed originators,
+//! otherwise (or when it must keep a connection of its own) on a connection
+//! of its own bound by replaying its bind. Re-sends use shared connections
+//! only.
+
+use super::Identity;
+use crate::dn::Dn;
+use crate::error::{Error, Kind};
+use crate::route::{
+    message, select_read, select_write, Choice, Excluding, Lookup, Partition, RouteError,
+};
+use crate::router::{Router, Routing};
+use crate::upstream::conn::{Conn, Pending, Sink};
+use crate::upstream::delivery::Resend;
+use crate::upstream::pool::{Pool, UpstreamError};
+use crate::wire::frame::{self, Header};
+use bytes::Bytes;
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
+
+/// Attempts per operation, the first included.
+pub(super) const MAX_ATTEMPTS: usize = 3;
+
+/// Which connections an operation may run on.
+pub(super) enum Via<'s> {
+    /// Shared connections only (re-sends): anonymous (`None`) or the
+    /// router's, with proxied authorization as `dn:...`.
+    Shared(Option<String>),
+    /// A client's operation: by its identity, on connections of its own
+    /// (`own`, by lower-case DSA name) where needed; `own_conn` asks for
+    /// one whatever the identity (paging, a client's own proxied
+    /// authorization control).
+    Client {
+        identity: &'s Identity,
+        own: &'s mut HashMap<String, Arc<Conn>>,
+        own_conn: bool,
+    },
+}
+
+/// How to choose among the partition's DSAs.
+#[derive(Default)]
+pub(super) struct Want {
+    pub is_write: bool,
+    /// This DSA first, while it is eligible (paged searches).
+    pub sticky: Option<usize>,
+    /// DSAs already tried (they are skipped).
+    pub tried: Vec<usize>,
+}
+
+/// Where an operation went.
+pub(super) struct Placed {
+    pub dsa: usize,
+    pub conn: Arc<Conn>,
+    /// The proxied-authorization identity it carries, if any.
+    pub proxy: Option<String>,
+    /// Whether the connection is shared (a read on it may be re-sent).
+    pub shared: bool,
+    /// DSAs that could not be reached on the way.
+    pub tried: Vec<usize>,
+}
+
+/// Place one operation on a DSA of partition `p` and send it. `build`
+/// makes the pending operation once the target is known (its in-flight
+/// slot is added here); the PDU goes out with its message ID rewritten and
+/// the proxied-authorization control appended where identity needs it.
+///
+/// `Err` means nothing was built: the caller answers. Once built, the
+/// operation is answered through its delivery whatever happens.
+pub(super) async fn place(
+    routing: &Routing,
+    p: &Partition,
+    want: Want,
+    mut via: Via<'_>,
+    pdu: &[u8],
+    h: &Header,
+    build: impl FnOnce(&Placed) -> Pending,
+) -> Result<Placed, Error> {
+    let Want {
+        is_write,
+        sticky,
+        mut tried,
+    } = want;
+    let mut races = 0;
+    loop {
+        if tried.len() >= MAX_ATTEMPTS {
+            let names: Vec<&str> = tried
+                .iter()
+                .map(|&i| routing.snap.dsas[i].name.as_str())
+                .collect();
+            let msg = message::unavailable(p, &routing.snap, &routing.states);
+            return Err(Error::router(
+                Kind::Unreachable,
+                format!(
+                    "no answer after {} attempts ({}); {}",
+                    tried.len(),
+                    names.join(", "),
+                    msg.strip_prefix("dsa-router: ").unwrap_or(&msg)
+                ),
+            ));
+        }
+        let view = Excluding {
+            inner: &routing.states,
+            tried: &tried,
+        };
+        let chosen = match sticky {
+            Some(i) if tried.is_empty() => Ok(Choice { group: 0, dsa: i }),
+            _ if is_write => select_write(p, &view),
+            _ => select_read(p, &view, p.tick()),
+        };
+        let dsa = match chosen {
+            Ok(c) => c.dsa,
+            Err(RouteError::Unavailable) => {
+                let msg = message::unavailable(p, &routing.snap, &view);
+                return Err(Error::router(Kind::Unavailable, msg));
+            }
+            Err(RouteError::Busy { group }) => {
+                let msg = message::busy(p, group, &routing.snap, &view);
+                return Err(Error::router(Kind::Busy, msg));
+            }
+        };
+        // Take the in-flight slot atomically; losing a race for the last
+        // slot means selecting again (never another group).
+        let Some(guard) = routing.states.0[dsa].try_begin() else {
+            races += 1;
+            if races > 8 {
+                let msg = message::concurrency(&[routing.snap.dsas[dsa].name.as_str()]);
+                return Err(Error::router(Kind::Busy, msg));
+            }
+            continue;
+        };
+        let pool = &routing.pools[dsa];
+        let name = &routing.snap.dsas[dsa].name;
+        let (conn, proxy, shared) = match connection(&mut via, pool, name).await {
+            Ok(c) => c,
+            Err(Next::Fail(e)) => return Err(e),
+            Err(Next::Skip(e)) => {
+                tracing::warn!(dsa = %name, error = %e, "cannot reach DSA; trying the next target");
+                tried.push(dsa);
+                if is_write {
+                    return Err(Error::new(Kind::Unreachable, format!("DSA {name}: {e}")));
+                }
+                continue;
+            }
+        };
+        let placed = Placed {
+            dsa,
+            conn,
+            proxy,
+            shared,
+            tried,
+        };
+        let mut pending = build(&placed);
+        pending._guard = Some(guard);
+        let delivery = match &pending.sink {
+            Sink::To(d) => Some(d.clone()),
+            _ => None,
+        };
+        let control = placed.proxy.as_deref().map(frame::proxy_authz_control);
+        let sent = placed
+            .conn
+            .submit(pending, pdu, h, control.as_deref(), |conn, id| {
+                delivery.as_ref().is_none_or(|d| d.placed(conn, id))
+            });
+        if let Err(pending) = sent {
+            // Built, so answered through its delivery (or re-sent).
+            let write = pending.is_write;
+            let e = Error::new(
+                Kind::ConnectionLost { write },
+                format!("connection to DSA {name} closed"),
+            );
+            pending.fail(name, e);
+        }
+        return Ok(placed);
+    }
+}
+
+/// Why a DSA's connection could not be had.
+enum Next {
+    /// Try the next DSA (unreachable, or not usable for this identity).
+    Skip(UpstreamError),
+    /// Give up: the client's identity was refused.
+    Fail(Error),
+}
+
+/// A connection to `pool`'s DSA for `via`: (connection, proxied identity,
+/// shared).
+async fn connection(
+    via: &mut Via<'_>,
+    pool: &Pool,
+    name: &str,
+) -> Result<(Arc<Conn>, Option<String>, bool), Next> {
+    match via {
+        Via::Shared(proxy) => {
+            if proxy.is_some() && !pool.proxies() {
+                return Err(Next::Skip(UpstreamError::Io(format!(
+                    "DSA {name} does not trust the router's conveyed identities"
+                ))));
+            }
+            let c = pool.shared(proxy.is_some()).await.map_err(Next::Skip)?;
+            Ok((c, proxy.clone(), true))
+        }
+        Via::Client {
+            identity,
+            own,
+            own_conn,
+        } => {
+            let got = match (&**identity, *own_conn) {
+                (Identity::Anonymous, false) => pool.shared(false).await.map(|c| (c, None, true)),
+                (Identity::Bound(b), false) if pool.proxies() && !b.own_conn => pool
+                    .shared(true)
+                    .await
+                    .map(|c| (c, Some(format!("dn:{}", b.bind.dn)), true)),
+                (identity, _) => own_connection(identity, own, name, pool)
+                    .await
+                    .map(|c| (c, None, false)),
+            };
+            got.map_err(|e| match e {
+                UpstreamError::BindRefused { code, message } => Next::Fail(Error::new(
+                    Kind::BindRefused(code),
+                    format!("your identity could not be established on DSA {name} ({message}, result {code})"),
+                )),
+                e => Next::Skip(e),
+            })
+        }
+    }
+}
+
+/// The client's own connection to a DSA, bound as the client.
+async fn own_connection(
+    identity: &Identity,
+    own: &mut HashMap<String, Arc<Conn>>,
+    name: &str,
+    pool: &Pool,
+) -> Result<Arc<Conn>, UpstreamError> {
+    let key = name.to_ascii_lowercase();
+    if let Some(c) = own.get(&key).filter(|c| c.is_alive()) {
+        return Ok(c.clone());
+    }
+    let bind = match identity {
+        Identity::Bound(b) => Some(&b.bind),
+        Identity::Anonymous => None,
+    };
+    let c = pool.private(bind).await?;
+    own.insert(key, c.clone());
+    Ok(c)
+}
+
+/// What a read needs to be sent again (spec 3.4, 5): a search or compare
+/// that failed before any response reached the client (its DSA's
+/// connection died, the DSA went down while the read waited on it, or the
+/// read timed out) goes to the next eligible DSA, within
+/// [`MAX_ATTEMPTS`]. Only reads on shared connections are re-sent; writes
+/// never are once sent.
+pub(super) struct Retry {
+    pub router: Weak<Router>,
+    pub pdu: Bytes,
+    pub header: Header,
+    /// `dn:...` for proxied authorization on the router's connection;
+    /// `None` for an anonymous client.
+    pub proxy_dn: Option<String>,
+    pub dn: Dn,
+    /// Names of the DSAs already tried (names survive reloads).
+    pub tried: Vec<String>,
+}
+
+impl Resend for Retry {
+    fn resend(mut self: Box<Self>, mut p: Pending, failed: &str, _why: Error) {
+        self.tried.push(failed.to_string());
+        p._guard = None;
+        if let Some(m) = &p.metrics {
+            m.retries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        tokio::spawn(async move {
+            if let Err((p, e)) = self.send_again(p).await {
+                // Its retry is spent: answered, not re-sent.
+                p.fail("", e);
+            }
+        });
+    }
+}
+
+impl Retry {
+    async fn send_again(self: Box<Self>, p: Pending) -> Result<(), (Pending, Error)> {
+        let Some(router) = self.router.upgrade() else {
+            return Err((p, Error::new(Kind::ShuttingDown, "shutting down")));
+        };
+        let routing = router.routing();
+        let Lookup::Partition(part) = routing.table.lookup(&self.dn) else {
+            let e = Error::new(
+                Kind::NoSuchObject,
+                format!("no partition holds {}", self.dn),
+            );
+            return Err((p, e));
+        };
+        let want = Want {
+            is_write: false,
+            sticky: None,
+            tried: self
+                .tried
+                .iter()
+                .filter_map(|n| routing.snap.dsa_index(n))
+                .collect(),
+        };
+        tracing::info!(tried = ?self.tried, "re-sending a read to the next target");
+        let (pdu, header) = (self.pdu.clone(), self.header);
+        let via = Via::Shared(self.proxy_dn.clone());
+        let mut retry = Some(self);
+        let mut moved = Some(p);
+        let res = place(&routing, part, want, via, &pdu, &header, |t| {
+            let mut m = moved.take().unwrap_or_else(|| Pending::new(Sink::Detached));
+            if let Some(mut r) = retry.take() {
+                r.tried = t
+                    .tried
+                    .iter()
+                    .map(|&d| routing.snap.dsas[d].name.clone())
+                    .collect();
+                m.retry = Some(r);
+            }
+            m.delivered = false;
+            m.held.clear();
+            m
+        })
+        .await;
+        match (res, moved) {
+            (Ok(_), _) => Ok(()),
+            // Not built: the operation is still ours to answer.
+            (Err(e), Some(p)) => Err((p, e)),
+            (Err(_), None) => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,162 @@
+//! Forwarding one operation to the DSA that holds its DN (spec 3.4, 3.5):
+//! the DN is parsed and looked up; a search whose scope reaches other
+//! partitions goes to [`spanning`](super::spanning); everything else is
+//! placed on one DSA through [`dispatch`](super::dispatch).
+
+use super::{dispatch, out, Session};
+use crate::dn::Dn;
+use crate::metrics::Refusal;
+use crate::route::Lookup;
+use crate::upstream::conn::{LogCtx, Pending, Sink};
+use crate::wire::frame::Header;
+use crate::wire::request::{Op, Request, OID_PAGED_RESULTS, OID_PROXIED_AUTHZ};
+use crate::wire::response::Code;
+use bytes::Bytes;
+use std::sync::Arc;
+use std::time::Instant;
+
+impl Session {
+    /// Route and forward one operation. `target` overrides the DN the
+    /// request names (Password Modify, WhoAmI with proxied authorization);
+    /// `write` marks it an update.
+    pub(super) async fn forward(
+        &mut self,
+        pdu: &Bytes,
+        h: &Header,
+        req: &Request,
+        target: Option<&str>,
+        write: bool,
+    ) {
+        let router = self.router.clone();
+        let cfg = &router.cfg;
+        if self.out.outstanding() >= cfg.max_outstanding {
+            let msg = format!(
+                "dsa-router: too many outstanding operations on this connection (limit {})",
+                cfg.max_outstanding
+            );
+            return self.refuse(req, Refusal::Outstanding, &msg).await;
+        }
+        let dn_text = target.unwrap_or(match &req.op {
+            Op::Search { base, .. } => base,
+            Op::Compare { dn }
+            | Op::Add { dn }
+            | Op::Delete { dn }
+            | Op::Modify { dn }
+            | Op::ModDn { dn } => dn,
+            _ => "",
+        });
+        let is_write = write
+            || matches!(
+                req.op,
+                Op::Add { .. } | Op::Delete { .. } | Op::Modify { .. } | Op::ModDn { .. }
+            );
+        let dn = match Dn::parse_ldap(dn_text) {
+            Ok(d) => d,
+            Err(e) => {
+                return self
+                    .reply(
+                        req,
+                        Code::InvalidDNSyntax,
+                        "",
+                        &format!("dsa-router: invalid DN: {e}"),
+                    )
+                    .await
+            }
+        };
+        let routing = self.router.routing();
+        if let (Op::Search { scope, .. }, None) = (&req.op, target) {
+            let spans = routing.table.spanning(&dn, *scope);
+            if !spans.is_empty() {
+                return Box::pin(self.fan_out(pdu, h, req, &routing, dn_text, spans)).await;
+            }
+        }
+        let p = match routing.table.lookup(&dn) {
+            Lookup::Partition(p) => p,
+            Lookup::NoPartition { below } => {
+                if !below.is_empty() && matches!(req.op, Op::Search { .. }) {
+                    // A one-level search above partitions that all lie
+                    // deeper: no entry one level down exists anywhere.
+                    return self.reply(req, Code::Success, "", "").await;
+                }
+                let msg = format!("dsa-router: no partition holds {dn}");
+                return self.reply(req, Code::NoSuchObject, "", &msg).await;
+            }
+        };
+        // Paged results: servers keep paging state per connection (OpenLDAP
+        // does), and cookies are opaque and may repeat across DSAs. So a
+        // client's paged searches run on a connection of its own, and all
+        // of them in one partition go to one DSA: the pages of a search
+        // reach the DSA that issued the cookie.
+        let paged = req.control(OID_PAGED_RESULTS);
+        let sticky = paged.and_then(|_| self.paged_sticky(&routing, p));
+        let own_conn = paged.is_some() || req.control(OID_PROXIED_AUTHZ).is_some();
+        let log = cfg.access_log.then(|| {
+            Box::new(LogCtx {
+                client: self.peer,
+                op: req.op.name(),
+                dn: dn_text.to_string(),
+                partition: p.prefix.to_string(),
+            })
+        });
+        let delivery = Arc::new(out::ToClient {
+            out: self.out.clone(),
+            msgid: req.msgid,
+            resp_tag: req.op.response_tag().unwrap_or(0x78),
+        });
+        let want = dispatch::Want {
+            is_write,
+            sticky,
+            tried: Vec::new(),
+        };
+        let via = dispatch::Via::Client {
+            identity: &self.identity,
+            own: &mut self.private,
+            own_conn,
+        };
+        let metrics = router.metrics.clone();
+        let weak = Arc::downgrade(&router);
+        self.out.track_placeholder(req.msgid);
+        let placed = dispatch::place(&routing, p, want, via, pdu, h, |t| {
+            let retry = (!is_write && t.shared && target.is_none()).then(|| {
+                Box::new(dispatch::Retry {
+                    router: weak,
+                    pdu: pdu.clone(),
+                    header: *h,
+                    proxy_dn: t.proxy.clone(),
+                    dn,
+                    tried: t
+                        .tried
+                        .iter()
+                        .map(|&i| routing.snap.dsas[i].name.clone())
+                        .collect(),
+                }) as Box<dyn crate::upstream::delivery::Resend>
+            });
+            Pending {
+                sink: Sink::To(delivery),
+                is_write,
+                started: Instant::now(),
+                log,
+                delivered: false,
+                hold: retry.is_some() && matches!(req.op, Op::Search { scope: 0, .. }),
+                held: Vec::new(),
+                retry,
+                op: crate::metrics::op_index(req.op.name()) as u8,
+                metrics: Some(metrics),
+                _guard: None,
+            }
+        })
+        .await;
+        match placed {
+            Ok(t) => {
+                if paged.is_some() {
+                    self.paged_dsa
+                        .insert(p.prefix.normalized(), routing.snap.dsas[t.dsa].name.clone());
+                }
+            }
+            Err(e) => {
+                self.out.finish(req.msgid);
+                self.answer(req, &e).await;
+            }
+        }
+    }
+}

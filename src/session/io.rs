@@ -1,0 +1,229 @@
+//! A client connection's I/O: the read loop (framing, the idle and
+//! incomplete-PDU timers, shutdown) and the writer task that drains what
+//! could not be written at once. Requests go to [`Session::handle`].
+
+use super::{local, out::ClientOut, Flow, Identity, Session};
+use crate::router::Router;
+use crate::wire::frame;
+use crate::wire::response::{self, Code};
+use bytes::BytesMut;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// Serve one client until it leaves, misbehaves, or shutdown.
+pub async fn run(
+    router: Arc<Router>,
+    stream: impl Into<crate::tls::ClientStream>,
+    peer: SocketAddr,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let stream = stream.into();
+    let tls = stream.is_tls();
+    let (mut rd, wr) = stream.split();
+    let out = ClientOut::new(router.cfg.client_queue, router.cfg.client_queue_bytes);
+    let done = CancellationToken::new();
+    let mut pause = CancellationToken::new();
+    let mut writer = tokio::spawn(writer(wr, out.clone(), done.clone(), pause.clone()));
+    let mut s = Session {
+        router: router.clone(),
+        peer,
+        out: out.clone(),
+        identity: Identity::Anonymous,
+        private: HashMap::new(),
+        paged_dsa: HashMap::new(),
+        tls,
+    };
+    let cfg = &router.cfg;
+    // Buffers are taken only while data flows: an idle client holds none
+    // (10,000 idle connections must stay small).
+    let mut buf = BytesMut::new();
+    let mut notice: Option<(Code, String)> = None;
+    let mut pdu_started: Option<tokio::time::Instant> = None;
+    let mut last_read = tokio::time::Instant::now();
+    // Made once, not per read. The timer is boxed: it would otherwise be
+    // part of every idle connection's task.
+    let mut timer = Box::pin(tokio::time::sleep_until(far_future()));
+    let kill = out.kill.clone();
+    let mut killed = std::pin::pin!(kill.cancelled());
+    let mut shut = std::pin::pin!(shutdown.changed());
+    'conn: loop {
+        let mut handled = false;
+        loop {
+            match frame::frame_len(&buf, cfg.max_request_pdu) {
+                Ok(Some(len)) => {
+                    let pdu = buf.split_to(len).freeze();
+                    pdu_started = None;
+                    handled = true;
+                    // Boxed: the request path's state is large and would
+                    // otherwise be part of every idle connection's task.
+                    match Box::pin(s.handle(pdu)).await {
+                        Flow::Continue => {}
+                        Flow::Close(n) => {
+                            notice = n;
+                            break 'conn;
+                        }
+                        Flow::StartTls(msgid) => {
+                            let link = (rd, writer, pause);
+                            match Box::pin(s.start_tls(msgid, buf.is_empty(), link, &done)).await {
+                                Ok(l) => (rd, writer, pause) = l,
+                                Err(l) => {
+                                    writer = l.1;
+                                    break 'conn;
+                                }
+                            }
+                        }
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::warn!(client = %peer, error = %e, "malformed PDU from client; disconnecting");
+                    notice = Some((Code::ProtocolError, format!("dsa-router: {e}")));
+                    break 'conn;
+                }
+            }
+        }
+        if handled {
+            // Idle from the end of the last request's handling (a bind
+            // may take long), not from its read.
+            last_read = tokio::time::Instant::now();
+        }
+        // The PDU timeout runs from a PDU's first byte, however slowly
+        // the rest trickles in; the idle timeout from the last read. The
+        // timer is moved only when a deadline comes earlier than it is
+        // set; when it fires early, it is set again (no timer work per
+        // request).
+        let due = if buf.is_empty() {
+            pdu_started = None;
+            (!cfg.idle_timeout.is_zero()).then(|| after(last_read, cfg.idle_timeout))
+        } else {
+            let started = *pdu_started.get_or_insert_with(tokio::time::Instant::now);
+            Some(after(started, cfg.pdu_timeout))
+        };
+        if let Some(due) = due {
+            if due < timer.deadline() {
+                timer.as_mut().reset(due);
+            }
+        }
+        tokio::select! {
+            r = rd.read_some(&mut buf) => match r {
+                Ok(0) | Err(_) => break,
+                Ok(_) => last_read = tokio::time::Instant::now(),
+            },
+            _ = &mut timer => match due {
+                Some(due) if due <= tokio::time::Instant::now() => {
+                    let what = if buf.is_empty() { "idle" } else { "incomplete PDU" };
+                    tracing::info!(client = %peer, "{what} timeout; disconnecting");
+                    notice = Some((Code::Unavailable, format!("dsa-router: {what} timeout")));
+                    break;
+                }
+                Some(due) => timer.as_mut().reset(due),
+                None => timer.as_mut().reset(far_future()),
+            },
+            _ = &mut killed => break,
+            _ = &mut shut => {
+                // Stop reading; let work in flight finish up to the grace.
+                let deadline = Instant::now() + cfg.shutdown_grace;
+                while out.outstanding() > 0 && Instant::now() < deadline {
+                    tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                }
+                notice = Some((Code::Unavailable, "dsa-router: shutting down".into()));
+                break;
+            }
+        }
+    }
+    if let Some((code, msg)) = notice {
+        let mut b = BytesMut::new();
+        response::notice_of_disconnection(code, &msg, &mut b);
+        let _ = out.deliver(b.freeze());
+    }
+    out.abandon_all();
+    for (_, c) in s.private.drain() {
+        c.close();
+    }
+    done.cancel();
+    // The writer flushes what is queued; a client that does not read gets
+    // a few seconds, then its connection is dropped.
+    if tokio::time::timeout(std::time::Duration::from_secs(3), &mut writer)
+        .await
+        .is_err()
+    {
+        writer.abort();
+    }
+    // The writer closes it, unless a failed StartTLS took it away first.
+    out.ob.close();
+}
+
+/// A deadline that never comes (an hour is re-armed when it does).
+fn far_future() -> tokio::time::Instant {
+    tokio::time::Instant::now() + std::time::Duration::from_secs(3600)
+}
+
+/// `t + d`, or the far future for a timeout too large to add.
+fn after(t: tokio::time::Instant, d: std::time::Duration) -> tokio::time::Instant {
+    t.checked_add(d).unwrap_or_else(far_future)
+}
+
+/// Drain what could not be written to the client at once, in batches.
+/// On `pause` (StartTLS), flush and hand the write half back.
+pub(super) async fn writer(
+    wr: crate::tls::ClientWrite,
+    out: Arc<ClientOut>,
+    done: CancellationToken,
+    pause: CancellationToken,
+) -> local::Paused {
+    use crate::outbox::{Step, Wire};
+    use crate::tls::ClientWrite;
+    let mut wire = match wr {
+        ClientWrite::Plain(w) => Wire::direct(w, &out.ob),
+        tls => Wire::Stream(tls),
+    };
+    let kill = out.kill.clone();
+    let mut buf = BytesMut::new();
+    loop {
+        match wire.drain_step(&out.ob, &mut buf, &kill).await {
+            Step::Wrote => continue,
+            Step::Failed => {
+                kill.cancel();
+                break;
+            }
+            Step::Idle => {}
+        }
+        tokio::select! {
+            biased;
+            _ = out.ob.notified() => {}
+            _ = kill.cancelled() => break,
+            _ = done.cancelled() => {
+                // Flush what is queued (a final notice), then close.
+                while out.ob.take(&mut buf) {
+                    if wire.write_all(&buf).await.is_err() {
+                        break;
+                    }
+                    buf.clear();
+                }
+                break;
+            }
+            _ = pause.cancelled() => {
+                out.ob.detach();
+                while out.ob.take(&mut buf) {
+                    if wire.write_all(&buf).await.is_err() {
+                        out.ob.close();
+                        return None;
+                    }
+                    buf.clear();
+                }
+                return match wire.into_inner() {
+                    Some(Ok(w)) => Some(ClientWrite::Plain(w)),
+                    Some(Err(w)) => Some(w),
+                    None => None,
+                };
+            }
+        }
+    }
+    out.ob.close();
+    wire.shutdown().await;
+    None
+}

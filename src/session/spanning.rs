@@ -1,0 +1,252 @@
+//! Searches that span partitions (spec 3.6), the session's side: paging
+//! under the router's cookie, one re-based search per partition placed
+//! through [`dispatch`](super::dispatch), merged by a [`Fan`].
+
+use super::fanout::{self};
+use super::{dispatch, refusal, Session};
+use crate::dn::Dn;
+use crate::route::{Partition, Span};
+use crate::router::Routing;
+use crate::upstream::conn::{LogCtx, Pending, Sink};
+use crate::wire::frame::{self, Header};
+use crate::wire::request::{Request, OID_PAGED_RESULTS, OID_PROXIED_AUTHZ};
+use crate::wire::response::{self, Code};
+use crate::wire::search;
+use bytes::{Bytes, BytesMut};
+use std::sync::Arc;
+use std::time::Instant;
+
+impl Session {
+    /// A search spanning partitions (spec 3.6): one search per partition,
+    /// merged by a [`fanout::Fan`].
+    pub(super) async fn fan_out(
+        &mut self,
+        pdu: &Bytes,
+        h: &Header,
+        req: &Request,
+        routing: &Arc<Routing>,
+        base_text: &str,
+        spans: Vec<Span<'_>>,
+    ) {
+        let sh = match search::head(pdu, h) {
+            Ok(sh) => sh,
+            Err(e) => {
+                let msg = format!("dsa-router: {e}");
+                return self.reply(req, Code::ProtocolError, "", &msg).await;
+            }
+        };
+        let prefixes: Vec<String> = spans
+            .iter()
+            .map(|s| s.partition.prefix.normalized())
+            .collect();
+        // Paging: one partition per page request, under the router's cookie.
+        let mut spans = spans;
+        let mut paging = None;
+        let mut page = (0u32, Vec::new());
+        if let Some(c) = req.control(OID_PAGED_RESULTS) {
+            let Some((size, cookie)) = c.value.as_deref().and_then(search::paged_value) else {
+                let msg = "dsa-router: malformed paged results control";
+                return self.reply(req, Code::ProtocolError, "", msg).await;
+            };
+            let norm_base = Dn::parse_ldap(base_text)
+                .map(|d| d.normalized())
+                .unwrap_or_default();
+            let fp = fanout::fingerprint(&norm_base, sh.scope, &prefixes);
+            let (index, dsa_cookie) = if cookie.is_empty() {
+                (0, Vec::new())
+            } else {
+                match fanout::decode_cookie(&cookie) {
+                    Some((f, i, c)) if f == fp && i < spans.len() => (i, c.to_vec()),
+                    _ => {
+                        let msg = "dsa-router: the paged results cookie does not belong to this search (or the partitions changed); start the search again";
+                        return self.reply(req, Code::UnwillingToPerform, "", msg).await;
+                    }
+                }
+            };
+            if size == 0 {
+                // The client ends the paged search (RFC 2696 3).
+                let mut b = BytesMut::new();
+                let ctl = search::paged_control(0, &[]);
+                response::search_done_with_control(req.msgid, "", &ctl, &mut b);
+                self.out.send(b.freeze()).await;
+                return;
+            }
+            let partitions = spans.len();
+            spans = spans.into_iter().skip(index).take(1).collect();
+            paging = Some(fanout::Paging {
+                fingerprint: fp,
+                index,
+                partitions,
+            });
+            page = (size, dsa_cookie);
+        }
+        let paged = paging.is_some();
+        let parts = spans
+            .iter()
+            .map(|s| {
+                let base = s
+                    .base
+                    .map_or_else(|| base_text.to_string(), |b| b.to_string());
+                fanout::Part::new(
+                    s.partition.prefix.to_string(),
+                    continuation_urls(routing, s.partition, &base, s.scope),
+                )
+            })
+            .collect();
+        let fan = fanout::Fan::new(
+            self.out.clone(),
+            req.msgid,
+            sh.size_limit,
+            self.router.cfg.fanout_policy,
+            paging,
+            self.router.metrics.clone(),
+            parts,
+        );
+        self.out.track_fan(req.msgid, &fan);
+        if sh.time_limit > 0 && !paged {
+            let weak = Arc::downgrade(&fan);
+            let secs = sh.time_limit;
+            tokio::spawn(async move {
+                tokio::time::sleep(std::time::Duration::from_secs(secs as u64)).await;
+                if let Some(fan) = weak.upgrade() {
+                    fan.expire(secs);
+                }
+            });
+        }
+        let own_conn = paged || req.control(OID_PROXIED_AUTHZ).is_some();
+        let control = paged.then(|| search::paged_control(page.0, &page.1));
+        for (i, s) in spans.iter().enumerate() {
+            if fan.is_finished() {
+                break;
+            }
+            let p = s.partition;
+            let sticky = if paged {
+                self.paged_sticky(routing, p)
+            } else {
+                None
+            };
+            let base = s
+                .base
+                .map_or_else(|| base_text.to_string(), |b| b.to_string());
+            let log = self.router.cfg.access_log.then(|| {
+                Box::new(LogCtx {
+                    client: self.peer,
+                    op: "search",
+                    dn: base.clone(),
+                    partition: p.prefix.to_string(),
+                })
+            });
+            let sub = search::rebase(pdu, h, &sh, &base, s.scope, control.as_deref()).freeze();
+            let Ok(sub_h) = frame::header(&sub) else {
+                fan.failed(i, "internal error re-basing the search".into());
+                continue;
+            };
+            let want = dispatch::Want {
+                is_write: false,
+                sticky,
+                tried: Vec::new(),
+            };
+            let via = dispatch::Via::Client {
+                identity: &self.identity,
+                own: &mut self.private,
+                own_conn,
+            };
+            let delivery = Arc::new(fanout::FanPart {
+                fan: fan.clone(),
+                part: i,
+            });
+            let weak = Arc::downgrade(&self.router);
+            let placed = dispatch::place(routing, p, want, via, &sub, &sub_h, |t| {
+                // On a shared connection, a partition's search that has
+                // sent nothing yet is re-sent elsewhere when its DSA fails.
+                let retry = match (t.shared, Dn::parse_ldap(&base)) {
+                    (true, Ok(dn)) => Some(Box::new(dispatch::Retry {
+                        router: weak,
+                        pdu: sub.clone(),
+                        header: sub_h,
+                        proxy_dn: t.proxy.clone(),
+                        dn,
+                        tried: t
+                            .tried
+                            .iter()
+                            .map(|&d| routing.snap.dsas[d].name.clone())
+                            .collect(),
+                    })
+                        as Box<dyn crate::upstream::delivery::Resend>),
+                    _ => None,
+                };
+                Pending {
+                    sink: Sink::To(delivery),
+                    is_write: false,
+                    started: Instant::now(),
+                    log,
+                    delivered: false,
+                    hold: false,
+                    held: Vec::new(),
+                    retry,
+                    op: crate::metrics::op_index("search") as u8,
+                    metrics: None,
+                    _guard: None,
+                }
+            })
+            .await;
+            match placed {
+                Ok(t) if paged => {
+                    let name = routing.snap.dsas[t.dsa].name.clone();
+                    self.paged_dsa.insert(p.prefix.normalized(), name);
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    if let Some(why) = refusal(&e) {
+                        self.router.metrics.refused(why);
+                    }
+                    fan.failed(i, e.to_string());
+                }
+            }
+        }
+    }
+
+    /// The DSA of this client's paged searches in partition `p`, while it
+    /// is still a target there.
+    pub(super) fn paged_sticky(&self, routing: &Routing, p: &Partition) -> Option<usize> {
+        self.paged_dsa
+            .get(&p.prefix.normalized())
+            .and_then(|n| routing.snap.dsa_index(n))
+            .filter(|&i| p.order.contains(&i) && routing.states.0[i].status().eligible())
+    }
+}
+
+/// LDAP URLs (RFC 4516) for a continuation reference to partition `p`:
+/// one per address of each of its DSAs, in its ordered list.
+fn continuation_urls(routing: &Routing, p: &Partition, base: &str, scope: u8) -> Vec<String> {
+    let scope = match scope {
+        0 => "base",
+        1 => "one",
+        _ => "sub",
+    };
+    let dn = url_escape(base);
+    p.order
+        .iter()
+        .flat_map(|&i| routing.snap.dsas[i].addresses.iter())
+        .map(|a| {
+            if a.host.contains(':') {
+                format!("ldap://[{}]:{}/{dn}??{scope}", a.host, a.port)
+            } else {
+                format!("ldap://{}:{}/{dn}??{scope}", a.host, a.port)
+            }
+        })
+        .collect()
+}
+
+/// Percent-encode a DN for an LDAP URL (RFC 4516 2.1).
+fn url_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"=,+-._~;".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
