@@ -9,6 +9,7 @@
 //! DSA down at once; operation timeouts count as failed probes. Probes
 //! follow reloads: they read the snapshot afresh every round.
 
+use crate::config::HealthConfig;
 use crate::router::Router;
 use crate::upstream::conn::Conn;
 use crate::upstream::pool::{self, BindPdu, UpstreamError};
@@ -18,36 +19,8 @@ use bytes::{Bytes, BytesMut};
 use ldap3_proto::proto::{LdapDerefAliases, LdapMsg, LdapOp, LdapSearchRequest, LdapSearchScope};
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tokio::sync::watch;
-
-#[derive(Debug, Clone)]
-pub struct HealthConfig {
-    pub interval: Duration,
-    pub timeout: Duration,
-    pub fall: u32,
-    pub rise: u32,
-    /// Probe search base (default: the root DSE, "").
-    pub base: String,
-    /// Probe filter (default `(objectClass=*)`).
-    pub filter: String,
-    /// Bind DN and password for probes (default anonymous).
-    pub bind: Option<(String, crate::knowledge::Secret)>,
-}
-
-impl Default for HealthConfig {
-    fn default() -> Self {
-        HealthConfig {
-            interval: Duration::from_secs(1),
-            timeout: Duration::from_secs(1),
-            fall: 3,
-            rise: 2,
-            base: String::new(),
-            filter: "(objectClass=*)".into(),
-            bind: None,
-        }
-    }
-}
 
 /// The probe's search request PDU.
 pub fn probe_pdu(cfg: &HealthConfig) -> Result<Bytes, String> {
@@ -115,7 +88,7 @@ pub async fn run(router: Arc<Router>, cfg: HealthConfig, mut shutdown: watch::Re
                     let conn = match existing {
                         Some(c) => Ok(c),
                         None => {
-                            let lim = pool::Limits {
+                            let lim = crate::config::Limits {
                                 connect_timeout: cfg.timeout,
                                 op_timeout: cfg.timeout,
                                 ..limits

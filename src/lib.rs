@@ -27,7 +27,9 @@
 //!   and per-DSA pools.
 //! * [`session`]: one client connection: routing each request, identity,
 //!   the bounded outbound queue.
-//! * [`router`]: configuration and the routing snapshot, swapped whole.
+//! * [`config`]: the configuration, plain data filled by the command line.
+//! * [`router`]: the application context: configuration, metrics and the
+//!   routing snapshot, swapped whole.
 //! * [`server`]: the accept loop, `run(listener, router, shutdown)`.
 //! * [`demo`]: `dsa-router demo`, the seed setup on loopback with test DSAs.
 //! * [`limits`]: CPU and memory thresholds over a window, cgroup-aware sampling.
@@ -40,6 +42,7 @@
 pub mod admin;
 pub mod bench;
 pub mod cli;
+pub mod config;
 pub mod demo;
 pub mod dn;
 pub mod error;

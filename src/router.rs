@@ -2,123 +2,13 @@
 //! (knowledge + table + per-DSA state + pools, swapped whole), and the
 //! per-DSA state registry that outlives snapshots.
 
+pub use crate::config::{Config, OwnConnection, DEFAULT_DSA_CONCURRENCY_LIMIT};
 use crate::knowledge::Snapshot;
 use crate::route::Table;
 use crate::state::{Registry, States};
-use crate::upstream::pool::{Limits, Pool};
+use crate::upstream::pool::Pool;
 use arc_swap::ArcSwap;
 use std::sync::Arc;
-use std::time::Duration;
-
-/// Default per-DSA concurrency limit: generous for one router in front of a
-/// DSA, low enough to protect it from a burst.
-pub const DEFAULT_DSA_CONCURRENCY_LIMIT: u32 = 500;
-
-/// Run-time settings of `serve`; every limit has a sane default.
-#[derive(Debug, Clone)]
-pub struct Config {
-    /// Maximum client connections at once.
-    pub max_clients: usize,
-    /// Largest request PDU accepted from a client.
-    pub max_request_pdu: usize,
-    /// Largest response PDU accepted from a DSA.
-    pub max_response_pdu: usize,
-    /// Outstanding operations per client connection (`busy` beyond).
-    pub max_outstanding: usize,
-    /// Response PDUs queued for one client before it counts as stalled.
-    pub client_queue: usize,
-    /// Response bytes queued for one client before it counts as stalled.
-    pub client_queue_bytes: usize,
-    /// Close a client connection idle this long (zero: never).
-    pub idle_timeout: Duration,
-    /// Close a client that leaves a PDU incomplete this long.
-    pub pdu_timeout: Duration,
-    pub connect_timeout: Duration,
-    /// Per-operation timeout towards DSAs.
-    pub op_timeout: Duration,
-    /// How long shutdown waits for in-flight operations.
-    pub shutdown_grace: Duration,
-    pub access_log: bool,
-    /// Active health probes; `None` turns them off.
-    pub health: Option<crate::health::HealthConfig>,
-    /// Operations in flight from this router to one DSA (0: no limit);
-    /// knowledge may override it per DSA or router-wide.
-    pub dsa_concurrency_limit: u32,
-    /// Router CPU and memory thresholds (percent, 0 = off).
-    pub thresholds: crate::limits::Thresholds,
-    /// Window over which utilization is averaged.
-    pub utilization_window: Duration,
-    /// Client connections per source address (0: no limit).
-    pub max_clients_per_ip: usize,
-    /// What a failed partition does to a search spanning partitions.
-    pub fanout_policy: crate::session::fanout::Policy,
-    /// Client-facing TLS (LDAPS listener, StartTLS): PEM files, re-read
-    /// on reload. `None`: no TLS towards clients.
-    pub tls: Option<crate::tls::TlsFiles>,
-    /// Refuse simple binds with a password on connections without TLS
-    /// (confidentialityRequired).
-    pub require_tls_for_bind: bool,
-    /// CA certificates DSA certificates are verified against (DSAs that
-    /// knowledge marks for TLS need it); re-read on reload.
-    pub dsa_ca: Option<std::path::PathBuf>,
-    /// Which bound clients run on DSA connections of their own, bound as
-    /// themselves, instead of the router's shared connection.
-    pub own_connection: OwnConnection,
-}
-
-/// Which bound clients get DSA connections of their own (bound as
-/// themselves, so the DSA applies what it keeps per connection: password
-/// policy restrictions above all) rather than the router's shared
-/// connection with proxied authorization.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum OwnConnection {
-    /// Clients whose bind response carried a password policy warning or
-    /// error, and clients bound as the router's own identity.
-    #[default]
-    Policy,
-    /// Every bound client.
-    Always,
-}
-
-impl Default for Config {
-    fn default() -> Config {
-        Config {
-            max_clients: 10_000,
-            max_request_pdu: 4 << 20,
-            max_response_pdu: 16 << 20,
-            max_outstanding: 256,
-            client_queue: 1 << 20,
-            client_queue_bytes: 16 << 20,
-            idle_timeout: Duration::from_secs(900),
-            pdu_timeout: Duration::from_secs(30),
-            connect_timeout: Duration::from_secs(3),
-            op_timeout: Duration::from_secs(120),
-            shutdown_grace: Duration::from_secs(10),
-            access_log: true,
-            health: Some(crate::health::HealthConfig::default()),
-            dsa_concurrency_limit: DEFAULT_DSA_CONCURRENCY_LIMIT,
-            thresholds: crate::limits::Thresholds::default(),
-            utilization_window: Duration::from_secs(300),
-            max_clients_per_ip: 0,
-            fanout_policy: Default::default(),
-            tls: None,
-            require_tls_for_bind: false,
-            own_connection: OwnConnection::Policy,
-            dsa_ca: None,
-        }
-    }
-}
-
-impl Config {
-    pub fn limits(&self) -> Limits {
-        Limits {
-            connect_timeout: self.connect_timeout,
-            op_timeout: self.op_timeout,
-            max_response_pdu: self.max_response_pdu,
-            fall: self.health.as_ref().map(|h| h.fall).unwrap_or(3),
-        }
-    }
-}
 
 /// Everything routing needs for one knowledge snapshot, indexed alike.
 pub struct Routing {

@@ -69,7 +69,7 @@ pub struct LimitArgs {
     pub probe_filter: String,
     /// Operations in flight from this router to one DSA; beyond it the DSA
     /// is skipped, and `busy` when its whole group is saturated (0: none).
-    #[arg(long, default_value_t = crate::router::DEFAULT_DSA_CONCURRENCY_LIMIT)]
+    #[arg(long, default_value_t = crate::config::DEFAULT_DSA_CONCURRENCY_LIMIT)]
     pub dsa_concurrency_limit: u32,
     /// Refuse new operations while the router's average CPU use is above
     /// this percentage (0-100; 0 = off).
@@ -91,14 +91,14 @@ pub struct LimitArgs {
     /// reference to the missing partition; `fail` fails the whole search
     /// with `unavailable`.
     #[arg(long, value_enum, default_value = "continuation")]
-    pub fanout_policy: crate::session::fanout::Policy,
+    pub fanout_policy: crate::config::FanoutPolicy,
     /// Which bound clients run on DSA connections of their own, bound as
     /// themselves: `policy` those whose bind response carried a password
     /// policy warning or error (and binds as the router's own identity);
     /// `always` every bound client. Others share the router's connection
     /// with proxied authorization on DSAs that trust it.
     #[arg(long, value_enum, default_value = "policy")]
-    pub own_connection: crate::router::OwnConnection,
+    pub own_connection: crate::config::OwnConnection,
 }
 
 /// `300`, `300s`, `5m`, `1h`.
@@ -126,7 +126,7 @@ impl LimitArgs {
     pub fn config(&self) -> Result<Config, String> {
         Ok(Config {
             dsa_concurrency_limit: self.dsa_concurrency_limit,
-            thresholds: crate::limits::Thresholds::validate(
+            thresholds: crate::config::Thresholds::validate(
                 self.cpu_threshold,
                 self.memory_threshold,
             )?,
@@ -146,7 +146,7 @@ impl LimitArgs {
             op_timeout: Duration::from_secs(self.op_timeout.max(1)),
             shutdown_grace: Duration::from_secs(self.shutdown_grace),
             access_log: !self.no_access_log,
-            health: (self.probe_interval > 0.0).then(|| crate::health::HealthConfig {
+            health: (self.probe_interval > 0.0).then(|| crate::config::HealthConfig {
                 interval: Duration::from_secs_f64(self.probe_interval.max(0.01)),
                 timeout: Duration::from_secs_f64(self.probe_timeout.max(0.01)),
                 fall: self.fall.max(1),
@@ -158,6 +158,7 @@ impl LimitArgs {
             tls: None,
             require_tls_for_bind: false,
             dsa_ca: None,
+            ..Config::default()
         })
     }
 }
@@ -211,6 +212,7 @@ impl TlsArgs {
         if self.ldaps_listen.is_some() && cfg.tls.is_none() {
             return Err("--ldaps-listen needs --tls-cert and --tls-key".into());
         }
+        cfg.ldaps_listen = self.ldaps_listen.clone();
         cfg.require_tls_for_bind = self.require_tls_for_bind;
         cfg.dsa_ca = self.dsa_ca.clone();
         Ok(())
@@ -306,8 +308,10 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
         .limits
         .config()
         .and_then(|mut c| args.tls.apply(&mut c).map(|_| c))
-        .and_then(|c| Router::new(c, snap, args.name.clone()))
-    {
+        .and_then(|mut c| {
+            c.listen = listen;
+            Router::new(c, snap, args.name.clone())
+        }) {
         Ok(r) => Arc::new(r),
         Err(e) => {
             eprintln!("error: {e}");
@@ -323,12 +327,13 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
     };
     let root = args.knowledge.clone();
     let result: Result<(), String> = rt.block_on(async move {
-        let listener = crate::server::listen(&listen)
+        let listen = &router.cfg.listen;
+        let listener = crate::server::listen(listen)
             .await
             .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
         tracing::info!(%addr, knowledge = %root.display(), "dsa-router listening");
-        let ldaps = match &args.tls.ldaps_listen {
+        let ldaps = match &router.cfg.ldaps_listen {
             Some(a) => {
                 let l = crate::server::listen(a)
                     .await

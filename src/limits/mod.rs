@@ -22,28 +22,7 @@ use std::time::{Duration, Instant};
 pub const CPU_MESSAGE: &str = "dsa-router: the router has exceeded the CPU limit set by the administrator; try again later, or ask the administrator to raise the limit";
 pub const MEMORY_MESSAGE: &str = "dsa-router: the router has exceeded the memory limit set by the administrator; try again later, or ask the administrator to raise the limit";
 
-/// Thresholds in percent; 0 is off.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Thresholds {
-    pub cpu: u8,
-    pub memory: u8,
-}
-
-impl Thresholds {
-    pub fn validate(cpu: u32, memory: u32) -> Result<Thresholds, String> {
-        for (name, v) in [("CPU", cpu), ("memory", memory)] {
-            if v > 100 {
-                return Err(format!(
-                    "{name} threshold {v} is not a percentage 0-100 (0 = off)"
-                ));
-            }
-        }
-        Ok(Thresholds {
-            cpu: cpu as u8,
-            memory: memory as u8,
-        })
-    }
-}
+pub use crate::config::Thresholds;
 
 /// Which limit refused an operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -20,10 +20,10 @@
 //! every bound client.
 
 use super::{Bound, Flow, Identity, Session};
+use crate::config::OwnConnection;
 use crate::dn::Dn;
 use crate::metrics::Refusal;
 use crate::route::{message, select_read, Lookup, RouteError};
-use crate::router::OwnConnection;
 use crate::upstream::pool::{request as upstream_request, BindPdu};
 use crate::wire::frame::{self, Header};
 use crate::wire::ppolicy;

@@ -20,6 +20,7 @@
 //!   partition boundary, as RFC 2696 allows.
 
 use super::out::{ClientOut, Delivery};
+use crate::config::FanoutPolicy as Policy;
 use crate::error::Error;
 use crate::metrics::Metrics;
 use crate::upstream::conn::Conn;
@@ -31,17 +32,6 @@ use crate::wire::search;
 use bytes::{Bytes, BytesMut};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
-
-/// What a failed partition does to a search spanning partitions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum Policy {
-    /// Return what the other partitions gave, plus a continuation
-    /// reference for the missing one.
-    #[default]
-    Continuation,
-    /// Fail the whole search with `unavailable`.
-    Fail,
-}
 
 /// One partition's share of a spanning search.
 pub struct Part {

@@ -8,7 +8,7 @@
 //! then. When the connection dies, every pending operation gets an answer.
 
 use super::delivery::{Batch, Delivery, Resend};
-use super::pool::Limits;
+use crate::config::Limits;
 use crate::error::{Error, Kind};
 use crate::metrics::Metrics;
 use crate::outbox::{Outbox, Push, Step, Wire};

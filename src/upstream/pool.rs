@@ -9,6 +9,7 @@
 //! ([`connect_bound`]).
 
 use super::conn::{Conn, Pending, Sink};
+pub use crate::config::Limits;
 use crate::knowledge::{DsaDef, Secret};
 use crate::state::DsaState;
 use crate::wire::frame;
@@ -17,16 +18,6 @@ use ldap3_proto::proto::{LdapBindCred, LdapBindRequest, LdapMsg, LdapOp};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 use tokio::sync::{oneshot, Mutex};
-
-/// Connection settings shared by all pools.
-#[derive(Debug, Clone, Copy)]
-pub struct Limits {
-    pub connect_timeout: Duration,
-    pub op_timeout: Duration,
-    pub max_response_pdu: usize,
-    /// Health `fall`: an operation timeout counts as a failed probe.
-    pub fall: u32,
-}
 
 #[derive(Debug)]
 pub enum UpstreamError {

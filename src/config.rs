@@ -1,0 +1,195 @@
+//! The router's configuration: plain data that the command line fills and
+//! the runtime reads (listen addresses, limits, health probes, the fan-out
+//! policy, throttling thresholds, TLS files). Nothing here does I/O.
+
+use std::time::Duration;
+
+/// Default per-DSA concurrency limit: generous for one router in front of a
+/// DSA, low enough to protect it from a burst.
+pub const DEFAULT_DSA_CONCURRENCY_LIMIT: u32 = 500;
+
+/// Run-time settings of `serve`; every limit has a sane default.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The LDAP listener (`serve`: --listen, else the router's own
+    /// block's address, else 127.0.0.1:3389).
+    pub listen: String,
+    /// The LDAPS listener, if any.
+    pub ldaps_listen: Option<String>,
+    /// Maximum client connections at once.
+    pub max_clients: usize,
+    /// Largest request PDU accepted from a client.
+    pub max_request_pdu: usize,
+    /// Largest response PDU accepted from a DSA.
+    pub max_response_pdu: usize,
+    /// Outstanding operations per client connection (`busy` beyond).
+    pub max_outstanding: usize,
+    /// Response PDUs queued for one client before it counts as stalled.
+    pub client_queue: usize,
+    /// Response bytes queued for one client before it counts as stalled.
+    pub client_queue_bytes: usize,
+    /// Close a client connection idle this long (zero: never).
+    pub idle_timeout: Duration,
+    /// Close a client that leaves a PDU incomplete this long.
+    pub pdu_timeout: Duration,
+    pub connect_timeout: Duration,
+    /// Per-operation timeout towards DSAs.
+    pub op_timeout: Duration,
+    /// How long shutdown waits for in-flight operations.
+    pub shutdown_grace: Duration,
+    pub access_log: bool,
+    /// Active health probes; `None` turns them off.
+    pub health: Option<HealthConfig>,
+    /// Operations in flight from this router to one DSA (0: no limit);
+    /// knowledge may override it per DSA or router-wide.
+    pub dsa_concurrency_limit: u32,
+    /// Router CPU and memory thresholds (percent, 0 = off).
+    pub thresholds: Thresholds,
+    /// Window over which utilization is averaged.
+    pub utilization_window: Duration,
+    /// Client connections per source address (0: no limit).
+    pub max_clients_per_ip: usize,
+    /// What a failed partition does to a search spanning partitions.
+    pub fanout_policy: FanoutPolicy,
+    /// Client-facing TLS (LDAPS listener, StartTLS): PEM files, re-read
+    /// on reload. `None`: no TLS towards clients.
+    pub tls: Option<crate::tls::TlsFiles>,
+    /// Refuse simple binds with a password on connections without TLS
+    /// (confidentialityRequired).
+    pub require_tls_for_bind: bool,
+    /// CA certificates DSA certificates are verified against (DSAs that
+    /// knowledge marks for TLS need it); re-read on reload.
+    pub dsa_ca: Option<std::path::PathBuf>,
+    /// Which bound clients run on DSA connections of their own, bound as
+    /// themselves, instead of the router's shared connection.
+    pub own_connection: OwnConnection,
+}
+
+/// Which bound clients get DSA connections of their own (bound as
+/// themselves, so the DSA applies what it keeps per connection: password
+/// policy restrictions above all) rather than the router's shared
+/// connection with proxied authorization.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum OwnConnection {
+    /// Clients whose bind response carried a password policy warning or
+    /// error, and clients bound as the router's own identity.
+    #[default]
+    Policy,
+    /// Every bound client.
+    Always,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            listen: "127.0.0.1:3389".to_string(),
+            ldaps_listen: None,
+            max_clients: 10_000,
+            max_request_pdu: 4 << 20,
+            max_response_pdu: 16 << 20,
+            max_outstanding: 256,
+            client_queue: 1 << 20,
+            client_queue_bytes: 16 << 20,
+            idle_timeout: Duration::from_secs(900),
+            pdu_timeout: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(3),
+            op_timeout: Duration::from_secs(120),
+            shutdown_grace: Duration::from_secs(10),
+            access_log: true,
+            health: Some(HealthConfig::default()),
+            dsa_concurrency_limit: DEFAULT_DSA_CONCURRENCY_LIMIT,
+            thresholds: Thresholds::default(),
+            utilization_window: Duration::from_secs(300),
+            max_clients_per_ip: 0,
+            fanout_policy: Default::default(),
+            tls: None,
+            require_tls_for_bind: false,
+            own_connection: OwnConnection::Policy,
+            dsa_ca: None,
+        }
+    }
+}
+
+impl Config {
+    pub fn limits(&self) -> Limits {
+        Limits {
+            connect_timeout: self.connect_timeout,
+            op_timeout: self.op_timeout,
+            max_response_pdu: self.max_response_pdu,
+            fall: self.health.as_ref().map(|h| h.fall).unwrap_or(3),
+        }
+    }
+}
+
+/// What a failed partition does to a search spanning partitions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum FanoutPolicy {
+    /// Return what the other partitions gave, plus a continuation
+    /// reference for the missing one.
+    #[default]
+    Continuation,
+    /// Fail the whole search with `unavailable`.
+    Fail,
+}
+
+/// Active health probes (spec 5).
+#[derive(Debug, Clone)]
+pub struct HealthConfig {
+    pub interval: Duration,
+    pub timeout: Duration,
+    pub fall: u32,
+    pub rise: u32,
+    /// Probe search base (default: the root DSE, "").
+    pub base: String,
+    /// Probe filter (default `(objectClass=*)`).
+    pub filter: String,
+    /// Bind DN and password for probes (default anonymous).
+    pub bind: Option<(String, crate::knowledge::Secret)>,
+}
+
+impl Default for HealthConfig {
+    fn default() -> Self {
+        HealthConfig {
+            interval: Duration::from_secs(1),
+            timeout: Duration::from_secs(1),
+            fall: 3,
+            rise: 2,
+            base: String::new(),
+            filter: "(objectClass=*)".into(),
+            bind: None,
+        }
+    }
+}
+
+/// Thresholds in percent; 0 is off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Thresholds {
+    pub cpu: u8,
+    pub memory: u8,
+}
+
+impl Thresholds {
+    pub fn validate(cpu: u32, memory: u32) -> Result<Thresholds, String> {
+        for (name, v) in [("CPU", cpu), ("memory", memory)] {
+            if v > 100 {
+                return Err(format!(
+                    "{name} threshold {v} is not a percentage 0-100 (0 = off)"
+                ));
+            }
+        }
+        Ok(Thresholds {
+            cpu: cpu as u8,
+            memory: memory as u8,
+        })
+    }
+}
+
+/// Connection settings shared by all pools.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub connect_timeout: Duration,
+    pub op_timeout: Duration,
+    pub max_response_pdu: usize,
+    /// Health `fall`: an operation timeout counts as a failed probe.
+    pub fall: u32,
+}
