@@ -60,3 +60,6 @@ pub mod testdsa;
 pub mod tls;
 pub mod upstream;
 pub mod wire;
+
+#[cfg(test)]
+mod layout;
