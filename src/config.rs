@@ -169,12 +169,12 @@ pub struct Thresholds {
 }
 
 impl Thresholds {
-    pub fn validate(cpu: u32, memory: u32) -> Result<Thresholds, String> {
+    pub fn validate(cpu: u32, memory: u32) -> crate::error::Result<Thresholds> {
         for (name, v) in [("CPU", cpu), ("memory", memory)] {
             if v > 100 {
-                return Err(format!(
+                return Err(crate::error::Error::config(format!(
                     "{name} threshold {v} is not a percentage 0-100 (0 = off)"
-                ));
+                )));
             }
         }
         Ok(Thresholds {

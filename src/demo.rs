@@ -113,7 +113,7 @@ pub async fn run(cfg: Config, listen: Option<String>) -> Result<(), String> {
             .next()
             .unwrap_or_else(|| "127.0.0.1:3389".into())
     });
-    let router = Arc::new(Router::new(cfg, snap, Some("R1".into()))?);
+    let router = Arc::new(Router::new(cfg, snap, Some("R1".into())).map_err(|e| e.to_string())?);
     let listener = crate::server::listen(&listen)
         .await
         .map_err(|e| format!("cannot listen on {listen}: {e}"))?;

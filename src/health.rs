@@ -10,9 +10,10 @@
 //! follow reloads: they read the snapshot afresh every round.
 
 use crate::config::HealthConfig;
+use crate::error::Kind;
 use crate::router::Router;
 use crate::upstream::conn::Conn;
-use crate::upstream::pool::{self, BindPdu, UpstreamError};
+use crate::upstream::pool::{self, BindPdu};
 use crate::wire::frame;
 use crate::wire::response::result_code;
 use bytes::{Bytes, BytesMut};
@@ -23,9 +24,9 @@ use std::time::Instant;
 use tokio::sync::watch;
 
 /// The probe's search request PDU.
-pub fn probe_pdu(cfg: &HealthConfig) -> Result<Bytes, String> {
+pub fn probe_pdu(cfg: &HealthConfig) -> crate::error::Result<Bytes> {
     let filter = ldap3_proto::parse_ldap_filter_str(&cfg.filter)
-        .map_err(|e| format!("probe filter {}: {e:?}", cfg.filter))?;
+        .map_err(|e| crate::error::Error::config(format!("probe filter {}: {e:?}", cfg.filter)))?;
     let msg = LdapMsg {
         msgid: 1,
         op: LdapOp::SearchRequest(LdapSearchRequest {
@@ -42,7 +43,8 @@ pub fn probe_pdu(cfg: &HealthConfig) -> Result<Bytes, String> {
     };
     let tag: lber::structure::StructureTag = msg.into();
     let mut b = BytesMut::new();
-    lber::write::encode_into(&mut b, tag).map_err(|e| e.to_string())?;
+    lber::write::encode_into(&mut b, tag)
+        .map_err(|e| crate::error::Error::config(e.to_string()))?;
     Ok(b.freeze())
 }
 
@@ -117,7 +119,7 @@ pub async fn run(router: Arc<Router>, cfg: HealthConfig, mut shutdown: watch::Re
                                 Err(format!("probe: {e}"))
                             }
                         },
-                        Err(UpstreamError::Io(e)) => Err(e),
+                        Err(e) if e.kind == Kind::Unreachable => Err(e.text),
                         Err(e) => Err(e.to_string()),
                     };
                     match &result {

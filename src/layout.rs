@@ -96,7 +96,8 @@ fn cycles(g: &BTreeMap<String, BTreeSet<String>>) -> Vec<BTreeSet<String>> {
         }
         seen
     };
-    let reaches: BTreeMap<&String, BTreeSet<String>> = nodes.iter().map(|n| (*n, reach(n))).collect();
+    let reaches: BTreeMap<&String, BTreeSet<String>> =
+        nodes.iter().map(|n| (*n, reach(n))).collect();
     let mut out: Vec<BTreeSet<String>> = Vec::new();
     for n in &nodes {
         let scc: BTreeSet<String> = nodes
@@ -140,5 +141,8 @@ fn cycle_finder_finds_cycles() {
     edge("c", "d");
     let c = cycles(&g);
     assert_eq!(c.len(), 1);
-    assert_eq!(c[0], ["a", "b", "c"].iter().map(|s| s.to_string()).collect());
+    assert_eq!(
+        c[0],
+        ["a", "b", "c"].iter().map(|s| s.to_string()).collect()
+    );
 }

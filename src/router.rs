@@ -3,6 +3,7 @@
 //! per-DSA state registry that outlives snapshots.
 
 pub use crate::config::{Config, OwnConnection, DEFAULT_DSA_CONCURRENCY_LIMIT};
+use crate::error::{Error, Result};
 use crate::knowledge::Snapshot;
 use crate::route::Table;
 use crate::state::{Registry, States};
@@ -42,18 +43,20 @@ pub struct ReloadOutcome {
 }
 
 impl Router {
-    pub fn new(cfg: Config, snap: Snapshot, name: Option<String>) -> Result<Router, String> {
+    pub fn new(cfg: Config, snap: Snapshot, name: Option<String>) -> Result<Router> {
         let registry = Registry::default();
         let tls = cfg
             .tls
             .clone()
             .map(crate::tls::ServerTls::new)
-            .transpose()?;
+            .transpose()
+            .map_err(|e| Error::config(e.to_string()))?;
         let dsa_ca = cfg
             .dsa_ca
             .as_deref()
             .map(crate::tls::DsaCa::load)
-            .transpose()?
+            .transpose()
+            .map_err(|e| Error::config(e.to_string()))?
             .map(Arc::new);
         let routing = build(
             &cfg,
@@ -87,16 +90,12 @@ impl Router {
 
     /// Validate and swap in new knowledge; operations in flight keep the
     /// snapshot they started with.
-    pub fn reload(&self, snap: Snapshot) -> Result<String, String> {
+    pub fn reload(&self, snap: Snapshot) -> Result<String> {
         let dsa_ca = self.dsa_ca.load_full();
         self.reload_with(snap, dsa_ca.as_deref())
     }
 
-    fn reload_with(
-        &self,
-        snap: Snapshot,
-        dsa_ca: Option<&crate::tls::DsaCa>,
-    ) -> Result<String, String> {
+    fn reload_with(&self, snap: Snapshot, dsa_ca: Option<&crate::tls::DsaCa>) -> Result<String> {
         let old = self.routing();
         let new = build(
             &self.cfg,
@@ -149,7 +148,7 @@ impl Router {
     /// Reload from the current snapshot's root file, and re-read the TLS
     /// files; all or nothing (a bad certificate keeps the old knowledge and
     /// certificates alike). Records the outcome.
-    pub fn reload_from_disk(&self) -> Result<String, String> {
+    pub fn reload_from_disk(&self) -> Result<String> {
         let root = self.routing().snap.root.clone();
         let result = self.reload_all(&root);
         let at_unix = std::time::SystemTime::now()
@@ -169,7 +168,7 @@ impl Router {
                     .reloads_failed
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 tracing::error!("reload rejected; keeping the old knowledge:\n{e}");
-                (false, e.clone())
+                (false, e.to_string())
             }
         };
         *self.last_reload.lock().unwrap_or_else(|p| p.into_inner()) = Some(ReloadOutcome {
@@ -182,17 +181,20 @@ impl Router {
 }
 
 impl Router {
-    fn reload_all(&self, root: &std::path::Path) -> Result<String, String> {
+    fn reload_all(&self, root: &std::path::Path) -> Result<String> {
         let server_tls = match &self.tls {
-            Some(t) => Some(t.reread().map_err(|e| format!("TLS: {e}"))?),
+            Some(t) => Some(t.reread().map_err(|e| Error::config(format!("TLS: {e}")))?),
             None => None,
         };
         let old_ca = self.dsa_ca.load_full();
         let new_ca = match &old_ca {
-            Some(ca) => ca.reread().map_err(|e| format!("TLS: {e}"))?.map(Arc::new),
+            Some(ca) => ca
+                .reread()
+                .map_err(|e| Error::config(format!("TLS: {e}")))?
+                .map(Arc::new),
             None => None,
         };
-        let snap = crate::knowledge::load(root).map_err(|e| e.to_string())?;
+        let snap = crate::knowledge::load(root).map_err(|e| Error::config(e.to_string()))?;
         let ca = new_ca.clone().or(old_ca);
         let mut summary = self.reload_with(snap, ca.as_deref())?;
         if let Some(ca) = new_ca {
@@ -214,7 +216,7 @@ fn build(
     name: Option<&str>,
     old: Option<&Routing>,
     dsa_ca: Option<&crate::tls::DsaCa>,
-) -> Result<Routing, String> {
+) -> Result<Routing> {
     let table = Table::build(&snap, name)?;
     let states = registry.resolve(&snap);
     for (d, st) in snap.dsas.iter().zip(states.0.iter()) {
@@ -238,10 +240,10 @@ fn build(
                     config: ca.config.clone(),
                 }),
                 (Some(_), None) => {
-                    return Err(format!(
+                    return Err(Error::config(format!(
                         "DSA {} is to be reached over TLS (link-flags ssl-encryption or dsa-router-tls), but no --dsa-ca file is given to verify its certificate",
                         d.name
-                    ))
+                    )))
                 }
             };
             let addrs = crate::upstream::pool::socket_addrs(d);
@@ -262,7 +264,7 @@ fn build(
             });
             Ok(reuse.unwrap_or_else(|| Arc::new(Pool::new(st.clone(), d, cfg.limits(), tls))))
         })
-        .collect::<Result<_, String>>()?;
+        .collect::<Result<_>>()?;
     Ok(Routing {
         snap,
         table,
@@ -273,7 +275,7 @@ fn build(
 
 /// The thresholds in force: knowledge's `set dsa-router-...-threshold`
 /// over the command line.
-fn thresholds(cfg: &Config, snap: &Snapshot) -> Result<crate::limits::Thresholds, String> {
+fn thresholds(cfg: &Config, snap: &Snapshot) -> Result<crate::limits::Thresholds> {
     crate::limits::Thresholds::validate(
         snap.settings
             .cpu_threshold

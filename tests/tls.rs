@@ -426,7 +426,7 @@ async fn certificate_reload_under_load() {
         .await
         .unwrap()
         .expect_err("reload with a broken certificate must fail");
-    assert!(err.contains("--tls-cert"), "{err}");
+    assert!(err.to_string().contains("--tls-cert"), "{err}");
     // A certificate that does not match the key: refused as well.
     let (c3, _) = ca2.server("mismatch");
     std::fs::write(&files.cert, c3).unwrap();
@@ -435,7 +435,7 @@ async fn certificate_reload_under_load() {
         .await
         .unwrap()
         .expect_err("reload with a certificate not matching the key must fail");
-    assert!(err.contains("TLS"), "{err}");
+    assert!(err.to_string().contains("TLS"), "{err}");
     let status = r.router.last_reload.lock().unwrap().clone().unwrap();
     assert!(!status.ok);
     let mut n = ldaps(r.ldaps, ca2.client_config()).await.unwrap();

@@ -2,6 +2,7 @@
 //! (`--json`); exit status non-zero on any failure.
 
 use super::status::Status;
+use crate::error::Error;
 use std::process::ExitCode;
 
 /// Default admin address of `serve` and `ctl`.
@@ -36,7 +37,7 @@ pub enum CtlCmd {
     Reload,
 }
 
-fn call(args: &CtlArgs, method: &str, path: &str) -> Result<serde_json::Value, String> {
+fn call(args: &CtlArgs, method: &str, path: &str) -> crate::error::Result<serde_json::Value> {
     let url = format!("http://{}{path}", args.admin);
     let agent = ureq::AgentBuilder::new()
         .timeout(std::time::Duration::from_secs(10))
@@ -54,12 +55,19 @@ fn call(args: &CtlArgs, method: &str, path: &str) -> Result<serde_json::Value, S
                 .and_then(|e| e.as_str())
                 .unwrap_or("")
                 .to_string();
-            return Err(format!("{method} {path}: HTTP {code}: {msg}"));
+            return Err(Error::config(format!(
+                "{method} {path}: HTTP {code}: {msg}"
+            )));
         }
-        Err(e) => return Err(format!("cannot reach the admin API at {}: {e}", args.admin)),
+        Err(e) => {
+            return Err(Error::config(format!(
+                "cannot reach the admin API at {}: {e}",
+                args.admin
+            )))
+        }
     };
     resp.into_json()
-        .map_err(|e| format!("bad JSON from {url}: {e}"))
+        .map_err(|e| Error::config(format!("bad JSON from {url}: {e}")))
 }
 
 pub fn run(args: &CtlArgs) -> ExitCode {
@@ -74,7 +82,10 @@ pub fn run(args: &CtlArgs) -> ExitCode {
         Ok(v) => v,
         Err(e) => {
             if args.json {
-                println!("{}", serde_json::json!({"ok": false, "error": e}));
+                println!(
+                    "{}",
+                    serde_json::json!({"ok": false, "error": e.to_string()})
+                );
             }
             eprintln!("error: {e}");
             return ExitCode::from(1);

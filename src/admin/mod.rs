@@ -105,7 +105,7 @@ async fn post_reload(State(app): State<App>, headers: HeaderMap) -> Response {
         Ok(Ok(m)) => Json(json!({"ok": true, "message": m})).into_response(),
         Ok(Err(e)) => (
             StatusCode::UNPROCESSABLE_ENTITY,
-            Json(json!({"ok": false, "error": e})),
+            Json(json!({"ok": false, "error": e.to_string()})),
         )
             .into_response(),
         Err(e) => (

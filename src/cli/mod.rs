@@ -58,11 +58,11 @@ impl StaticView {
         snap: &Snapshot,
         names: &[String],
         status: DsaStatus,
-    ) -> Result<(), String> {
+    ) -> crate::error::Result<()> {
         for n in names.iter().filter(|n| !n.is_empty()) {
-            let i = snap
-                .dsa_index(n)
-                .ok_or_else(|| format!("no DSA named \"{n}\" in the knowledge"))?;
+            let i = snap.dsa_index(n).ok_or_else(|| {
+                crate::error::Error::config(format!("no DSA named \"{n}\" in the knowledge"))
+            })?;
             self.status[i] = status;
         }
         Ok(())

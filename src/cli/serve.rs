@@ -1,5 +1,6 @@
 //! `serve` and `demo`: logging, configuration from flags, signals.
 
+use crate::error::{Error, Result};
 use crate::knowledge;
 use crate::router::{Config, Router};
 use std::path::PathBuf;
@@ -102,28 +103,34 @@ pub struct LimitArgs {
 }
 
 /// `300`, `300s`, `5m`, `1h`.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
+pub fn parse_duration(s: &str) -> Result<Duration> {
     let s = s.trim();
     let (num, unit) = match s.find(|c: char| !c.is_ascii_digit() && c != '.') {
         Some(i) => (&s[..i], &s[i..]),
         None => (s, "s"),
     };
-    let v: f64 = num.parse().map_err(|_| format!("bad duration {s:?}"))?;
+    let v: f64 = num
+        .parse()
+        .map_err(|_| Error::config(format!("bad duration {s:?}")))?;
     let secs = match unit {
         "ms" => v / 1000.0,
         "s" => v,
         "m" => v * 60.0,
         "h" => v * 3600.0,
-        _ => return Err(format!("bad duration unit in {s:?} (use s, m or h)")),
+        _ => {
+            return Err(Error::config(format!(
+                "bad duration unit in {s:?} (use s, m or h)"
+            )))
+        }
     };
     if !(secs.is_finite() && secs > 0.0) {
-        return Err(format!("duration {s:?} must be positive"));
+        return Err(Error::config(format!("duration {s:?} must be positive")));
     }
     Ok(Duration::from_secs_f64(secs))
 }
 
 impl LimitArgs {
-    pub fn config(&self) -> Result<Config, String> {
+    pub fn config(&self) -> Result<Config> {
         Ok(Config {
             dsa_concurrency_limit: self.dsa_concurrency_limit,
             thresholds: crate::config::Thresholds::validate(
@@ -199,7 +206,7 @@ pub struct TlsArgs {
 
 impl TlsArgs {
     /// Add the TLS settings to `cfg`.
-    pub fn apply(&self, cfg: &mut Config) -> Result<(), String> {
+    pub fn apply(&self, cfg: &mut Config) -> Result<()> {
         cfg.tls = match (&self.tls_cert, &self.tls_key) {
             (Some(cert), Some(key)) => Some(crate::tls::TlsFiles {
                 cert: cert.clone(),
@@ -210,7 +217,9 @@ impl TlsArgs {
             _ => None,
         };
         if self.ldaps_listen.is_some() && cfg.tls.is_none() {
-            return Err("--ldaps-listen needs --tls-cert and --tls-key".into());
+            return Err(Error::config(
+                "--ldaps-listen needs --tls-cert and --tls-key",
+            ));
         }
         cfg.ldaps_listen = self.ldaps_listen.clone();
         cfg.require_tls_for_bind = self.require_tls_for_bind;
@@ -266,7 +275,7 @@ pub fn init_logging() {
         .try_init();
 }
 
-fn runtime(threads: usize) -> Result<tokio::runtime::Runtime, String> {
+fn runtime(threads: usize) -> Result<tokio::runtime::Runtime> {
     // One thread: tokio's single-threaded scheduler (no work stealing, no
     // cross-thread wake-ups).
     let mut b = match threads {
@@ -276,7 +285,9 @@ fn runtime(threads: usize) -> Result<tokio::runtime::Runtime, String> {
     if threads > 1 {
         b.worker_threads(threads);
     }
-    b.enable_all().build().map_err(|e| e.to_string())
+    b.enable_all()
+        .build()
+        .map_err(|e| Error::config(format!("cannot start the runtime: {e}")))
 }
 
 pub fn serve(args: &ServeArgs) -> ExitCode {
@@ -326,19 +337,21 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
         }
     };
     let root = args.knowledge.clone();
-    let result: Result<(), String> = rt.block_on(async move {
+    let result: Result<()> = rt.block_on(async move {
         let listen = &router.cfg.listen;
         let listener = crate::server::listen(listen)
             .await
-            .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
-        let addr = listener.local_addr().map_err(|e| e.to_string())?;
+            .map_err(|e| Error::config(format!("cannot listen on {listen}: {e}")))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| Error::config(e.to_string()))?;
         tracing::info!(%addr, knowledge = %root.display(), "dsa-router listening");
         let ldaps = match &router.cfg.ldaps_listen {
             Some(a) => {
-                let l = crate::server::listen(a)
-                    .await
-                    .map_err(|e| format!("cannot listen on --ldaps-listen {a}: {e}"))?;
-                let addr = l.local_addr().map_err(|e| e.to_string())?;
+                let l = crate::server::listen(a).await.map_err(|e| {
+                    Error::config(format!("cannot listen on --ldaps-listen {a}: {e}"))
+                })?;
+                let addr = l.local_addr().map_err(|e| Error::config(e.to_string()))?;
                 tracing::info!(%addr, "dsa-router listening for LDAPS");
                 Some(l)
             }
@@ -348,7 +361,9 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
         if args.admin != "none" {
             let admin = tokio::net::TcpListener::bind(&args.admin)
                 .await
-                .map_err(|e| format!("cannot listen on --admin {}: {e}", args.admin))?;
+                .map_err(|e| {
+                    Error::config(format!("cannot listen on --admin {}: {e}", args.admin))
+                })?;
             tracing::info!(addr = %args.admin, "admin API listening");
             tokio::spawn(crate::admin::run(
                 admin,

@@ -24,7 +24,7 @@ use crate::route::{
 use crate::router::{Router, Routing};
 use crate::upstream::conn::{Conn, Pending, Sink};
 use crate::upstream::delivery::Resend;
-use crate::upstream::pool::{Pool, UpstreamError};
+use crate::upstream::pool::Pool;
 use crate::wire::frame::{self, Header};
 use bytes::Bytes;
 use std::collections::HashMap;
@@ -189,7 +189,7 @@ pub(super) async fn place(
 /// Why a DSA's connection could not be had.
 enum Next {
     /// Try the next DSA (unreachable, or not usable for this identity).
-    Skip(UpstreamError),
+    Skip(Error),
     /// Give up: the client's identity was refused.
     Fail(Error),
 }
@@ -204,9 +204,10 @@ async fn connection(
     match via {
         Via::Shared(proxy) => {
             if proxy.is_some() && !pool.proxies() {
-                return Err(Next::Skip(UpstreamError::Io(format!(
-                    "DSA {name} does not trust the router's conveyed identities"
-                ))));
+                return Err(Next::Skip(Error::new(
+                    Kind::Unreachable,
+                    format!("DSA {name} does not trust the router's conveyed identities"),
+                )));
             }
             let c = pool.shared(proxy.is_some()).await.map_err(Next::Skip)?;
             Ok((c, proxy.clone(), true))
@@ -227,9 +228,12 @@ async fn connection(
                     .map(|c| (c, None, false)),
             };
             got.map_err(|e| match e {
-                UpstreamError::BindRefused { code, message } => Next::Fail(Error::new(
+                Error {
+                    kind: Kind::BindRefused(code),
+                    text,
+                } => Next::Fail(Error::new(
                     Kind::BindRefused(code),
-                    format!("your identity could not be established on DSA {name} ({message}, result {code})"),
+                    format!("your identity could not be established on DSA {name} ({text}, result {code})"),
                 )),
                 e => Next::Skip(e),
             })
@@ -243,7 +247,7 @@ async fn own_connection(
     own: &mut HashMap<String, Arc<Conn>>,
     name: &str,
     pool: &Pool,
-) -> Result<Arc<Conn>, UpstreamError> {
+) -> Result<Arc<Conn>, Error> {
     let key = name.to_ascii_lowercase();
     if let Some(c) = own.get(&key).filter(|c| c.is_alive()) {
         return Ok(c.clone());

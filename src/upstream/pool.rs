@@ -10,6 +10,7 @@
 
 use super::conn::{Conn, Pending, Sink};
 pub use crate::config::Limits;
+use crate::error::{Error, Kind};
 use crate::knowledge::{DsaDef, Secret};
 use crate::state::DsaState;
 use crate::wire::frame;
@@ -18,28 +19,6 @@ use ldap3_proto::proto::{LdapBindCred, LdapBindRequest, LdapMsg, LdapOp};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 use tokio::sync::{oneshot, Mutex};
-
-#[derive(Debug)]
-pub enum UpstreamError {
-    /// Could not connect or the connection died.
-    Io(String),
-    /// The bind (router identity or replayed client bind) was refused.
-    BindRefused { code: u8, message: String },
-    /// No answer in time.
-    Timeout,
-}
-
-impl std::fmt::Display for UpstreamError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            UpstreamError::Io(e) => f.write_str(e),
-            UpstreamError::BindRefused { code, message } => {
-                write!(f, "bind refused (result {code}: {message})")
-            }
-            UpstreamError::Timeout => f.write_str("timed out"),
-        }
-    }
-}
 
 #[derive(Default)]
 struct Slot {
@@ -124,7 +103,7 @@ impl Pool {
     }
 
     /// The shared connection: anonymous, or bound as the router.
-    pub async fn shared(&self, routed: bool) -> Result<Arc<Conn>, UpstreamError> {
+    pub async fn shared(&self, routed: bool) -> Result<Arc<Conn>, Error> {
         let slot = if routed { &self.routed } else { &self.anon };
         if let Some(c) = slot.live() {
             return Ok(c);
@@ -152,7 +131,7 @@ impl Pool {
 
     /// A connection of the client's own (anonymous, or bound by replaying
     /// the client's bind).
-    pub async fn private(&self, identity: Option<&BindPdu>) -> Result<Arc<Conn>, UpstreamError> {
+    pub async fn private(&self, identity: Option<&BindPdu>) -> Result<Arc<Conn>, Error> {
         connect_bound(
             &self.dsa,
             &self.addrs,
@@ -197,52 +176,52 @@ pub async fn connect_bound(
     identity: Option<&BindPdu>,
     limits: Limits,
     tls: Option<&crate::tls::DsaTls>,
-) -> Result<Arc<Conn>, UpstreamError> {
+) -> Result<Arc<Conn>, Error> {
     let conn = Conn::connect(dsa.clone(), addrs, limits, tls)
         .await
         .map_err(|e| {
             let reason = format!("cannot connect to DSA {}: {e}", dsa.name);
             dsa.passive_down(&reason);
-            UpstreamError::Io(reason)
+            Error::new(Kind::Unreachable, reason)
         })?;
     if let Some(bind) = identity {
         let dn = &bind.dn;
         let resp = request(&conn, &bind.pdu, limits.op_timeout).await?;
-        let h = frame::header(&resp).map_err(|e| UpstreamError::Io(e.to_string()))?;
+        let h = frame::header(&resp).map_err(|e| Error::new(Kind::BadResponse, e.to_string()))?;
         let code = crate::wire::response::result_code(&resp, &h).unwrap_or(80);
         if code != 0 {
             conn.close();
-            return Err(UpstreamError::BindRefused {
-                code,
-                message: format!("DSA {} refused the bind as {dn}", dsa.name),
-            });
+            return Err(Error::new(
+                Kind::BindRefused(code),
+                format!("DSA {} refused the bind as {dn}", dsa.name),
+            ));
         }
     }
     Ok(conn)
 }
 
 /// Send a PDU on `conn` and wait for its final response, unmodified.
-pub async fn request(
-    conn: &Arc<Conn>,
-    pdu: &[u8],
-    timeout: Duration,
-) -> Result<Bytes, UpstreamError> {
-    let h = frame::header(pdu).map_err(|e| UpstreamError::Io(e.to_string()))?;
+pub async fn request(conn: &Arc<Conn>, pdu: &[u8], timeout: Duration) -> Result<Bytes, Error> {
+    let h = frame::header(pdu).map_err(|e| Error::new(Kind::BadResponse, e.to_string()))?;
     let (tx, rx) = oneshot::channel();
     let id = conn
         .submit(Pending::new(Sink::Waiter(tx)), pdu, &h, None, |_, _| true)
-        .map_err(|_| UpstreamError::Io(format!("connection to DSA {} closed", conn.dsa.name)))?;
+        .map_err(|_| lost(&conn.dsa.name, "closed"))?;
     match tokio::time::timeout(timeout, rx).await {
         Ok(Ok(resp)) => Ok(resp),
-        Ok(Err(_)) => Err(UpstreamError::Io(format!(
-            "connection to DSA {} lost",
-            conn.dsa.name
-        ))),
+        Ok(Err(_)) => Err(lost(&conn.dsa.name, "lost")),
         Err(_) => {
             conn.abandon(id);
-            Err(UpstreamError::Timeout)
+            Err(Error::new(Kind::Timeout { write: false }, "timed out"))
         }
     }
+}
+
+fn lost(dsa: &str, how: &str) -> Error {
+    Error::new(
+        Kind::ConnectionLost { write: false },
+        format!("connection to DSA {dsa} {how}"),
+    )
 }
 
 /// A simple bind PDU (message ID 1; rewritten when sent).
