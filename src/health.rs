@@ -24,7 +24,7 @@ use std::time::Instant;
 use tokio::sync::watch;
 
 /// The probe's search request PDU.
-pub fn probe_pdu(cfg: &HealthConfig) -> crate::error::Result<Bytes> {
+pub(crate) fn probe_pdu(cfg: &HealthConfig) -> crate::error::Result<Bytes> {
     let filter = ldap3_proto::parse_ldap_filter_str(&cfg.filter)
         .map_err(|e| crate::error::Error::config(format!("probe filter {}: {e:?}", cfg.filter)))?;
     let msg = LdapMsg {
@@ -49,7 +49,11 @@ pub fn probe_pdu(cfg: &HealthConfig) -> crate::error::Result<Bytes> {
 }
 
 /// Probe every DSA until shutdown.
-pub async fn run(router: Arc<Router>, cfg: HealthConfig, mut shutdown: watch::Receiver<bool>) {
+pub(crate) async fn run(
+    router: Arc<Router>,
+    cfg: HealthConfig,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let pdu = match probe_pdu(&cfg) {
         Ok(p) => p,
         Err(e) => {

@@ -39,6 +39,9 @@
 //! * [`tls`]: rustls configuration (client-facing and towards DSAs), the
 //!   client stream types, StartTLS.
 
+#![forbid(unsafe_code)]
+#![warn(unreachable_pub)]
+
 pub mod admin;
 pub mod bench;
 pub mod cli;
@@ -46,19 +49,19 @@ pub mod config;
 pub mod demo;
 pub mod dn;
 pub mod error;
-pub mod health;
+pub(crate) mod health;
 pub mod knowledge;
-pub mod limits;
-pub mod metrics;
-pub mod outbox;
+pub(crate) mod limits;
+pub(crate) mod metrics;
+pub(crate) mod outbox;
 pub mod route;
 pub mod router;
 pub mod server;
 pub mod session;
-pub mod state;
+pub(crate) mod state;
 pub mod testdsa;
 pub mod tls;
-pub mod upstream;
+pub(crate) mod upstream;
 pub mod wire;
 
 #[cfg(test)]

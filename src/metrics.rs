@@ -6,13 +6,13 @@ use std::fmt::Write;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 /// Operation kinds, in metric label order.
-pub const OPS: &[&str] = &[
+pub(crate) const OPS: &[&str] = &[
     "bind", "unbind", "search", "modify", "add", "delete", "moddn", "compare", "abandon",
     "extended",
 ];
 
 /// Latency histogram bucket bounds, seconds.
-pub const BUCKETS: &[f64] = &[
+pub(crate) const BUCKETS: &[f64] = &[
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
 ];
 
@@ -36,7 +36,7 @@ const REFUSALS: &[&str] = &[
     "unavailable",
 ];
 
-pub fn op_index(name: &str) -> usize {
+pub(crate) fn op_index(name: &str) -> usize {
     OPS.iter().position(|o| *o == name).unwrap_or(OPS.len() - 1)
 }
 

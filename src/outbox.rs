@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 /// A batch taken by the writer is at most this big (one PDU may exceed it).
 const BATCH: usize = 64 * 1024;
 
-pub struct Outbox {
+pub(crate) struct Outbox {
     q: Mutex<State>,
     ready: Notify,
 }
@@ -44,7 +44,7 @@ struct State {
 
 /// What became of a pushed PDU.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Push {
+pub(crate) enum Push {
     /// Written to the socket (whole).
     Written,
     /// Queued for the writer task.
@@ -57,7 +57,7 @@ pub enum Push {
 
 /// Limits on what may wait in the queue: PDUs and bytes.
 #[derive(Debug, Clone, Copy)]
-pub struct Bound {
+pub(crate) struct Bound {
     pub pdus: usize,
     pub bytes: usize,
 }
@@ -69,7 +69,7 @@ impl Default for Outbox {
 }
 
 impl Outbox {
-    pub fn new() -> Outbox {
+    pub(crate) fn new() -> Outbox {
         Outbox {
             q: Mutex::new(State::default()),
             ready: Notify::new(),
@@ -81,7 +81,7 @@ impl Outbox {
     }
 
     /// Let producers write to `sock` directly from now on.
-    pub fn attach(&self, sock: Arc<OwnedWriteHalf>) {
+    pub(crate) fn attach(&self, sock: Arc<OwnedWriteHalf>) {
         let mut q = self.lock();
         if !q.closed {
             q.direct = Some(sock);
@@ -90,12 +90,12 @@ impl Outbox {
 
     /// Stop direct writes (the writer is about to hand the socket over);
     /// no direct write is in progress when this returns.
-    pub fn detach(&self) {
+    pub(crate) fn detach(&self) {
         self.lock().direct = None;
     }
 
     /// Close: drop what is queued, take nothing more.
-    pub fn close(&self) {
+    pub(crate) fn close(&self) {
         let mut q = self.lock();
         q.closed = true;
         q.direct = None;
@@ -105,7 +105,7 @@ impl Outbox {
 
     /// Append a PDU (within `bound`, if given), writing it at once when
     /// nothing is ahead of it.
-    pub fn push(&self, pdu: Bytes, bound: Option<Bound>) -> Push {
+    pub(crate) fn push(&self, pdu: Bytes, bound: Option<Bound>) -> Push {
         let mut q = self.lock();
         if q.closed {
             return Push::Closed;
@@ -141,7 +141,7 @@ impl Outbox {
     /// The writer's side: move queued PDUs into `buf` (up to a batch) and
     /// count the writer busy until it comes back with nothing to take.
     /// Returns false when nothing is queued (the writer is idle then).
-    pub fn take(&self, buf: &mut BytesMut) -> bool {
+    pub(crate) fn take(&self, buf: &mut BytesMut) -> bool {
         let mut q = self.lock();
         let mut took = false;
         while let Some(b) = q.items.pop_front() {
@@ -162,14 +162,14 @@ impl Outbox {
 
     /// Resolves after a push that queued something (or at once if one
     /// happened since the last wait).
-    pub fn notified(&self) -> Notified<'_> {
+    pub(crate) fn notified(&self) -> Notified<'_> {
         self.ready.notified()
     }
 }
 
 /// What a writer step did.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Step {
+pub(crate) enum Step {
     /// Wrote a batch: look again.
     Wrote,
     /// Nothing queued: wait.
@@ -180,21 +180,21 @@ pub enum Step {
 
 /// The writer task's end of a connection: a plain socket shared with the
 /// direct producers, or a stream only the writer writes (TLS).
-pub enum Wire<W> {
+pub(crate) enum Wire<W> {
     Direct(Arc<OwnedWriteHalf>),
     Stream(W),
 }
 
 impl<W: AsyncWrite + Unpin> Wire<W> {
     /// A plain socket becomes shared with `ob`'s producers.
-    pub fn direct(sock: OwnedWriteHalf, ob: &Outbox) -> Wire<W> {
+    pub(crate) fn direct(sock: OwnedWriteHalf, ob: &Outbox) -> Wire<W> {
         let sock = Arc::new(sock);
         ob.attach(sock.clone());
         Wire::Direct(sock)
     }
 
     /// Write all of `buf` (and flush: TLS may hold records back).
-    pub async fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+    pub(crate) async fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
         match self {
             Wire::Direct(s) => write_plain(s, buf).await,
             Wire::Stream(w) => {
@@ -207,7 +207,7 @@ impl<W: AsyncWrite + Unpin> Wire<W> {
     /// One step of a writer task: write what `ob` holds queued, giving up
     /// if `gone` fires first (a peer that stopped reading must not hold
     /// the task once it is disconnected).
-    pub async fn drain_step(
+    pub(crate) async fn drain_step(
         &mut self,
         ob: &Outbox,
         buf: &mut BytesMut,
@@ -233,7 +233,7 @@ impl<W: AsyncWrite + Unpin> Wire<W> {
 
     /// Take the socket back (after [`Outbox::detach`] or
     /// [`Outbox::close`]); `None` if a producer still holds it.
-    pub fn into_inner(self) -> Option<Result<OwnedWriteHalf, W>> {
+    pub(crate) fn into_inner(self) -> Option<Result<OwnedWriteHalf, W>> {
         match self {
             Wire::Direct(s) => Arc::try_unwrap(s).ok().map(Ok),
             Wire::Stream(w) => Some(Err(w)),
@@ -241,7 +241,7 @@ impl<W: AsyncWrite + Unpin> Wire<W> {
     }
 
     /// Close the write side (after [`Outbox::close`]).
-    pub async fn shutdown(self) {
+    pub(crate) async fn shutdown(self) {
         match self.into_inner() {
             // Dropping the half shuts the write side down.
             Some(Ok(sock)) => drop(sock),
@@ -255,7 +255,7 @@ impl<W: AsyncWrite + Unpin> Wire<W> {
 
 /// Write all of `buf` to a plain socket shared with direct producers (the
 /// outbox keeps them off it while the writer is busy).
-pub async fn write_plain(sock: &OwnedWriteHalf, mut buf: &[u8]) -> io::Result<()> {
+pub(crate) async fn write_plain(sock: &OwnedWriteHalf, mut buf: &[u8]) -> io::Result<()> {
     while !buf.is_empty() {
         match sock.try_write(buf) {
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),

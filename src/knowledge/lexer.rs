@@ -1,7 +1,7 @@
 //! Tokens of the DXserver knowledge syntax, each with its line and column.
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Tok {
+pub(super) enum Tok {
     /// A bare word: a keyword, name, number, flag or unquoted value.
     Word(String),
     /// A double-quoted string, escapes (`\\`, `\"`) decoded.
@@ -16,7 +16,7 @@ pub enum Tok {
 }
 
 impl Tok {
-    pub fn describe(&self) -> String {
+    pub(super) fn describe(&self) -> String {
         match self {
             Tok::Word(w) => format!("'{w}'"),
             Tok::Str(s) => format!("\"{s}\""),
@@ -31,7 +31,7 @@ impl Tok {
 }
 
 #[derive(Debug, Clone)]
-pub struct Token {
+pub(super) struct Token {
     pub tok: Tok,
     pub line: usize,
     pub column: usize,
@@ -39,7 +39,7 @@ pub struct Token {
 
 /// A lexing failure at (line, column).
 #[derive(Debug)]
-pub struct LexError {
+pub(super) struct LexError {
     pub line: usize,
     pub column: usize,
     pub message: String,
@@ -49,7 +49,7 @@ fn is_word_char(c: char) -> bool {
     !c.is_whitespace() && !matches!(c, '=' | ';' | ',' | '{' | '}' | '"' | '<' | '>')
 }
 
-pub fn lex(text: &str) -> Result<Vec<Token>, LexError> {
+pub(super) fn lex(text: &str) -> Result<Vec<Token>, LexError> {
     let chars: Vec<char> = text.chars().collect();
     let mut out = Vec::new();
     let (mut i, mut line, mut col) = (0usize, 1usize, 1usize);

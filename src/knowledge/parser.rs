@@ -63,7 +63,7 @@ struct Loader<'a> {
     warnings: Vec<Diagnostic>,
 }
 
-pub fn load(root: &Path, source: &dyn Source) -> Result<Snapshot, LoadError> {
+pub(super) fn load(root: &Path, source: &dyn Source) -> Result<Snapshot, LoadError> {
     let mut l = Loader {
         source,
         files: Vec::new(),

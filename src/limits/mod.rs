@@ -11,7 +11,7 @@
 //!   Work already accepted continues; unbind and abandon are always
 //!   accepted.
 
-pub mod sampler;
+pub(crate) mod sampler;
 
 use sampler::{Sample, Source};
 use std::collections::VecDeque;
@@ -19,10 +19,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-pub const CPU_MESSAGE: &str = "dsa-router: the router has exceeded the CPU limit set by the administrator; try again later, or ask the administrator to raise the limit";
-pub const MEMORY_MESSAGE: &str = "dsa-router: the router has exceeded the memory limit set by the administrator; try again later, or ask the administrator to raise the limit";
+pub(crate) const CPU_MESSAGE: &str = "dsa-router: the router has exceeded the CPU limit set by the administrator; try again later, or ask the administrator to raise the limit";
+pub(crate) const MEMORY_MESSAGE: &str = "dsa-router: the router has exceeded the memory limit set by the administrator; try again later, or ask the administrator to raise the limit";
 
-pub use crate::config::Thresholds;
+pub(crate) use crate::config::Thresholds;
 
 /// Which limit refused an operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -24,7 +24,7 @@ pub trait Source: Send {
 
 /// Reads cgroup v2 files under `dir`, falling back to `/proc` files under
 /// `proc` for what the cgroup does not limit.
-pub struct System {
+pub(crate) struct System {
     cgroup: Option<PathBuf>,
     proc: PathBuf,
     last_cpu: Option<CpuMark>,
@@ -37,7 +37,7 @@ enum CpuMark {
 
 impl System {
     /// The running process's own cgroup (v2) and `/proc`.
-    pub fn detect() -> System {
+    pub(crate) fn detect() -> System {
         let cgroup = std::fs::read_to_string("/proc/self/cgroup")
             .ok()
             .and_then(|s| {
@@ -50,7 +50,7 @@ impl System {
     }
 
     /// Explicit paths (tests use fixture directories).
-    pub fn at(cgroup: Option<PathBuf>, proc: PathBuf) -> System {
+    pub(crate) fn at(cgroup: Option<PathBuf>, proc: PathBuf) -> System {
         System {
             cgroup,
             proc,

@@ -4,6 +4,6 @@
 //! [`delivery`] is how responses leave a connection without it knowing
 //! who receives them (clients, fan-outs, the router's own waiters).
 
-pub mod conn;
-pub mod delivery;
-pub mod pool;
+pub(crate) mod conn;
+pub(crate) mod delivery;
+pub(crate) mod pool;

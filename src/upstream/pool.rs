@@ -9,7 +9,7 @@
 //! ([`connect_bound`]).
 
 use super::conn::{Conn, Pending, Sink};
-pub use crate::config::Limits;
+pub(crate) use crate::config::Limits;
 use crate::error::{Error, Kind};
 use crate::knowledge::{DsaDef, Secret};
 use crate::state::DsaState;
@@ -55,7 +55,7 @@ pub struct Pool {
 }
 
 /// `host:port` strings of a DSA's addresses, in order.
-pub fn socket_addrs(d: &DsaDef) -> Vec<String> {
+pub(crate) fn socket_addrs(d: &DsaDef) -> Vec<String> {
     d.addresses
         .iter()
         .map(|a| {
@@ -170,7 +170,7 @@ impl Pool {
 }
 
 /// Connect and, when an identity is given, bind as it before returning.
-pub async fn connect_bound(
+pub(crate) async fn connect_bound(
     dsa: &Arc<DsaState>,
     addrs: &[String],
     identity: Option<&BindPdu>,
@@ -201,7 +201,11 @@ pub async fn connect_bound(
 }
 
 /// Send a PDU on `conn` and wait for its final response, unmodified.
-pub async fn request(conn: &Arc<Conn>, pdu: &[u8], timeout: Duration) -> Result<Bytes, Error> {
+pub(crate) async fn request(
+    conn: &Arc<Conn>,
+    pdu: &[u8],
+    timeout: Duration,
+) -> Result<Bytes, Error> {
     let h = frame::header(pdu).map_err(|e| Error::new(Kind::BadResponse, e.to_string()))?;
     let (tx, rx) = oneshot::channel();
     let id = conn
@@ -225,7 +229,7 @@ fn lost(dsa: &str, how: &str) -> Error {
 }
 
 /// A simple bind PDU (message ID 1; rewritten when sent).
-pub fn bind_pdu(dn: &str, password: &[u8]) -> BytesMut {
+pub(crate) fn bind_pdu(dn: &str, password: &[u8]) -> BytesMut {
     let msg = LdapMsg {
         msgid: 1,
         op: LdapOp::BindRequest(LdapBindRequest {
