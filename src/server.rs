@@ -12,6 +12,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
+use tracing::Instrument;
 
 /// Serve clients on `listener` until `shutdown` turns true.
 pub async fn run(listener: TcpListener, router: Arc<Router>, shutdown: watch::Receiver<bool>) {
@@ -140,7 +141,12 @@ pub async fn run_with_ldaps(
                 (None, true) => None,
             };
             if let Some(s) = stream {
-                crate::session::run(router.clone(), s, peer, shutdown).await;
+                // One span per client connection: every event of the
+                // session carries the client's address.
+                let span = tracing::info_span!("client", %peer);
+                crate::session::run(router.clone(), s, peer, shutdown)
+                    .instrument(span)
+                    .await;
             }
             m.clients.fetch_sub(1, Ordering::Relaxed);
             release_ip();

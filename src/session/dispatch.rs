@@ -154,6 +154,7 @@ pub(super) async fn place(
                 continue;
             }
         };
+        tracing::Span::current().record("dsa", name.as_str());
         let placed = Placed {
             dsa,
             conn,

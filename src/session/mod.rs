@@ -36,6 +36,7 @@ use out::ClientOut;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use tracing::Instrument;
 
 /// Who the client is.
 enum Identity {
@@ -89,6 +90,18 @@ impl Session {
             Ok(r) => r,
             Err(e) => return self.malformed(&e.message),
         };
+        // One span per operation (debug level: free unless asked for);
+        // the DSA is recorded where the operation is placed.
+        let span = tracing::debug_span!(
+            "op",
+            msgid = req.msgid,
+            op = req.op.name(),
+            dsa = tracing::field::Empty
+        );
+        self.handle_request(pdu, h, req).instrument(span).await
+    }
+
+    async fn handle_request(&mut self, pdu: Bytes, h: frame::Header, req: Request) -> Flow {
         if !matches!(req.op, Op::Unbind | Op::Abandon { .. }) {
             if let Err(over) = self.router.throttle.admit() {
                 if matches!(req.op, Op::Bind { .. }) {
