@@ -13,7 +13,6 @@ use crate::wire::request::{Op, Request, OID_PAGED_RESULTS, OID_PROXIED_AUTHZ};
 use crate::wire::response::Code;
 use bytes::Bytes;
 use std::sync::Arc;
-use std::time::Instant;
 
 impl Session {
     /// Route and forward one operation. `target` overrides the DN the
@@ -134,7 +133,7 @@ impl Session {
             Pending {
                 sink: Sink::To(delivery),
                 is_write,
-                started: Instant::now(),
+                started: tokio::time::Instant::now(),
                 log,
                 delivered: false,
                 hold: retry.is_some() && matches!(req.op, Op::Search { scope: 0, .. }),

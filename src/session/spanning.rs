@@ -14,7 +14,6 @@ use crate::wire::response::{self, Code};
 use crate::wire::search;
 use bytes::{Bytes, BytesMut};
 use std::sync::Arc;
-use std::time::Instant;
 
 impl Session {
     /// A search spanning partitions (spec 3.6): one search per partition,
@@ -178,7 +177,7 @@ impl Session {
                 Pending {
                     sink: Sink::To(delivery),
                     is_write: false,
-                    started: Instant::now(),
+                    started: tokio::time::Instant::now(),
                     log,
                     delivered: false,
                     hold: false,

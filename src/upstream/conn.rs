@@ -21,11 +21,13 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+// Tokio's clock: operation timeouts follow paused time in tests.
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// Where a response goes.
@@ -538,4 +540,123 @@ async fn reader<R: AsyncRead + Unpin>(mut rd: R, conn: Arc<Conn>, limits: Limits
         }
     };
     conn.fail_all(&why);
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::panic)]
+mod tests {
+    use super::*;
+    use crate::upstream::delivery::Delivery;
+    use std::sync::Mutex as StdMutex;
+
+    /// Records what the connection hands an operation.
+    #[derive(Default)]
+    struct Recorder {
+        failed: StdMutex<Vec<Error>>,
+        finished: StdMutex<usize>,
+    }
+
+    impl Delivery for Recorder {
+        fn deliver(&self, _pdu: &[u8], _h: &Header, _batch: &mut Batch) {}
+        fn finish(&self, _pdu: Bytes, _h: &Header, _batch: &mut Batch) {
+            *self.finished.lock().unwrap() += 1;
+        }
+        fn fail(&self, e: &Error) {
+            self.failed.lock().unwrap().push(e.clone());
+        }
+        fn placed(&self, _conn: &Arc<Conn>, _id: i32) -> bool {
+            true
+        }
+    }
+
+    fn limits(op_timeout: Duration) -> Limits {
+        Limits {
+            connect_timeout: Duration::from_secs(1),
+            op_timeout,
+            max_response_pdu: 1 << 20,
+            fall: 3,
+        }
+    }
+
+    /// A connection to a DSA that reads requests and never answers.
+    fn silent_dsa(op_timeout: Duration) -> (Arc<Conn>, tokio::io::DuplexStream) {
+        let (ours, theirs) = tokio::io::duplex(1 << 16);
+        let (rd, wr) = tokio::io::split(ours);
+        let dsa = Arc::new(DsaState::new("D1"));
+        let conn = Conn::start_halves(dsa, rd, |_| Wire::Stream(wr), limits(op_timeout));
+        (conn, theirs)
+    }
+
+    fn search_pdu() -> Vec<u8> {
+        // A base search of the root DSE, message ID 7.
+        let mut b = vec![0x30, 0x25, 0x02, 0x01, 0x07, 0x63, 0x20, 0x04, 0x00];
+        b.extend_from_slice(&[0x0a, 0x01, 0x00, 0x0a, 0x01, 0x00, 0x02, 0x01, 0x00]);
+        b.extend_from_slice(&[0x02, 0x01, 0x00, 0x01, 0x01, 0x00, 0x87, 0x0b]);
+        b.extend_from_slice(b"objectClass");
+        b.extend_from_slice(&[0x30, 0x00]);
+        b
+    }
+
+    /// Paused time: an operation the DSA never answers is failed with
+    /// timeLimitExceeded once `op_timeout` has passed, not before, through
+    /// its delivery; a write's message says its outcome is unknown.
+    #[tokio::test(start_paused = true)]
+    async fn unanswered_operations_expire_through_their_delivery() {
+        let (conn, _dsa) = silent_dsa(Duration::from_secs(10));
+        let pdu = search_pdu();
+        let h = frame::header(&pdu).unwrap();
+        let mut sent = Vec::new();
+        for write in [false, true] {
+            let rec = Arc::new(Recorder::default());
+            let mut p = Pending::new(Sink::To(rec.clone()));
+            p.is_write = write;
+            conn.submit(p, &pdu, &h, None, |_, _| true).ok().unwrap();
+            sent.push(rec);
+        }
+        tokio::time::sleep(Duration::from_secs(9)).await;
+        assert!(sent.iter().all(|r| r.failed.lock().unwrap().is_empty()));
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        for (rec, write) in sent.iter().zip([false, true]) {
+            let failed = rec.failed.lock().unwrap();
+            assert_eq!(failed.len(), 1, "write {write}");
+            assert_eq!(failed[0].kind, Kind::Timeout { write });
+            assert_eq!(
+                failed[0].code(),
+                crate::wire::response::Code::TimeLimitExceeded
+            );
+            assert_eq!(
+                failed[0].text.contains("outcome of this update is unknown"),
+                write
+            );
+            assert_eq!(*rec.finished.lock().unwrap(), 0);
+        }
+        assert_eq!(conn.pending_count(), 0);
+    }
+
+    /// A connection that dies fails what is pending on it, once, and
+    /// refuses new operations (handing them back).
+    #[tokio::test(start_paused = true)]
+    async fn a_lost_connection_fails_its_operations_once() {
+        let (conn, dsa) = silent_dsa(Duration::from_secs(60));
+        let pdu = search_pdu();
+        let h = frame::header(&pdu).unwrap();
+        let rec = Arc::new(Recorder::default());
+        conn.submit(
+            Pending::new(Sink::To(rec.clone())),
+            &pdu,
+            &h,
+            None,
+            |_, _| true,
+        )
+        .ok()
+        .unwrap();
+        drop(dsa);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let failed = rec.failed.lock().unwrap().clone();
+        assert_eq!(failed.len(), 1);
+        assert_eq!(failed[0].kind, Kind::ConnectionLost { write: false });
+        assert!(!conn.is_alive());
+        let again = conn.submit(Pending::new(Sink::Detached), &pdu, &h, None, |_, _| true);
+        assert!(again.is_err());
+    }
 }
