@@ -88,12 +88,13 @@ pub struct Table {
 
 impl Table {
     /// Build the table. `router` names the router's own block, if any.
-    pub fn build(snap: &Snapshot, router: Option<&str>) -> Result<Table, String> {
+    pub fn build(snap: &Snapshot, router: Option<&str>) -> crate::error::Result<Table> {
         let router_idx = match router {
-            Some(name) => Some(
-                snap.dsa_index(name)
-                    .ok_or_else(|| format!("--name {name}: no set dsa block has that name"))?,
-            ),
+            Some(name) => Some(snap.dsa_index(name).ok_or_else(|| {
+                crate::error::Error::config(format!(
+                    "--name {name}: no set dsa block has that name"
+                ))
+            })?),
             None => None,
         };
         let pos_of = |name: &str| snap.dsa_index(name);
