@@ -49,14 +49,12 @@ impl Router {
             .tls
             .clone()
             .map(crate::tls::ServerTls::new)
-            .transpose()
-            .map_err(|e| Error::config(e.to_string()))?;
+            .transpose()?;
         let dsa_ca = cfg
             .dsa_ca
             .as_deref()
             .map(crate::tls::DsaCa::load)
-            .transpose()
-            .map_err(|e| Error::config(e.to_string()))?
+            .transpose()?
             .map(Arc::new);
         let routing = build(
             &cfg,
@@ -194,7 +192,7 @@ impl Router {
                 .map(Arc::new),
             None => None,
         };
-        let snap = crate::knowledge::load(root).map_err(|e| Error::config(e.to_string()))?;
+        let snap = crate::knowledge::load(root)?;
         let ca = new_ca.clone().or(old_ca);
         let mut summary = self.reload_with(snap, ca.as_deref())?;
         if let Some(ca) = new_ca {

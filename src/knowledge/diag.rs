@@ -121,3 +121,30 @@ impl fmt::Display for LoadError {
 }
 
 impl std::error::Error for LoadError {}
+
+/// A failed load is a configuration error; its text is every diagnostic,
+/// as the operator reads them.
+impl From<LoadError> for crate::error::Error {
+    fn from(e: LoadError) -> crate::error::Error {
+        crate::error::Error::config(e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_load_is_a_config_error() {
+        let e = LoadError {
+            errors: vec![Diagnostic::error(
+                "set dsa \"D1\" has no prefix",
+                None,
+                None,
+            )],
+        };
+        let e = crate::error::Error::from(e);
+        assert_eq!(e.kind, crate::error::Kind::Config);
+        assert_eq!(e.text, "error: set dsa \"D1\" has no prefix\n");
+    }
+}

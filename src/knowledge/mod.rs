@@ -15,10 +15,23 @@
 //! The `.dxi` initialization files of CA Directory are not read by the
 //! router; point it at the group file (`.dxg`) or any file that `source`s
 //! the DSA knowledge.
+//!
+//! # Layout
+//!
+//! * `lexer`: the tokens of the knowledge syntax, with line and column.
+//! * `file`: one file being read, a cursor over its tokens.
+//! * `loader`: files along `source` lines, the statements, and whole-load
+//!   validation.
+//! * `dsa`: the `set dsa` block, a table of the attributes the router uses.
+//! * `values`: attribute values (names, numbers, DNs, addresses, flags).
+//! * `diag`: errors and warnings that point into the files.
 
 mod diag;
+mod dsa;
+mod file;
 mod lexer;
-mod parser;
+mod loader;
+mod values;
 
 pub use diag::{Diagnostic, LoadError, Location, Severity};
 
@@ -300,5 +313,5 @@ pub fn load(root: &Path) -> Result<Snapshot, LoadError> {
 
 /// Load knowledge from any [`Source`].
 pub fn load_from(root: &Path, source: &dyn Source) -> Result<Snapshot, LoadError> {
-    parser::load(root, source)
+    loader::load(root, source)
 }

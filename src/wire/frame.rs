@@ -3,10 +3,12 @@
 //! An LDAPMessage is `SEQUENCE { messageID INTEGER, protocolOp, controls
 //! [0] OPTIONAL }`. To forward a PDU the router needs only its end, its
 //! message ID and its operation tag; these are read from the identifier and
-//! length octets at the front. Everything after the message ID is copied as
-//! it arrived, so unknown controls and extensions survive byte for byte.
-//! Decoding of request contents is left to `ldap3_lber` (see `request`).
+//! length octets at the front (with [`super::ber`]). Everything after the
+//! message ID is copied as it arrived, so unknown controls and extensions
+//! survive byte for byte. What a request asks for is decoded separately, in
+//! [`super::request`].
 
+use super::ber::{self, len_of_len, put_len, BerError, Tlv};
 use bytes::{BufMut, BytesMut};
 
 /// Why a byte stream is not LDAP.
@@ -35,30 +37,6 @@ impl std::fmt::Display for FrameError {
     }
 }
 
-/// Reads a definite BER length at `buf[0..]`: `(length, octets used)`, or
-/// `None` when more bytes are needed.
-pub fn read_len(buf: &[u8]) -> Result<Option<(usize, usize)>, FrameError> {
-    let Some(&first) = buf.first() else {
-        return Ok(None);
-    };
-    if first < 0x80 {
-        return Ok(Some((first as usize, 1)));
-    }
-    let n = (first & 0x7f) as usize;
-    if n == 0 || n > 4 {
-        // 0x80 is the indefinite form, which LDAP forbids (RFC 4511 5.1).
-        return Err(FrameError::BadLength);
-    }
-    if buf.len() < 1 + n {
-        return Ok(None);
-    }
-    let mut len = 0usize;
-    for &b in &buf[1..=n] {
-        len = (len << 8) | b as usize;
-    }
-    Ok(Some((len, 1 + n)))
-}
-
 /// The total length of the PDU at the front of `buf`, `None` when more bytes
 /// are needed. Rejects a PDU larger than `max` as soon as its header shows it.
 pub fn frame_len(buf: &[u8], max: usize) -> Result<Option<usize>, FrameError> {
@@ -68,8 +46,10 @@ pub fn frame_len(buf: &[u8], max: usize) -> Result<Option<usize>, FrameError> {
     if tag != 0x30 {
         return Err(FrameError::NotSequence(tag));
     }
-    let Some((len, n)) = read_len(&buf[1..])? else {
-        return Ok(None);
+    let (len, n) = match ber::read_len(&buf[1..]) {
+        Ok(l) => l,
+        Err(BerError::Truncated) => return Ok(None),
+        Err(BerError::BadLength) => return Err(FrameError::BadLength),
     };
     let total = 1 + n + len;
     if total > max {
@@ -94,10 +74,19 @@ pub struct Header {
     pub op_end: usize,
 }
 
+/// The length at `pdu[at..]`; `truncated` says what is cut short when the
+/// PDU ends first.
+fn len_at(pdu: &[u8], at: usize, truncated: &'static str) -> Result<(usize, usize), FrameError> {
+    match ber::read_len(pdu.get(at..).unwrap_or_default()) {
+        Ok(l) => Ok(l),
+        Err(BerError::BadLength) => Err(FrameError::BadLength),
+        Err(BerError::Truncated) => Err(FrameError::Malformed(truncated)),
+    }
+}
+
 /// Parse the header of a complete PDU (as delimited by [`frame_len`]).
 pub fn header(pdu: &[u8]) -> Result<Header, FrameError> {
-    let (len, n) = read_len(pdu.get(1..).unwrap_or_default())?
-        .ok_or(FrameError::Malformed("truncated PDU"))?;
+    let (len, n) = len_at(pdu, 1, "truncated PDU")?;
     let body = 1 + n;
     if body + len != pdu.len() {
         return Err(FrameError::Malformed("PDU length mismatch"));
@@ -105,20 +94,15 @@ pub fn header(pdu: &[u8]) -> Result<Header, FrameError> {
     if pdu.get(body) != Some(&0x02) {
         return Err(FrameError::Malformed("message ID is not an INTEGER"));
     }
-    let (idlen, m) = read_len(pdu.get(body + 1..).unwrap_or_default())?
-        .ok_or(FrameError::Malformed("truncated message ID"))?;
+    let (idlen, m) = len_at(pdu, body + 1, "truncated message ID")?;
     let id_start = body + 1 + m;
     let id_end = id_start + idlen;
     if idlen == 0 || idlen > 4 || id_end > pdu.len() {
         return Err(FrameError::Malformed("message ID out of range"));
     }
-    let mut v: i64 = if pdu[id_start] & 0x80 != 0 { -1 } else { 0 };
-    for &b in &pdu[id_start..id_end] {
-        v = (v << 8) | b as i64;
-    }
-    if !(0..=i32::MAX as i64).contains(&v) {
-        return Err(FrameError::Malformed("message ID out of range"));
-    }
+    let msgid = ber::int(&pdu[id_start..id_end])
+        .filter(|v| (0..=i32::MAX as i64).contains(v))
+        .ok_or(FrameError::Malformed("message ID out of range"))? as i32;
     let op_tag = *pdu
         .get(id_end)
         .ok_or(FrameError::Malformed("missing protocolOp"))?;
@@ -127,47 +111,17 @@ pub fn header(pdu: &[u8]) -> Result<Header, FrameError> {
             "multi-byte tags are not LDAP operations",
         ));
     }
-    let (oplen, k) = read_len(pdu.get(id_end + 1..).unwrap_or_default())?
-        .ok_or(FrameError::Malformed("truncated protocolOp"))?;
+    let (oplen, k) = len_at(pdu, id_end + 1, "truncated protocolOp")?;
     let op_end = id_end + 1 + k + oplen;
     if op_end > pdu.len() {
         return Err(FrameError::Malformed("protocolOp overruns the PDU"));
     }
     Ok(Header {
-        msgid: v as i32,
+        msgid,
         op_tag,
         op_start: id_end,
         op_end,
     })
-}
-
-pub(crate) fn put_len(out: &mut BytesMut, len: usize) {
-    if len < 0x80 {
-        out.put_u8(len as u8);
-    } else if len <= 0xff {
-        out.put_u8(0x81);
-        out.put_u8(len as u8);
-    } else if len <= 0xffff {
-        out.put_u8(0x82);
-        out.put_u16(len as u16);
-    } else if len <= 0xff_ffff {
-        out.put_u8(0x83);
-        out.put_u8((len >> 16) as u8);
-        out.put_u16(len as u16);
-    } else {
-        out.put_u8(0x84);
-        out.put_u32(len as u32);
-    }
-}
-
-pub(crate) fn len_of_len(len: usize) -> usize {
-    match len {
-        0..=0x7f => 1,
-        0x80..=0xff => 2,
-        0x100..=0xffff => 3,
-        0x1_0000..=0xff_ffff => 4,
-        _ => 5,
-    }
 }
 
 /// Minimal two's-complement content octets of a non-negative message ID.
@@ -213,13 +167,12 @@ pub fn rewrite(
         Some(ctrl) => {
             // Existing controls' content, if the PDU has a [0] controls
             // element; anything after it is kept too.
-            let (existing, after): (&[u8], &[u8]) = match rest.first() {
-                Some(0xa0) => match read_len(&rest[1..]) {
-                    Ok(Some((l, n))) if 1 + n + l <= rest.len() => {
-                        (&rest[1 + n..1 + n + l], &rest[1 + n + l..])
-                    }
-                    _ => (&[], rest),
-                },
+            let (existing, after): (&[u8], &[u8]) = match ber::tlv(rest) {
+                Ok(Tlv {
+                    tag: 0xa0,
+                    body,
+                    len,
+                }) => (body, &rest[len..]),
                 _ => (&[], rest),
             };
             let ctrls_len = existing.len() + ctrl.len();

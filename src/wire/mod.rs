@@ -1,7 +1,15 @@
-//! The LDAP wire: framing, message-ID rewriting and control appending on raw
-//! PDUs (`frame`), request decoding for routing (`request`), and the PDUs
-//! the router writes itself (`response`).
+//! The LDAP wire, read and written as bytes.
+//!
+//! * `ber`: reading BER elements in place and writing lengths; the one TLV
+//!   reader the other modules share.
+//! * `frame`: a PDU's end, message ID and operation; rewriting the message
+//!   ID and appending a control without re-encoding the rest.
+//! * `request`: decoding a request just enough to route it.
+//! * `search`: re-basing a search onto one partition; paged results.
+//! * `ppolicy`: the password policy controls on binds.
+//! * `response`: the PDUs the router writes itself (with `ldap3_proto`).
 
+pub mod ber;
 pub mod frame;
 pub mod ppolicy;
 pub mod request;

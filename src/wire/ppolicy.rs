@@ -7,7 +7,8 @@
 //! unchanged when the client asked for it, and dropped otherwise (the
 //! client then sees what it would see directly).
 
-use super::frame::{FrameError, Header};
+use super::ber;
+use super::frame::Header;
 use super::search;
 use bytes::BytesMut;
 
@@ -45,31 +46,33 @@ impl Policy {
     /// A value that does not parse counts as an error (unknown), so the
     /// client is kept on its own connection rather than trusted.
     pub fn parse(v: &[u8]) -> Policy {
-        let unknown = Policy {
+        Policy::read(v).unwrap_or(Policy {
             error: Some(u32::MAX),
             ..Policy::default()
-        };
-        let Ok((0x30, mut body, _)) = tlv(v) else {
-            return unknown;
-        };
+        })
+    }
+
+    fn read(v: &[u8]) -> Option<Policy> {
+        let mut body = ber::tagged(v, 0x30)?.body;
         let mut p = Policy::default();
         while !body.is_empty() {
-            let Ok((t, content, n)) = tlv(body) else {
-                return unknown;
-            };
-            match t {
+            let t = ber::split(&mut body)?;
+            match t.tag {
                 // warning [0] CHOICE { [0] timeBeforeExpiration, [1] grace }
-                0xa0 => match tlv(content) {
-                    Ok((0x80, i, _)) => p.expires_in = Some(uint(i)),
-                    Ok((0x81, i, _)) => p.grace_left = Some(uint(i)),
-                    _ => return unknown,
-                },
-                0x81 => p.error = Some(uint(content)),
-                _ => return unknown,
+                0xa0 => {
+                    let w = ber::tlv(t.body).ok()?;
+                    let n = Some(ber::uint(w.body)?);
+                    match w.tag {
+                        0x80 => p.expires_in = n,
+                        0x81 => p.grace_left = n,
+                        _ => return None,
+                    }
+                }
+                0x81 => p.error = Some(ber::uint(t.body)?),
+                _ => return None,
             }
-            body = &body[n..];
         }
-        p
+        Some(p)
     }
 
     /// The response control of a bind response PDU, if it carries one.
@@ -124,22 +127,6 @@ pub fn strip(pdu: &[u8], h: &Header, msgid: i32) -> BytesMut {
     search::without_controls(pdu, h, msgid, &[OID_PPOLICY])
 }
 
-fn tlv(b: &[u8]) -> Result<(u8, &[u8], usize), FrameError> {
-    const BAD: FrameError = FrameError::Malformed("malformed password policy control");
-    let t = *b.first().ok_or(BAD)?;
-    let (len, n) = super::frame::read_len(b.get(1..).unwrap_or_default())?.ok_or(BAD)?;
-    let content = b.get(1 + n..1 + n + len).ok_or(BAD)?;
-    Ok((t, content, 1 + n + len))
-}
-
-fn uint(content: &[u8]) -> u32 {
-    content
-        .iter()
-        .take(5)
-        .fold(0u64, |v, &b| (v << 8) | b as u64)
-        .min(u32::MAX as u64) as u32
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -181,7 +168,16 @@ mod tests {
                 },
                 true,
             ),
-            // Garbage is not trusted: it counts as notable.
+            // Garbage is not trusted: it counts as notable. A negative or
+            // over-long INTEGER is garbage too.
+            (
+                &[0x30, 0x03, 0x81, 0x01, 0xff],
+                Policy {
+                    error: Some(u32::MAX),
+                    ..Policy::default()
+                },
+                true,
+            ),
             (
                 &[0x04, 0x00],
                 Policy {
@@ -217,9 +213,12 @@ mod tests {
     #[test]
     fn request_control_decodes() {
         let c = request_control();
-        let (t, body, n) = tlv(&c).expect("a control");
-        assert_eq!((t, n), (0x30, c.len()));
-        let (t, oid, m) = tlv(body).expect("an OID");
-        assert_eq!((t, oid, m), (0x04, OID_PPOLICY.as_bytes(), body.len()));
+        let ctl = ber::tlv(&c).expect("a control");
+        assert_eq!((ctl.tag, ctl.len), (0x30, c.len()));
+        let oid = ber::tlv(ctl.body).expect("an OID");
+        assert_eq!(
+            (oid.tag, oid.body, oid.len),
+            (0x04, OID_PPOLICY.as_bytes(), ctl.body.len())
+        );
     }
 }

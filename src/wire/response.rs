@@ -176,9 +176,7 @@ pub fn diagnostic(pdu: &[u8], _h: &super::frame::Header) -> Option<String> {
 /// The resultCode of a response PDU (LDAPResult's first element).
 pub fn result_code(pdu: &[u8], h: &super::frame::Header) -> Option<u8> {
     let op = pdu.get(h.op_start..h.op_end)?;
-    let (_, n) = super::frame::read_len(op.get(1..)?).ok()??;
-    let body = op.get(1 + n..)?;
-    match body {
+    match super::ber::tlv(op).ok()?.body {
         [0x0a, 0x01, code, ..] => Some(*code),
         _ => None,
     }

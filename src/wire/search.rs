@@ -3,28 +3,24 @@
 //! replaced, filter, attributes and other controls kept byte for byte), and
 //! the simple paged results control (RFC 2696) on requests and responses.
 
-use super::frame::{len_of_len, put_len, read_len, tag, FrameError, Header};
+use super::ber::{self, len_of_len, put_len, BerError, Tlv};
+use super::frame::{tag, FrameError, Header};
 use super::request::OID_PAGED_RESULTS;
 use bytes::{BufMut, BytesMut};
 
 const BAD: FrameError = FrameError::Malformed("malformed search request");
 
-/// One TLV at the front of `b`: (identifier, content, total length).
-fn tlv(b: &[u8]) -> Result<(u8, &[u8], usize), FrameError> {
-    let t = *b.first().ok_or(BAD)?;
-    let (len, n) = read_len(b.get(1..).unwrap_or_default())?.ok_or(BAD)?;
-    let content = b.get(1 + n..1 + n + len).ok_or(BAD)?;
-    Ok((t, content, 1 + n + len))
+/// The element at the front of `b`, or why the search request is broken.
+fn tlv(b: &[u8]) -> Result<Tlv<'_>, FrameError> {
+    ber::tlv(b).map_err(|e| match e {
+        BerError::BadLength => FrameError::BadLength,
+        BerError::Truncated => BAD,
+    })
 }
 
-fn uint(content: &[u8]) -> u32 {
-    if content.len() > 5 || content.first().is_some_and(|b| b & 0x80 != 0) {
-        return 0; // negative or absurd: no limit
-    }
-    content
-        .iter()
-        .fold(0u64, |v, &b| (v << 8) | b as u64)
-        .min(u32::MAX as u64) as u32
+/// A size or time limit, or a page size.
+fn limit(content: &[u8]) -> u32 {
+    ber::uint(content).unwrap_or(0) // negative or absurd: no limit
 }
 
 /// The parts of a SearchRequest the router needs to split it.
@@ -44,27 +40,29 @@ pub fn head(pdu: &[u8], h: &Header) -> Result<SearchHead, FrameError> {
         return Err(BAD);
     }
     let op = pdu.get(h.op_start..h.op_end).ok_or(BAD)?;
-    let (_, body, _) = tlv(op)?;
+    let body = tlv(op)?.body;
     let body_start = h.op_end - body.len();
-    let (t, _, base_len) = tlv(body)?;
-    let rest = body.get(base_len..).ok_or(BAD)?;
-    let (t2, scope, scope_len) = tlv(rest)?;
-    if t != 0x04 || t2 != 0x0a || scope.len() != 1 {
+    let base = tlv(body)?;
+    let scope = tlv(body.get(base.len..).ok_or(BAD)?)?;
+    let [scope_value] = scope.body else {
+        return Err(BAD);
+    };
+    if base.tag != 0x04 || scope.tag != 0x0a {
         return Err(BAD);
     }
-    let deref_start = body_start + base_len + scope_len;
+    let deref_start = body_start + base.len + scope.len;
     let rest = pdu.get(deref_start..h.op_end).ok_or(BAD)?;
-    let (_, _, deref_len) = tlv(rest)?;
-    let rest = rest.get(deref_len..).ok_or(BAD)?;
-    let (t3, size, size_len) = tlv(rest)?;
-    let (t4, time, _) = tlv(rest.get(size_len..).ok_or(BAD)?)?;
-    if t3 != 0x02 || t4 != 0x02 {
+    let deref = tlv(rest)?;
+    let rest = rest.get(deref.len..).ok_or(BAD)?;
+    let size = tlv(rest)?;
+    let time = tlv(rest.get(size.len..).ok_or(BAD)?)?;
+    if size.tag != 0x02 || time.tag != 0x02 {
         return Err(BAD);
     }
     Ok(SearchHead {
-        scope: scope[0],
-        size_limit: uint(size),
-        time_limit: uint(time),
+        scope: *scope_value,
+        size_limit: limit(size.body),
+        time_limit: limit(time.body),
         deref_start,
     })
 }
@@ -75,14 +73,14 @@ fn controls<'a>(pdu: &'a [u8], h: &Header) -> Vec<(&'a [u8], &'a [u8])> {
     let Some(rest) = pdu.get(h.op_end..) else {
         return v;
     };
-    let Ok((0xa0, mut seq, _)) = tlv(rest) else {
+    let Some(mut seq) = ber::tagged(rest, 0xa0).map(|t| t.body) else {
         return v;
     };
-    while let Ok((0x30, c, n)) = tlv(seq) {
-        if let Ok((0x04, oid, _)) = tlv(c) {
-            v.push((&seq[..n], oid));
+    while let Some(c) = ber::tagged(seq, 0x30) {
+        if let Some(oid) = ber::tagged(c.body, 0x04) {
+            v.push((&seq[..c.len], oid.body));
         }
-        seq = &seq[n..];
+        seq = &seq[c.len..];
     }
     v
 }
@@ -106,28 +104,22 @@ pub fn control_value<'a>(pdu: &'a [u8], h: &Header, oid: &str) -> Option<&'a [u8
     let (c, _) = controls(pdu, h)
         .into_iter()
         .find(|(_, o)| *o == oid.as_bytes())?;
-    let (_, mut body, _) = tlv(c).ok()?;
-    while let Ok((t, content, n)) = tlv(body) {
-        if t == 0x04 && content != oid.as_bytes() {
-            return Some(content);
+    let mut body = ber::tlv(c).ok()?.body;
+    while let Ok(t) = ber::tlv(body) {
+        if t.tag == 0x04 && t.body != oid.as_bytes() {
+            return Some(t.body);
         }
-        body = &body[n..];
+        body = &body[t.len..];
     }
     None
 }
 
 /// A paged results control value: (size, cookie).
 pub fn paged_value(v: &[u8]) -> Option<(u32, Vec<u8>)> {
-    let (0x30, body, _) = tlv(v).ok()? else {
-        return None;
-    };
-    let (0x02, size, n) = tlv(body).ok()? else {
-        return None;
-    };
-    let (0x04, cookie, _) = tlv(body.get(n..)?).ok()? else {
-        return None;
-    };
-    Some((uint(size), cookie.to_vec()))
+    let seq = ber::tagged(v, 0x30)?;
+    let size = ber::tagged(seq.body, 0x02)?;
+    let cookie = ber::tagged(seq.body.get(size.len..)?, 0x04)?;
+    Some((limit(size.body), cookie.body.to_vec()))
 }
 
 /// A paged results control (not critical) with `size` and `cookie`.

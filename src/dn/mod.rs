@@ -11,6 +11,12 @@
 //! case-insensitively after escapes are decoded and leading, trailing and
 //! repeated inner spaces are dropped, and the attribute-value assertions of a
 //! multi-valued RDN compare in any order (they are kept sorted).
+//!
+//! The two notations have a parser each: `ldap` (RFC 4514 strings) and
+//! `angle` (the knowledge notation).
+
+mod angle;
+mod ldap;
 
 use std::fmt;
 
@@ -177,7 +183,7 @@ impl Dn {
     /// accepted where unambiguous: `;` as a separator, quoted values, spaces
     /// around `=`, `,` and `+`.
     pub fn parse_ldap(s: &str) -> Result<Dn, DnError> {
-        LdapDnParser::new(s).parse()
+        ldap::parse(s)
     }
 
     /// Parse the knowledge notation, root first: `<c AU><o DEMOCORP>`.
@@ -185,7 +191,7 @@ impl Dn {
     /// `type value` or `type=value`; `+` joins AVAs of one RDN; a value with
     /// spaces or specials is quoted.
     pub fn parse_knowledge(s: &str) -> Result<Dn, DnError> {
-        parse_angle(s)
+        angle::parse(s)
     }
 
     /// Parse either notation: angle-bracket form when the text starts with
@@ -193,7 +199,7 @@ impl Dn {
     pub fn parse_any(s: &str) -> Result<Dn, DnError> {
         let t = s.trim();
         if t.starts_with('<') || t == "\"\"" {
-            parse_angle(s)
+            angle::parse(s)
         } else {
             Dn::parse_ldap(s)
         }
@@ -308,308 +314,6 @@ fn check_attr(attr: &str, offset: usize) -> Result<(), DnError> {
         return Err(err("attribute type must start with a letter or digit"));
     }
     Ok(())
-}
-
-struct LdapDnParser<'a> {
-    chars: Vec<char>,
-    pos: usize,
-    _src: &'a str,
-}
-
-impl<'a> LdapDnParser<'a> {
-    fn new(s: &'a str) -> Self {
-        LdapDnParser {
-            chars: s.chars().collect(),
-            pos: 0,
-            _src: s,
-        }
-    }
-
-    fn err(&self, message: &str) -> DnError {
-        DnError {
-            offset: self.pos,
-            message: message.to_string(),
-        }
-    }
-
-    fn peek(&self) -> Option<char> {
-        self.chars.get(self.pos).copied()
-    }
-
-    fn skip_spaces(&mut self) {
-        while self.peek() == Some(' ') {
-            self.pos += 1;
-        }
-    }
-
-    fn parse(mut self) -> Result<Dn, DnError> {
-        self.skip_spaces();
-        if self.peek().is_none() {
-            return Ok(Dn::root());
-        }
-        let mut rdns = Vec::new();
-        let mut avas = Vec::new();
-        loop {
-            avas.push(self.ava()?);
-            self.skip_spaces();
-            match self.peek() {
-                None => {
-                    rdns.push(Rdn::new(std::mem::take(&mut avas)));
-                    break;
-                }
-                Some('+') => self.pos += 1,
-                Some(',') | Some(';') => {
-                    self.pos += 1;
-                    rdns.push(Rdn::new(std::mem::take(&mut avas)));
-                }
-                Some(_) => return Err(self.err("expected ',' or '+' after value")),
-            }
-            self.skip_spaces();
-        }
-        Ok(Dn { rdns })
-    }
-
-    fn ava(&mut self) -> Result<Ava, DnError> {
-        self.skip_spaces();
-        let start = self.pos;
-        while self.peek().is_some_and(is_attr_char) {
-            self.pos += 1;
-        }
-        let attr: String = self.chars[start..self.pos].iter().collect();
-        if attr.is_empty() {
-            return Err(self.err("expected an attribute type"));
-        }
-        check_attr(&attr, start)?;
-        self.skip_spaces();
-        if self.peek() != Some('=') {
-            return Err(self.err("expected '=' after attribute type"));
-        }
-        self.pos += 1;
-        self.skip_spaces();
-        let value = self.value()?;
-        Ok(Ava::new(&attr, &value))
-    }
-
-    fn value(&mut self) -> Result<String, DnError> {
-        match self.peek() {
-            Some('#') => self.hex_value(),
-            Some('"') => self.quoted_value(),
-            _ => self.string_value(),
-        }
-    }
-
-    fn hex_value(&mut self) -> Result<String, DnError> {
-        self.pos += 1;
-        let start = self.pos;
-        while self.peek().is_some_and(|c| c.is_ascii_hexdigit()) {
-            self.pos += 1;
-        }
-        let hex: String = self.chars[start..self.pos].iter().collect();
-        if hex.is_empty() || !hex.len().is_multiple_of(2) {
-            return Err(self.err("'#' must be followed by an even number of hex digits"));
-        }
-        // Keep the BER-encoded form as the value: '#' + hex, lowercased by
-        // normalization. Decoding would need the attribute's syntax.
-        Ok(format!("#{hex}"))
-    }
-
-    fn quoted_value(&mut self) -> Result<String, DnError> {
-        self.pos += 1;
-        let mut bytes = Vec::new();
-        loop {
-            match self.peek() {
-                None => return Err(self.err("unterminated quoted value")),
-                Some('"') => {
-                    self.pos += 1;
-                    break;
-                }
-                Some('\\') => self.escape(&mut bytes)?,
-                Some(c) => {
-                    push_char(&mut bytes, c);
-                    self.pos += 1;
-                }
-            }
-        }
-        String::from_utf8(bytes).map_err(|_| self.err("escaped bytes are not valid UTF-8"))
-    }
-
-    fn string_value(&mut self) -> Result<String, DnError> {
-        let mut bytes = Vec::new();
-        // Trailing unescaped spaces are insignificant; escaped ones are not.
-        let mut significant_len = 0;
-        loop {
-            match self.peek() {
-                None | Some(',') | Some(';') | Some('+') => break,
-                Some('\\') => {
-                    self.escape(&mut bytes)?;
-                    significant_len = bytes.len();
-                }
-                Some(c @ ('"' | '<' | '>' | '=')) => {
-                    if c == '=' {
-                        // '=' in a value is tolerated by most servers.
-                        push_char(&mut bytes, c);
-                        self.pos += 1;
-                        significant_len = bytes.len();
-                    } else {
-                        return Err(self.err("unescaped special character in value"));
-                    }
-                }
-                Some('\0') => return Err(self.err("NUL character in value")),
-                Some(c) => {
-                    push_char(&mut bytes, c);
-                    self.pos += 1;
-                    if c != ' ' {
-                        significant_len = bytes.len();
-                    }
-                }
-            }
-        }
-        bytes.truncate(significant_len);
-        String::from_utf8(bytes).map_err(|_| self.err("escaped bytes are not valid UTF-8"))
-    }
-
-    fn escape(&mut self, bytes: &mut Vec<u8>) -> Result<(), DnError> {
-        self.pos += 1;
-        match self.peek() {
-            Some(c) if c.is_ascii_hexdigit() => {
-                let hi = c;
-                let lo = self
-                    .chars
-                    .get(self.pos + 1)
-                    .copied()
-                    .filter(|c| c.is_ascii_hexdigit())
-                    .ok_or_else(|| {
-                        self.err("'\\' must be followed by a special character or two hex digits")
-                    })?;
-                let byte = (hex_digit(hi) << 4) | hex_digit(lo);
-                bytes.push(byte);
-                self.pos += 2;
-                Ok(())
-            }
-            Some(c @ (' ' | '"' | '#' | '+' | ',' | ';' | '<' | '=' | '>' | '\\')) => {
-                push_char(bytes, c);
-                self.pos += 1;
-                Ok(())
-            }
-            _ => Err(self.err("'\\' must be followed by a special character or two hex digits")),
-        }
-    }
-}
-
-fn push_char(bytes: &mut Vec<u8>, c: char) {
-    let mut buf = [0u8; 4];
-    bytes.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
-}
-
-fn hex_digit(c: char) -> u8 {
-    c.to_digit(16).map(|d| d as u8).unwrap_or(0)
-}
-
-/// `<c AU><o DEMOCORP><ou "Human Resources">`, root first.
-fn parse_angle(s: &str) -> Result<Dn, DnError> {
-    let chars: Vec<char> = s.chars().collect();
-    let err = |offset: usize, m: &str| DnError {
-        offset,
-        message: m.to_string(),
-    };
-    let mut pos = 0;
-    let mut root_first: Vec<Rdn> = Vec::new();
-    let skip = |pos: &mut usize| {
-        while chars.get(*pos).is_some_and(|c| c.is_whitespace()) {
-            *pos += 1;
-        }
-    };
-    skip(&mut pos);
-    if pos == chars.len() || (chars.len() - pos == 2 && chars[pos] == '"' && chars[pos + 1] == '"')
-    {
-        return Ok(Dn::root());
-    }
-    while pos < chars.len() {
-        if chars[pos] != '<' {
-            return Err(err(pos, "expected '<'"));
-        }
-        pos += 1;
-        skip(&mut pos);
-        if chars.get(pos) == Some(&'>') {
-            pos += 1;
-            skip(&mut pos);
-            if root_first.is_empty() && pos == chars.len() {
-                return Ok(Dn::root());
-            }
-            return Err(err(pos.saturating_sub(1), "empty RDN '<>' inside a DN"));
-        }
-        let mut avas = Vec::new();
-        loop {
-            skip(&mut pos);
-            let start = pos;
-            while chars.get(pos).is_some_and(|&c| is_attr_char(c)) {
-                pos += 1;
-            }
-            let attr: String = chars[start..pos].iter().collect();
-            if attr.is_empty() {
-                return Err(err(pos, "expected an attribute type"));
-            }
-            check_attr(&attr, start)?;
-            skip(&mut pos);
-            if chars.get(pos) == Some(&'=') {
-                pos += 1;
-                skip(&mut pos);
-            }
-            let value = match chars.get(pos) {
-                Some('"') => {
-                    pos += 1;
-                    let mut v = String::new();
-                    loop {
-                        match chars.get(pos) {
-                            None => return Err(err(pos, "unterminated quoted value")),
-                            Some('"') => {
-                                pos += 1;
-                                break;
-                            }
-                            Some('\\') if pos + 1 < chars.len() => {
-                                v.push(chars[pos + 1]);
-                                pos += 2;
-                            }
-                            Some(&c) => {
-                                v.push(c);
-                                pos += 1;
-                            }
-                        }
-                    }
-                    v
-                }
-                _ => {
-                    let start = pos;
-                    while chars
-                        .get(pos)
-                        .is_some_and(|&c| c != '>' && c != '+' && c != '<' && c != '"')
-                    {
-                        pos += 1;
-                    }
-                    let v: String = chars[start..pos].iter().collect();
-                    v.trim().to_string()
-                }
-            };
-            if value.is_empty() {
-                return Err(err(pos, "empty attribute value"));
-            }
-            avas.push(Ava::new(&attr, &value));
-            skip(&mut pos);
-            match chars.get(pos) {
-                Some('+') => pos += 1,
-                Some('>') => {
-                    pos += 1;
-                    break;
-                }
-                None => return Err(err(pos, "missing '>'")),
-                Some(_) => return Err(err(pos, "expected '>' or '+'")),
-            }
-        }
-        root_first.push(Rdn::new(avas));
-        skip(&mut pos);
-    }
-    root_first.reverse();
-    Ok(Dn { rdns: root_first })
 }
 
 #[cfg(test)]

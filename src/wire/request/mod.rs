@@ -1,9 +1,16 @@
 //! Decoding a request just enough to route it: the operation, its target
-//! DN, and the controls the router must act on. The BER is checked whole
-//! (definite lengths, a nesting limit) and read in place, with no tag tree
-//! built; the router never re-encodes what it forwards.
+//! DN, and the controls the router must act on.
+//!
+//! The BER is checked whole first (definite lengths, a nesting limit) and
+//! then read in place with [`crate::wire::ber`], with no tag tree built;
+//! only the fields the router keeps are copied out, and the router never
+//! re-encodes what it forwards. The envelope (message ID, protocolOp,
+//! controls) is read here; each operation has its decoder in `ops`.
 
-use super::frame::tag;
+mod ops;
+
+use super::ber::{self, Tlv, APPLICATION, CONTEXT, UNIVERSAL};
+use ops::{int, string};
 
 pub const OID_PROXIED_AUTHZ: &str = "2.16.840.1.113730.3.4.18";
 pub const OID_PAGED_RESULTS: &str = "1.2.840.113556.1.4.319";
@@ -143,6 +150,20 @@ pub struct DecodeError {
     pub message: String,
 }
 
+impl std::fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
+impl From<DecodeError> for crate::error::Error {
+    fn from(e: DecodeError) -> crate::error::Error {
+        crate::error::Error::new(crate::error::Kind::Protocol, e.message)
+    }
+}
+
 fn err(msgid: Option<i32>, m: &str) -> DecodeError {
     DecodeError {
         msgid,
@@ -150,116 +171,14 @@ fn err(msgid: Option<i32>, m: &str) -> DecodeError {
     }
 }
 
-/// A BER element of a request, borrowed from the PDU.
-#[derive(Clone, Copy)]
-struct Tlv<'a> {
-    /// The identifier octet (class, constructed bit, tag number).
-    tag: u8,
-    body: &'a [u8],
-}
-
-const UNIVERSAL: u8 = 0;
-const APPLICATION: u8 = 1;
-const CONTEXT: u8 = 2;
-
-impl<'a> Tlv<'a> {
-    fn class(self) -> u8 {
-        self.tag >> 6
-    }
-
-    fn num(self) -> u8 {
-        self.tag & 0x1f
-    }
-
-    fn is(self, class: u8, num: u8) -> bool {
-        self.class() == class && self.num() == num
-    }
-
-    fn prim(self) -> Option<&'a [u8]> {
-        (self.tag & 0x20 == 0).then_some(self.body)
-    }
-
-    fn cons(self) -> Option<Seq<'a>> {
-        (self.tag & 0x20 != 0).then_some(Seq(self.body))
-    }
-}
-
-/// The elements of a constructed element, in order. Only made over bytes
-/// [`well_formed`] accepted, so iteration never meets a broken element.
-#[derive(Clone, Copy)]
-struct Seq<'a>(&'a [u8]);
-
-impl<'a> Iterator for Seq<'a> {
-    type Item = Tlv<'a>;
-
-    fn next(&mut self) -> Option<Tlv<'a>> {
-        split(&mut self.0)
-    }
-}
-
-impl<'a> Seq<'a> {
-    fn get(self, i: usize) -> Option<Tlv<'a>> {
-        { self }.nth(i)
-    }
-}
-
-/// Take the element at the front of `buf` (definite lengths only, RFC 4511
-/// 5.1); `None` if it is not whole.
-fn split<'a>(buf: &mut &'a [u8]) -> Option<Tlv<'a>> {
-    let tag = *buf.first()?;
-    let (len, n) = super::frame::read_len(buf.get(1..)?).ok()??;
-    let end = (1 + n).checked_add(len)?;
-    let body = buf.get(1 + n..end)?;
-    *buf = buf.get(end..)?;
-    Some(Tlv { tag, body })
-}
-
-/// Whether `buf` is a run of whole elements, constructed ones recursively,
-/// nested at most `levels` deep. Nothing is allocated.
-fn well_formed(mut buf: &[u8], levels: usize) -> bool {
-    while !buf.is_empty() {
-        if levels == 0 {
-            return false;
-        }
-        let Some(t) = split(&mut buf) else {
-            return false;
-        };
-        if let Some(inner) = t.cons() {
-            if !well_formed(inner.0, levels - 1) {
-                return false;
-            }
-        }
-    }
-    true
-}
-
-fn string(t: Option<Tlv>) -> Option<String> {
-    t.and_then(Tlv::prim)
-        .and_then(|b| std::str::from_utf8(b).ok())
-        .map(str::to_string)
-}
-
-fn int(t: Option<Tlv>) -> Option<i64> {
-    let b = t.and_then(Tlv::prim)?;
-    if b.is_empty() || b.len() > 8 {
-        return None;
-    }
-    let mut v: i64 = if b[0] & 0x80 != 0 { -1 } else { 0 };
-    for &x in b {
-        v = (v << 8) | x as i64;
-    }
-    Some(v)
-}
-
 /// Nesting limit for request PDUs (filters nest); deeper is an attack.
 pub const MAX_DEPTH: usize = 48;
 
-/// Decode a complete request PDU. The BER is walked in place: only the
-/// fields the router keeps are copied out.
+/// Decode a complete request PDU.
 pub fn decode(pdu: &[u8]) -> Result<Request, DecodeError> {
     let mut all = pdu;
-    let msg = split(&mut all)
-        .filter(|_| well_formed(pdu, MAX_DEPTH - 1))
+    let msg = ber::split(&mut all)
+        .filter(|_| ber::well_formed(pdu, MAX_DEPTH - 1))
         .ok_or_else(|| err(None, "malformed BER or nesting too deep"))?;
     if !all.is_empty() {
         return Err(err(None, "trailing bytes after the PDU"));
@@ -275,166 +194,12 @@ pub fn decode(pdu: &[u8]) -> Result<Request, DecodeError> {
     if op.class() != APPLICATION {
         return Err(err(id, "protocolOp is not an application tag"));
     }
-    let fields = op.cons().unwrap_or(Seq(&[]));
-    let dn_field = || string(fields.get(0)).ok_or_else(|| err(id, "entry DN missing or not UTF-8"));
-    let op = match op.tag {
-        tag::BIND_REQUEST => {
-            let version = int(fields.get(0)).ok_or_else(|| err(id, "bind version missing"))?;
-            let dn =
-                string(fields.get(1)).ok_or_else(|| err(id, "bind name missing or not UTF-8"))?;
-            let auth = fields
-                .get(2)
-                .ok_or_else(|| err(id, "bind authentication missing"))?;
-            let simple = match (auth.class(), auth.num()) {
-                (CONTEXT, 0) => Some(auth.prim().unwrap_or_default().to_vec()),
-                _ => None,
-            };
-            Op::Bind {
-                version,
-                dn,
-                simple,
-            }
-        }
-        tag::UNBIND_REQUEST => Op::Unbind,
-        tag::SEARCH_REQUEST => {
-            let base = dn_field()?;
-            let scope = int(fields.get(1))
-                .filter(|s| (0..=3).contains(s))
-                .ok_or_else(|| err(id, "bad search scope"))? as u8;
-            let filter = fields
-                .get(6)
-                .ok_or_else(|| err(id, "search filter missing"))?;
-            let attrs = fields.get(7).and_then(Tlv::cons);
-            let shape_ok = fields.count() >= 8
-                && fields.skip(2).take(4).all(|f| f.prim().is_some())
-                && valid_filter(filter)
-                && attrs.is_some_and(|mut a| a.all(|t| t.prim().is_some()));
-            if !shape_ok {
-                return Err(err(id, "malformed search request"));
-            }
-            let filter_is_present_oc = filter.is(CONTEXT, 7)
-                && filter
-                    .prim()
-                    .is_some_and(|v| v.eq_ignore_ascii_case(b"objectclass"));
-            // The requested attributes matter only to the root DSE, which
-            // the router answers itself.
-            let attrs = match (base.is_empty(), attrs) {
-                (true, Some(a)) => a.filter_map(|t| string(Some(t))).collect(),
-                _ => Vec::new(),
-            };
-            Op::Search {
-                base,
-                scope,
-                attrs,
-                filter_is_present_oc,
-            }
-        }
-        tag::MODIFY_REQUEST => {
-            let ok = fields
-                .get(1)
-                .and_then(Tlv::cons)
-                .is_some_and(|mut changes| {
-                    changes.all(|c| {
-                        let Some(c) = c.cons() else { return false };
-                        match (c.get(0), c.get(1), c.get(2)) {
-                            (Some(op), Some(m), None) => {
-                                op.prim().is_some() && m.cons().is_some_and(valid_attribute)
-                            }
-                            _ => false,
-                        }
-                    })
-                });
-            if !ok {
-                return Err(err(id, "malformed modify request"));
-            }
-            Op::Modify { dn: dn_field()? }
-        }
-        tag::ADD_REQUEST => {
-            let ok = fields
-                .get(1)
-                .and_then(Tlv::cons)
-                .is_some_and(|mut attrs| attrs.all(|a| a.cons().is_some_and(valid_attribute)));
-            if !ok {
-                return Err(err(id, "malformed add request"));
-            }
-            Op::Add { dn: dn_field()? }
-        }
-        tag::DEL_REQUEST => Op::Delete {
-            dn: std::str::from_utf8(op.body)
-                .map(str::to_string)
-                .map_err(|_| err(id, "delete DN not UTF-8"))?,
-        },
-        tag::MODDN_REQUEST => {
-            let ok = fields.count() >= 3 && fields.skip(1).all(|f| f.prim().is_some());
-            if !ok {
-                return Err(err(id, "malformed modify DN request"));
-            }
-            Op::ModDn { dn: dn_field()? }
-        }
-        tag::COMPARE_REQUEST => {
-            let ok = fields.get(1).and_then(Tlv::cons).is_some_and(|ava| {
-                matches!((ava.get(0), ava.get(1), ava.get(2)), (Some(a), Some(v), None) if a.prim().is_some() && v.prim().is_some())
-            });
-            if !ok {
-                return Err(err(id, "malformed compare request"));
-            }
-            Op::Compare { dn: dn_field()? }
-        }
-        tag::ABANDON_REQUEST => {
-            let b = op.body;
-            if b.is_empty() || b.len() > 4 {
-                return Err(err(id, "bad abandon target"));
-            }
-            let mut v: i64 = if b[0] & 0x80 != 0 { -1 } else { 0 };
-            for &x in b {
-                v = (v << 8) | x as i64;
-            }
-            Op::Abandon { target: v as i32 }
-        }
-        tag::EXTENDED_REQUEST => {
-            let name = { fields }
-                .find(|t| t.is(CONTEXT, 0))
-                .and_then(|t| string(Some(t)))
-                .ok_or_else(|| err(id, "extended request name missing"))?;
-            let value = { fields }
-                .find(|t| t.is(CONTEXT, 1))
-                .and_then(Tlv::prim)
-                .map(|v| v.to_vec());
-            Op::Extended { oid: name, value }
-        }
-        _ => return Err(err(id, "unknown or malformed operation")),
+    let op = ops::decode(op).map_err(|m| err(id, m))?;
+    let controls = match parts.get(2) {
+        Some(c) if c.is(CONTEXT, 0) => controls(c).map_err(|m| err(id, m))?,
+        Some(_) => return Err(err(id, "unexpected element after protocolOp")),
+        None => Vec::new(),
     };
-    let mut controls = Vec::new();
-    if let Some(c) = parts.get(2) {
-        if !c.is(CONTEXT, 0) {
-            return Err(err(id, "unexpected element after protocolOp"));
-        }
-        for ctl in c
-            .cons()
-            .ok_or_else(|| err(id, "controls not constructed"))?
-        {
-            let f = ctl
-                .cons()
-                .ok_or_else(|| err(id, "control not a SEQUENCE"))?;
-            let oid = string(f.get(0)).ok_or_else(|| err(id, "control OID missing"))?;
-            let mut critical = false;
-            let mut value = None;
-            for t in f.skip(1) {
-                match (t.class(), t.num(), t.prim()) {
-                    (UNIVERSAL, 1, v) => {
-                        critical = v.is_some_and(|v| v.first().is_some_and(|&b| b != 0))
-                    }
-                    (UNIVERSAL, 4, v) => value = v.map(<[u8]>::to_vec),
-                    _ => return Err(err(id, "malformed control")),
-                }
-            }
-            controls.push(Control {
-                oid,
-                critical,
-                value,
-            });
-        }
-    }
     Ok(Request {
         msgid,
         op,
@@ -442,62 +207,39 @@ pub fn decode(pdu: &[u8]) -> Result<Request, DecodeError> {
     })
 }
 
+/// `controls [0] Controls`.
+fn controls(c: Tlv) -> Result<Vec<Control>, &'static str> {
+    let mut controls = Vec::new();
+    for ctl in c.cons().ok_or("controls not constructed")? {
+        let f = ctl.cons().ok_or("control not a SEQUENCE")?;
+        let oid = string(f.get(0)).ok_or("control OID missing")?;
+        let mut critical = false;
+        let mut value = None;
+        for t in f.skip(1) {
+            match (t.class(), t.num(), t.prim()) {
+                (UNIVERSAL, 1, v) => {
+                    critical = v.is_some_and(|v| v.first().is_some_and(|&b| b != 0))
+                }
+                (UNIVERSAL, 4, v) => value = v.map(<[u8]>::to_vec),
+                _ => return Err("malformed control"),
+            }
+        }
+        controls.push(Control {
+            oid,
+            critical,
+            value,
+        });
+    }
+    Ok(controls)
+}
+
 /// `[0] userIdentity` of a Password Modify request value, if present.
 pub fn passwd_modify_user(value: &[u8]) -> Option<String> {
     let mut all = value;
-    let t = split(&mut all).filter(|_| well_formed(value, 3))?;
+    let t = ber::split(&mut all).filter(|_| ber::well_formed(value, 3))?;
     t.cons()?
         .find(|f| f.is(CONTEXT, 0))
         .and_then(|f| string(Some(f)))
-}
-
-/// `PartialAttribute ::= SEQUENCE { type, vals SET OF value }`.
-fn valid_attribute(a: Seq) -> bool {
-    match (a.get(0), a.get(1), a.get(2)) {
-        (Some(t), Some(vals), None) => {
-            t.prim().is_some()
-                && vals
-                    .cons()
-                    .is_some_and(|mut v| v.all(|x| x.prim().is_some()))
-        }
-        _ => false,
-    }
-}
-
-/// Whether a Filter (RFC 4511 4.5.1) is complete, so that no malformed
-/// request reaches a DSA over a connection other clients share (a DSA
-/// closes the connection on a protocol error). Depth is bounded by
-/// [`well_formed`].
-fn valid_filter(f: Tlv) -> bool {
-    if f.class() != CONTEXT {
-        return false;
-    }
-    fn exactly(f: Tlv, n: usize) -> Option<Seq> {
-        f.cons().filter(|c| c.count() == n)
-    }
-    let pair = |f: Tlv| exactly(f, 2).is_some_and(|mut c| c.all(|x| x.prim().is_some()));
-    match f.num() {
-        0 | 1 => f
-            .cons()
-            .is_some_and(|mut c| c.get(0).is_some() && c.all(valid_filter)),
-        2 => exactly(f, 1)
-            .and_then(|c| c.get(0))
-            .is_some_and(valid_filter),
-        3 | 5 | 6 | 8 => pair(f),
-        4 => exactly(f, 2).is_some_and(|c| {
-            c.get(0).and_then(Tlv::prim).is_some()
-                && c.get(1).and_then(Tlv::cons).is_some_and(|mut s| {
-                    s.get(0).is_some()
-                        && s.all(|x| x.class() == CONTEXT && x.num() <= 2 && x.prim().is_some())
-                })
-        }),
-        7 => f.prim().is_some(),
-        9 => f.cons().is_some_and(|mut c| {
-            { c }.all(|x| x.class() == CONTEXT && (1..=4).contains(&x.num()) && x.prim().is_some())
-                && c.any(|x| x.num() == 3)
-        }),
-        _ => false,
-    }
 }
 
 #[cfg(test)]
@@ -618,6 +360,15 @@ mod tests {
                 prop_assert!(parsed.is_ok_and(|(rest, _)| rest.is_empty()));
             }
         }
+    }
+
+    #[test]
+    fn decode_errors_are_protocol_errors() {
+        let e = decode(&[0x30, 0x03, 0x02, 0x01, 0x01]).expect_err("no protocolOp");
+        assert_eq!(e.msgid, Some(1));
+        let e = crate::error::Error::from(e);
+        assert_eq!(e.kind, crate::error::Kind::Protocol);
+        assert_eq!(e.message(), "dsa-router: missing protocolOp");
     }
 
     #[test]

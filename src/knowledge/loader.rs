@@ -1,0 +1,303 @@
+//! Loading a knowledge tree: reading files depth-first along `source`
+//! lines, the statements (`source`, `set dsa`, `set precedence`,
+//! `set write-precedence`, the router's own `set dsa-router-...`, other
+//! `set` commands ignored), then whole-load validation (names unique, the
+//! precedence lists naming defined DSAs).
+//!
+//! A statement that fails to parse is reported and skipped to its `;`, so
+//! one load reports every error. `set dsa` blocks are read in `dsa`, their
+//! attribute values in `values`.
+
+use super::diag::{Diagnostic, LoadError, Location};
+use super::dsa;
+use super::file::{text_of, File, PResult};
+use super::lexer::{lex, Tok, Token};
+use super::{DsaDef, Snapshot, Source};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Nesting bound for `source`, far beyond real deployments; stops runaway
+/// generated knowledge.
+const MAX_SOURCE_DEPTH: usize = 64;
+
+/// A name with where it was written.
+struct Named {
+    name: String,
+    at: Location,
+    line_text: Arc<String>,
+}
+
+struct Loader<'a> {
+    source: &'a dyn Source,
+    files: Vec<PathBuf>,
+    stack: Vec<PathBuf>,
+    dsas: Vec<(DsaDef, Arc<String>)>,
+    precedence: Option<Vec<Named>>,
+    write_precedence: Option<Vec<Named>>,
+    settings: super::RouterSettings,
+    errors: Vec<Diagnostic>,
+    warnings: Vec<Diagnostic>,
+}
+
+pub(super) fn load(root: &Path, source: &dyn Source) -> Result<Snapshot, LoadError> {
+    let mut l = Loader {
+        source,
+        files: Vec::new(),
+        stack: Vec::new(),
+        dsas: Vec::new(),
+        precedence: None,
+        write_precedence: None,
+        settings: super::RouterSettings::default(),
+        errors: Vec::new(),
+        warnings: Vec::new(),
+    };
+    l.file(root, None);
+    l.validate();
+    if !l.errors.is_empty() {
+        return Err(LoadError { errors: l.errors });
+    }
+    let names = |v: Option<Vec<Named>>| v.unwrap_or_default().into_iter().map(|n| n.name).collect();
+    Ok(Snapshot {
+        root: root.to_path_buf(),
+        files: l.files,
+        dsas: l.dsas.into_iter().map(|(d, _)| d).collect(),
+        precedence: names(l.precedence),
+        write_precedence: names(l.write_precedence),
+        warnings: l.warnings,
+        settings: l.settings,
+    })
+}
+
+impl Loader<'_> {
+    fn file(&mut self, path: &Path, included_at: Option<Diagnostic>) {
+        let id = self.source.identity(path);
+        if self.stack.contains(&id) {
+            let mut d = included_at.unwrap_or_else(|| Diagnostic::error("", None, None));
+            d.message = format!("source cycle: {} is already being read", path.display());
+            self.errors.push(d);
+            return;
+        }
+        if self.stack.len() >= MAX_SOURCE_DEPTH {
+            let mut d = included_at.unwrap_or_else(|| Diagnostic::error("", None, None));
+            d.message = format!("source nesting deeper than {MAX_SOURCE_DEPTH} files");
+            self.errors.push(d);
+            return;
+        }
+        let text = match self.source.read(path) {
+            Ok(t) => Arc::new(t),
+            Err(e) => {
+                let mut d = included_at.unwrap_or_else(|| Diagnostic::error("", None, None));
+                d.message = format!("cannot read {}: {e}", path.display());
+                self.errors.push(d);
+                return;
+            }
+        };
+        if !self.files.iter().any(|f| self.source.identity(f) == id) {
+            self.files.push(path.to_path_buf());
+        }
+        let ppath = Arc::new(path.to_path_buf());
+        let toks = match lex(&text) {
+            Ok(t) => t,
+            Err(e) => {
+                let loc = Location {
+                    file: ppath,
+                    line: e.line,
+                    column: e.column,
+                };
+                self.errors
+                    .push(Diagnostic::error(e.message, Some(loc), Some(&text)));
+                return;
+            }
+        };
+        self.stack.push(id);
+        let mut f = File {
+            path: ppath,
+            text,
+            toks: &toks,
+            pos: 0,
+        };
+        while f.peek().is_some() {
+            if let Err(d) = self.statement(&mut f) {
+                self.errors.push(d);
+                f.recover();
+            }
+        }
+        self.stack.pop();
+    }
+
+    fn statement(&mut self, f: &mut File) -> PResult<()> {
+        let Some(t) = f.peek().cloned() else {
+            return Ok(());
+        };
+        match &t.tok {
+            Tok::Semi => {
+                f.pos += 1;
+                Ok(())
+            }
+            Tok::Word(w) if w.eq_ignore_ascii_case("source") => {
+                f.pos += 1;
+                let target = f.name("a file name after 'source'")?;
+                f.expect(Tok::Semi, "';' after the source file name")?;
+                let rel = Path::new(text_of(&target));
+                let full = if rel.is_absolute() {
+                    rel.to_path_buf()
+                } else {
+                    f.path
+                        .parent()
+                        .map(|p| p.join(rel))
+                        .unwrap_or_else(|| rel.to_path_buf())
+                };
+                let at = f.err_at(target.line, target.column, String::new());
+                self.file(&full, Some(at));
+                Ok(())
+            }
+            Tok::Word(w) if w.eq_ignore_ascii_case("set") => {
+                f.pos += 1;
+                self.set(f)
+            }
+            other => Err(f.err_at(
+                t.line,
+                t.column,
+                format!("expected 'set' or 'source', found {}", other.describe()),
+            )),
+        }
+    }
+
+    fn set(&mut self, f: &mut File) -> PResult<()> {
+        let what = f.name("what to set after 'set'")?;
+        let key = text_of(&what).to_ascii_lowercase();
+        match key.as_str() {
+            "dsa" => {
+                let block = dsa::block(f, &mut self.warnings)?;
+                // The statement parsed to its ';': an incomplete block is
+                // reported, and loading goes on with the next statement.
+                match block.check(f, &mut self.warnings) {
+                    Ok(d) => self.dsas.push((d, f.text.clone())),
+                    Err(e) => self.errors.push(e),
+                }
+                Ok(())
+            }
+            "precedence" | "write-precedence" => self.set_precedence(f, &what, &key),
+            "dsa-router-cpu-threshold"
+            | "dsa-router-memory-threshold"
+            | "dsa-router-concurrency-limit" => self.set_router_setting(f, &key),
+            _ => {
+                self.warnings
+                    .push(f.warn_at(&what, format!("set {key}: not used by the router, ignored")));
+                f.skip_statement()
+            }
+        }
+    }
+
+    /// `set precedence = NAME, ...;` (or `write-precedence`).
+    fn set_precedence(&mut self, f: &mut File, what: &Token, key: &str) -> PResult<()> {
+        f.expect(Tok::Eq, "'='")?;
+        let mut names = Vec::new();
+        loop {
+            let n = f.name("a DSA name")?;
+            names.push(Named {
+                name: text_of(&n).to_string(),
+                at: f.loc(n.line, n.column),
+                line_text: f.text.clone(),
+            });
+            match f.peek().map(|t| &t.tok) {
+                Some(Tok::Comma) => f.pos += 1,
+                _ => break,
+            }
+        }
+        f.expect(Tok::Semi, "',' or ';' after a DSA name")?;
+        let slot = if key == "precedence" {
+            &mut self.precedence
+        } else {
+            &mut self.write_precedence
+        };
+        if slot.is_some() {
+            self.warnings.push(f.warn_at(
+                what,
+                format!("set {key} given again; this one replaces the earlier one"),
+            ));
+        }
+        *slot = Some(names);
+        Ok(())
+    }
+
+    /// `set dsa-router-cpu-threshold = PCT;` and the other router-only
+    /// settings.
+    fn set_router_setting(&mut self, f: &mut File, key: &str) -> PResult<()> {
+        f.expect(Tok::Eq, "'='")?;
+        let v = f.name("a number")?;
+        let n: u32 = text_of(&v).parse().map_err(|_| {
+            f.err_at(
+                v.line,
+                v.column,
+                format!("set {key} takes a whole number, found {}", v.tok.describe()),
+            )
+        })?;
+        if key != "dsa-router-concurrency-limit" && n > 100 {
+            return Err(f.err_at(
+                v.line,
+                v.column,
+                format!("set {key} is a percentage 0-100 (0 = off)"),
+            ));
+        }
+        f.expect(Tok::Semi, "';'")?;
+        let s = &mut self.settings;
+        match key {
+            "dsa-router-cpu-threshold" => s.cpu_threshold = Some(n),
+            "dsa-router-memory-threshold" => s.memory_threshold = Some(n),
+            _ => s.concurrency_limit = Some(n),
+        }
+        Ok(())
+    }
+
+    fn validate(&mut self) {
+        let mut seen: HashMap<String, usize> = HashMap::new();
+        for (i, (d, text)) in self.dsas.iter().enumerate() {
+            let key = d.name.to_ascii_lowercase();
+            if let Some(&first) = seen.get(&key) {
+                let prev = &self.dsas[first].0.defined_at;
+                self.errors.push(Diagnostic::error(
+                    format!(
+                        "duplicate DSA name \"{}\" (first defined at {prev})",
+                        d.name
+                    ),
+                    Some(d.defined_at.clone()),
+                    Some(text),
+                ));
+            } else {
+                seen.insert(key, i);
+            }
+        }
+        for (list, what) in [
+            (&self.precedence, "set precedence"),
+            (&self.write_precedence, "set write-precedence"),
+        ] {
+            for n in list.iter().flatten() {
+                if !seen.contains_key(&n.name.to_ascii_lowercase()) {
+                    self.errors.push(Diagnostic::error(
+                        format!(
+                            "unknown DSA \"{}\" in {what}: no set dsa block has that name",
+                            n.name
+                        ),
+                        Some(n.at.clone()),
+                        Some(&n.line_text),
+                    ));
+                }
+            }
+        }
+        // Errors in file order.
+        self.errors.sort_by(|a, b| {
+            let key = |d: &Diagnostic| {
+                d.location.as_ref().map(|l| {
+                    (
+                        self.files.iter().position(|f| **f == *l.file),
+                        l.line,
+                        l.column,
+                    )
+                })
+            };
+            key(a).cmp(&key(b))
+        });
+    }
+}

@@ -1,0 +1,33 @@
+//! TLS with rustls (ring provider; no OpenSSL).
+//!
+//! Client side: one [`ServerTls`] holds the certificate, key and optional
+//! client CA read from PEM files, as an acceptor configuration swapped whole
+//! on reload (connections already established keep the configuration they
+//! were accepted with). It serves the LDAPS listener and StartTLS on the
+//! plain listener.
+//!
+//! DSA side: a [`DsaTls`] per DSA whose knowledge asks for TLS (see
+//! [`crate::knowledge::TlsMode`]): LDAPS, or StartTLS on a plain connection,
+//! verifying the DSA's certificate against the `--dsa-ca` roots ([`DsaCa`])
+//! and the host of the address (DNS name or IP address).
+//!
+//! The client stream types ([`ClientRead`], [`ClientWrite`]) let a session
+//! run on a plain TCP connection or a TLS one and upgrade one to the other
+//! (StartTLS).
+//!
+//! # Layout
+//!
+//! * `config`: the PEM files, the rustls configurations built from them,
+//!   and their reload.
+//! * `client`: the client connection's stream halves and their reunion.
+//! * `dsa`: connecting to a DSA over TLS, StartTLS included.
+
+mod client;
+mod config;
+mod dsa;
+
+pub use client::{reunite_plain, ClientRead, ClientStream, ClientWrite};
+pub use config::{DsaCa, ServerTls, TlsFiles};
+pub use dsa::DsaTls;
+
+type ServerStream = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
