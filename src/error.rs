@@ -6,9 +6,12 @@
 //! ([`Error::code`] and [`Error::message`]): the mapping to an LDAP result
 //! is written here once. Errors that never reach a client as an LDAP result
 //! (bad knowledge, bad flags, TLS files) are [`Kind::Config`]; their text is
-//! what the operator reads.
+//! what the operator reads. Conversions from the other modules' own
+//! errors live beside those errors, so this module depends on none.
 
-use crate::wire::response::Code;
+// The LDAP result codes, from the protocol crate: this module is a leaf
+// that every other one may use.
+pub use ldap3_proto::proto::LdapResultCode as Code;
 use std::fmt;
 
 /// Who caused an error.
@@ -151,18 +154,6 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
-
-impl From<crate::wire::frame::FrameError> for Error {
-    fn from(e: crate::wire::frame::FrameError) -> Error {
-        Error::new(Kind::Protocol, e.to_string())
-    }
-}
-
-impl From<crate::dn::DnError> for Error {
-    fn from(e: crate::dn::DnError) -> Error {
-        Error::new(Kind::InvalidDn, format!("invalid DN: {e}"))
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -316,6 +316,12 @@ fn check_attr(attr: &str, offset: usize) -> Result<(), DnError> {
     Ok(())
 }
 
+impl From<DnError> for crate::error::Error {
+    fn from(e: DnError) -> crate::error::Error {
+        crate::error::Error::new(crate::error::Kind::InvalidDn, format!("invalid DN: {e}"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -22,8 +22,9 @@ use crate::route::{
     message, select_read, select_write, Choice, Excluding, Lookup, Partition, RouteError,
 };
 use crate::router::{Router, Routing};
-use crate::upstream::conn::{Conn, Pending, Sink};
+use crate::upstream::conn::Conn;
 use crate::upstream::delivery::Resend;
+use crate::upstream::pending::{Pending, Sink};
 use crate::upstream::pool::Pool;
 use crate::wire::frame::{self, Header};
 use bytes::Bytes;

@@ -7,7 +7,7 @@ use super::{dispatch, out, Session};
 use crate::dn::Dn;
 use crate::metrics::Refusal;
 use crate::route::Lookup;
-use crate::upstream::conn::{LogCtx, Pending, Sink};
+use crate::upstream::pending::{LogCtx, Pending, Sink};
 use crate::wire::frame::Header;
 use crate::wire::request::{Op, Request, OID_PAGED_RESULTS, OID_PROXIED_AUTHZ};
 use crate::wire::response::Code;

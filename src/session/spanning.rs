@@ -7,7 +7,7 @@ use super::{dispatch, refusal, Session};
 use crate::dn::Dn;
 use crate::route::{Partition, Span};
 use crate::router::Routing;
-use crate::upstream::conn::{LogCtx, Pending, Sink};
+use crate::upstream::pending::{LogCtx, Pending, Sink};
 use crate::wire::frame::{self, Header};
 use crate::wire::request::{Request, OID_PAGED_RESULTS, OID_PROXIED_AUTHZ};
 use crate::wire::response::{self, Code};

@@ -7,118 +7,24 @@
 //! (`SearchResultDone`, not the first entry); its in-flight guard drops
 //! then. When the connection dies, every pending operation gets an answer.
 
-use super::delivery::{Batch, Delivery, Resend};
+use super::delivery::Batch;
+use super::pending::{Pending, Sink};
 use crate::config::Limits;
 use crate::error::{Error, Kind};
-use crate::metrics::Metrics;
 use crate::outbox::{Outbox, Push, Step, Wire};
-use crate::state::{DsaState, InFlight};
+use crate::state::DsaState;
 use crate::wire::frame::{self, tag, Header};
 use crate::wire::response;
 use bytes::{Bytes, BytesMut};
 use std::collections::HashMap;
 use std::io;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-// Tokio's clock: operation timeouts follow paused time in tests.
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
-use tokio::sync::oneshot;
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-
-/// Where a response goes.
-pub enum Sink {
-    /// A client's operation, or one partition's share of a spanning search.
-    To(Arc<dyn Delivery>),
-    /// Handed to a task of the router awaiting it (binds, probes): the
-    /// final response PDU, unmodified.
-    Waiter(oneshot::Sender<Bytes>),
-    /// Moved elsewhere (re-sent); nothing to answer.
-    Detached,
-}
-
-/// Access-log context, present only when the access log is on.
-pub struct LogCtx {
-    pub client: SocketAddr,
-    pub op: &'static str,
-    pub dn: String,
-    pub partition: String,
-}
-
-/// An operation awaiting its responses.
-pub struct Pending {
-    pub sink: Sink,
-    pub is_write: bool,
-    pub started: Instant,
-    pub log: Option<Box<LogCtx>>,
-    /// Whether any response already reached the client (then it cannot be
-    /// re-sent elsewhere).
-    pub delivered: bool,
-    /// Present for reads that may be re-sent to another DSA.
-    pub retry: Option<Box<dyn Resend>>,
-    /// Hold entries until the final response (base-scope reads: at most
-    /// one entry), keeping the read re-sendable to its end.
-    pub hold: bool,
-    pub held: Vec<Bytes>,
-    /// Operation kind (index into `metrics::OPS`) and where to count it.
-    pub op: u8,
-    pub metrics: Option<Arc<Metrics>>,
-    pub _guard: Option<InFlight>,
-}
-
-impl Pending {
-    /// A pending operation delivered to `sink`, with nothing else set.
-    pub fn new(sink: Sink) -> Pending {
-        Pending {
-            sink,
-            is_write: false,
-            started: Instant::now(),
-            log: None,
-            delivered: false,
-            retry: None,
-            hold: false,
-            held: Vec::new(),
-            op: 0,
-            metrics: None,
-            _guard: None,
-        }
-    }
-
-    /// Count the operation's completion with `code`.
-    pub fn record(&self, code: u8) {
-        if let Some(m) = &self.metrics {
-            m.op(
-                self.op as usize,
-                code,
-                self.started.elapsed().as_micros() as u64,
-            );
-        }
-    }
-
-    fn retryable(&self) -> bool {
-        self.retry.is_some() && !self.delivered && matches!(self.sink, Sink::To(_))
-    }
-
-    /// End the operation with the router's answer `e`: re-sent elsewhere
-    /// when it may be (`failed` names the DSA that let it down), else
-    /// counted and answered.
-    pub fn fail(mut self, failed: &str, e: Error) {
-        if e.retryable() && self.retryable() {
-            if let Some(r) = self.retry.take() {
-                return r.resend(self, failed, e);
-            }
-        }
-        self.record(e.code() as u8);
-        if let Sink::To(d) = &self.sink {
-            d.fail(&e);
-        }
-        // A waiter's sender is dropped: it wakes with an error.
-    }
-}
 
 pub struct Conn {
     pub dsa: Arc<DsaState>,

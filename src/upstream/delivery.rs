@@ -8,7 +8,7 @@
 //! it. Responses for the same client gathered over one read from a DSA go
 //! out in one write, through the [`Batch`] and the client's [`Outlet`].
 
-use super::conn::Pending;
+use super::pending::Pending;
 use crate::error::Error;
 use crate::wire::frame::Header;
 use bytes::{Bytes, BytesMut};

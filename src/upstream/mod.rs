@@ -6,4 +6,5 @@
 
 pub(crate) mod conn;
 pub(crate) mod delivery;
+pub(crate) mod pending;
 pub(crate) mod pool;

@@ -8,7 +8,8 @@
 //! Binds never travel on either: they use connections of their own
 //! ([`connect_bound`]).
 
-use super::conn::{Conn, Pending, Sink};
+use super::conn::Conn;
+use super::pending::{Pending, Sink};
 pub(crate) use crate::config::Limits;
 use crate::error::{Error, Kind};
 use crate::knowledge::{DsaDef, Secret};

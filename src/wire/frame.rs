@@ -251,6 +251,12 @@ pub mod tag {
     }
 }
 
+impl From<FrameError> for crate::error::Error {
+    fn from(e: FrameError) -> crate::error::Error {
+        crate::error::Error::new(crate::error::Kind::Protocol, e.to_string())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,104 @@
+//! An operation awaiting its responses on a DSA connection: where its
+//! responses go ([`Sink`]), what it needs to be logged, counted, held or
+//! re-sent, and the one way it is failed ([`Pending::fail`]).
+
+use super::delivery::{Delivery, Resend};
+use crate::error::Error;
+use crate::metrics::Metrics;
+use crate::state::InFlight;
+use bytes::Bytes;
+use std::net::SocketAddr;
+use std::sync::Arc;
+// Tokio's clock: operation timeouts follow paused time in tests.
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+/// Where a response goes.
+pub enum Sink {
+    /// A client's operation, or one partition's share of a spanning search.
+    To(Arc<dyn Delivery>),
+    /// Handed to a task of the router awaiting it (binds, probes): the
+    /// final response PDU, unmodified.
+    Waiter(oneshot::Sender<Bytes>),
+    /// Moved elsewhere (re-sent); nothing to answer.
+    Detached,
+}
+
+/// Access-log context, present only when the access log is on.
+pub struct LogCtx {
+    pub client: SocketAddr,
+    pub op: &'static str,
+    pub dn: String,
+    pub partition: String,
+}
+
+/// An operation awaiting its responses.
+pub struct Pending {
+    pub sink: Sink,
+    pub is_write: bool,
+    pub started: Instant,
+    pub log: Option<Box<LogCtx>>,
+    /// Whether any response already reached the client (then it cannot be
+    /// re-sent elsewhere).
+    pub delivered: bool,
+    /// Present for reads that may be re-sent to another DSA.
+    pub retry: Option<Box<dyn Resend>>,
+    /// Hold entries until the final response (base-scope reads: at most
+    /// one entry), keeping the read re-sendable to its end.
+    pub hold: bool,
+    pub held: Vec<Bytes>,
+    /// Operation kind (index into `metrics::OPS`) and where to count it.
+    pub op: u8,
+    pub metrics: Option<Arc<Metrics>>,
+    pub _guard: Option<InFlight>,
+}
+
+impl Pending {
+    /// A pending operation delivered to `sink`, with nothing else set.
+    pub fn new(sink: Sink) -> Pending {
+        Pending {
+            sink,
+            is_write: false,
+            started: Instant::now(),
+            log: None,
+            delivered: false,
+            retry: None,
+            hold: false,
+            held: Vec::new(),
+            op: 0,
+            metrics: None,
+            _guard: None,
+        }
+    }
+
+    /// Count the operation's completion with `code`.
+    pub fn record(&self, code: u8) {
+        if let Some(m) = &self.metrics {
+            m.op(
+                self.op as usize,
+                code,
+                self.started.elapsed().as_micros() as u64,
+            );
+        }
+    }
+
+    pub(super) fn retryable(&self) -> bool {
+        self.retry.is_some() && !self.delivered && matches!(self.sink, Sink::To(_))
+    }
+
+    /// End the operation with the router's answer `e`: re-sent elsewhere
+    /// when it may be (`failed` names the DSA that let it down), else
+    /// counted and answered.
+    pub fn fail(mut self, failed: &str, e: Error) {
+        if e.retryable() && self.retryable() {
+            if let Some(r) = self.retry.take() {
+                return r.resend(self, failed, e);
+            }
+        }
+        self.record(e.code() as u8);
+        if let Sink::To(d) = &self.sink {
+            d.fail(&e);
+        }
+        // A waiter's sender is dropped: it wakes with an error.
+    }
+}
