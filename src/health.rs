@@ -4,7 +4,7 @@
 //! connection of its own (kept between probes, replaced when it fails): by
 //! default a base-scope read of the root DSE. A DSA goes down after `fall`
 //! failed probes in a row and up after `rise` good ones; each flip is logged
-//! once, with its reason ([`crate::state::DsaState`]). Passive signals from
+//! once, with its reason ([`crate::dsa_state::DsaState`]). Passive signals from
 //! the data path (refused or timed-out connects, reset connections) mark a
 //! DSA down at once; operation timeouts count as failed probes. Probes
 //! follow reloads: they read the snapshot afresh every round.

@@ -16,7 +16,7 @@
 //! * [`route`]: partitions, the ordered list, load-share groups and target
 //!   selection for reads and writes. Pure: a function of the snapshot and the
 //!   per-DSA run-time view.
-//! * [`state`]: per-DSA run-time state (health, admin state, in-flight
+//! * [`dsa_state`]: per-DSA run-time state (health, admin state, in-flight
 //!   counts), keyed by DSA name so it survives knowledge reloads.
 //! * [`testdsa`]: an in-memory DSA loaded from LDIF, with fault switches, for
 //!   tests and `demo`.
@@ -48,6 +48,7 @@ pub mod cli;
 pub mod config;
 pub mod demo;
 pub mod dn;
+pub(crate) mod dsa_state;
 pub mod error;
 pub(crate) mod health;
 pub mod knowledge;
@@ -58,7 +59,6 @@ pub mod route;
 pub mod router;
 pub mod server;
 pub mod session;
-pub(crate) mod state;
 pub mod testdsa;
 pub mod tls;
 pub(crate) mod upstream;

@@ -180,24 +180,24 @@ pub(crate) enum Step {
 
 /// The writer task's end of a connection: a plain socket shared with the
 /// direct producers, or a stream only the writer writes (TLS).
-pub(crate) enum Wire<W> {
+pub(crate) enum WriteEnd<W> {
     Direct(Arc<OwnedWriteHalf>),
     Stream(W),
 }
 
-impl<W: AsyncWrite + Unpin> Wire<W> {
+impl<W: AsyncWrite + Unpin> WriteEnd<W> {
     /// A plain socket becomes shared with `ob`'s producers.
-    pub(crate) fn direct(sock: OwnedWriteHalf, ob: &Outbox) -> Wire<W> {
+    pub(crate) fn direct(sock: OwnedWriteHalf, ob: &Outbox) -> WriteEnd<W> {
         let sock = Arc::new(sock);
         ob.attach(sock.clone());
-        Wire::Direct(sock)
+        WriteEnd::Direct(sock)
     }
 
     /// Write all of `buf` (and flush: TLS may hold records back).
     pub(crate) async fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
         match self {
-            Wire::Direct(s) => write_plain(s, buf).await,
-            Wire::Stream(w) => {
+            WriteEnd::Direct(s) => write_plain(s, buf).await,
+            WriteEnd::Stream(w) => {
                 w.write_all(buf).await?;
                 w.flush().await
             }
@@ -235,8 +235,8 @@ impl<W: AsyncWrite + Unpin> Wire<W> {
     /// [`Outbox::close`]); `None` if a producer still holds it.
     pub(crate) fn into_inner(self) -> Option<Result<OwnedWriteHalf, W>> {
         match self {
-            Wire::Direct(s) => Arc::try_unwrap(s).ok().map(Ok),
-            Wire::Stream(w) => Some(Err(w)),
+            WriteEnd::Direct(s) => Arc::try_unwrap(s).ok().map(Ok),
+            WriteEnd::Stream(w) => Some(Err(w)),
         }
     }
 

@@ -3,10 +3,10 @@
 //! per-DSA state registry that outlives snapshots.
 
 pub use crate::config::{Config, OwnConnection, DEFAULT_DSA_CONCURRENCY_LIMIT};
+use crate::dsa_state::{Registry, States};
 use crate::error::{Error, Result};
 use crate::knowledge::Snapshot;
 use crate::route::Table;
-use crate::state::{Registry, States};
 use crate::upstream::pool::Pool;
 use arc_swap::ArcSwap;
 use std::sync::Arc;

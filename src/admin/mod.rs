@@ -10,8 +10,8 @@
 pub mod ctl;
 pub mod status;
 
+use crate::dsa_state::Admin;
 use crate::router::Router;
-use crate::state::Admin;
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};

@@ -1,12 +1,12 @@
 //! The `/status` view: each partition with its DSAs in order.
 
+use crate::dsa_state::Admin;
 use crate::router::{ReloadOutcome, Router};
-use crate::state::Admin;
 use serde::{Deserialize, Serialize};
 use std::time::UNIX_EPOCH;
 
 #[derive(Debug, Serialize, Deserialize)]
-pub struct DsaStatus {
+pub struct DsaReport {
     pub name: String,
     pub group: Option<String>,
     /// up, down, disabled or draining.
@@ -25,7 +25,7 @@ pub struct DsaStatus {
 #[derive(Debug, Serialize, Deserialize)]
 pub struct PartitionStatus {
     pub prefix: String,
-    pub dsas: Vec<DsaStatus>,
+    pub dsas: Vec<DsaReport>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -80,7 +80,7 @@ pub fn status(router: &Router) -> Status {
                 .map(|&i| {
                     let st = &r.states.0[i];
                     let t = st.health_track();
-                    DsaStatus {
+                    DsaReport {
                         name: r.snap.dsas[i].name.clone(),
                         group: p.group_of(i).and_then(|g| g.name.clone()),
                         state: st.status().as_str().to_string(),

@@ -1,6 +1,6 @@
 //! Throttling (spec 5; the gateway-cluster model of source 000).
 //!
-//! * Per-DSA concurrency limits live in [`crate::state::DsaState`] and are
+//! * Per-DSA concurrency limits live in [`crate::dsa_state::DsaState`] and are
 //!   enforced by selection: a saturated target is skipped, and when every
 //!   target of the chosen group is saturated the request fails with `busy`
 //!   and the concurrency message naming the DSAs.

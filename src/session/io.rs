@@ -175,11 +175,11 @@ pub(super) async fn writer(
     done: CancellationToken,
     pause: CancellationToken,
 ) -> local::Paused {
-    use crate::outbox::{Step, Wire};
+    use crate::outbox::{Step, WriteEnd};
     use crate::tls::ClientWrite;
     let mut wire = match wr {
-        ClientWrite::Plain(w) => Wire::direct(w, &out.ob),
-        tls => Wire::Stream(tls),
+        ClientWrite::Plain(w) => WriteEnd::direct(w, &out.ob),
+        tls => WriteEnd::Stream(tls),
     };
     let kill = out.kill.clone();
     let mut buf = BytesMut::new();

@@ -10,9 +10,9 @@
 use super::delivery::Batch;
 use super::pending::{Pending, Sink};
 use crate::config::Limits;
+use crate::dsa_state::DsaState;
 use crate::error::{Error, Kind};
-use crate::outbox::{Outbox, Push, Step, Wire};
-use crate::state::DsaState;
+use crate::outbox::{Outbox, Push, Step, WriteEnd};
 use crate::wire::frame::{self, tag, Header};
 use crate::wire::response;
 use bytes::{Bytes, BytesMut};
@@ -57,7 +57,12 @@ impl Conn {
                     match tls.connect(s, a, timeout).await {
                         Ok(t) => {
                             let (rd, wr) = tokio::io::split(t);
-                            return Ok(Self::start_halves(dsa, rd, |_| Wire::Stream(wr), limits));
+                            return Ok(Self::start_halves(
+                                dsa,
+                                rd,
+                                |_| WriteEnd::Stream(wr),
+                                limits,
+                            ));
                         }
                         // Logged by the caller, once, as the reason the DSA
                         // is down.
@@ -77,7 +82,7 @@ impl Conn {
     fn start(dsa: Arc<DsaState>, stream: TcpStream, limits: Limits) -> Arc<Conn> {
         let _ = stream.set_nodelay(true);
         let (rd, wr) = stream.into_split();
-        Self::start_halves::<_, OwnedWriteHalf>(dsa, rd, |ob| Wire::direct(wr, ob), limits)
+        Self::start_halves::<_, OwnedWriteHalf>(dsa, rd, |ob| WriteEnd::direct(wr, ob), limits)
     }
 
     /// Start the reader and writer tasks; `wire` makes the writer's end,
@@ -85,7 +90,7 @@ impl Conn {
     fn start_halves<R, W>(
         dsa: Arc<DsaState>,
         rd: R,
-        wire: impl FnOnce(&Outbox) -> Wire<W>,
+        wire: impl FnOnce(&Outbox) -> WriteEnd<W>,
         limits: Limits,
     ) -> Arc<Conn>
     where
@@ -358,7 +363,7 @@ impl Conn {
 }
 
 /// Drain what senders could not write at once, in batches.
-async fn writer<W: AsyncWrite + Unpin>(mut wire: Wire<W>, conn: Arc<Conn>) {
+async fn writer<W: AsyncWrite + Unpin>(mut wire: WriteEnd<W>, conn: Arc<Conn>) {
     let mut buf = BytesMut::new();
     loop {
         match wire.drain_step(&conn.out, &mut buf, &conn.stop).await {
@@ -489,7 +494,7 @@ mod tests {
         let (ours, theirs) = tokio::io::duplex(1 << 16);
         let (rd, wr) = tokio::io::split(ours);
         let dsa = Arc::new(DsaState::new("D1"));
-        let conn = Conn::start_halves(dsa, rd, |_| Wire::Stream(wr), limits(op_timeout));
+        let conn = Conn::start_halves(dsa, rd, |_| WriteEnd::Stream(wr), limits(op_timeout));
         (conn, theirs)
     }
 

@@ -3,9 +3,9 @@
 //! re-sent, and the one way it is failed ([`Pending::fail`]).
 
 use super::delivery::{Delivery, Resend};
+use crate::dsa_state::InFlight;
 use crate::error::Error;
 use crate::metrics::Metrics;
-use crate::state::InFlight;
 use bytes::Bytes;
 use std::net::SocketAddr;
 use std::sync::Arc;

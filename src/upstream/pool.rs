@@ -11,9 +11,9 @@
 use super::conn::Conn;
 use super::pending::{Pending, Sink};
 pub(crate) use crate::config::Limits;
+use crate::dsa_state::DsaState;
 use crate::error::{Error, Kind};
 use crate::knowledge::{DsaDef, Secret};
-use crate::state::DsaState;
 use crate::wire::frame;
 use bytes::{Bytes, BytesMut};
 use ldap3_proto::proto::{LdapBindCred, LdapBindRequest, LdapMsg, LdapOp};
