@@ -60,6 +60,29 @@ pub(super) struct Want {
     pub tried: Vec<usize>,
 }
 
+impl Want {
+    /// A first attempt: nothing tried yet.
+    pub(super) fn first(is_write: bool, sticky: Option<usize>) -> Want {
+        Want {
+            is_write,
+            sticky,
+            tried: Vec::new(),
+        }
+    }
+}
+
+impl super::Session {
+    /// This client's way onto DSA connections; `own_conn` asks for a
+    /// connection of its own whatever its identity.
+    pub(super) fn via(&mut self, own_conn: bool) -> Via<'_> {
+        Via::Client {
+            identity: &self.identity,
+            own: &mut self.private,
+            own_conn,
+        }
+    }
+}
+
 /// Where an operation went.
 pub(super) struct Placed {
     pub dsa: usize,

@@ -102,19 +102,11 @@ impl Session {
             msgid: req.msgid,
             resp_tag: req.op.response_tag().unwrap_or(0x78),
         });
-        let want = dispatch::Want {
-            is_write,
-            sticky,
-            tried: Vec::new(),
-        };
-        let via = dispatch::Via::Client {
-            identity: &self.identity,
-            own: &mut self.private,
-            own_conn,
-        };
+        let want = dispatch::Want::first(is_write, sticky);
         let metrics = router.metrics.clone();
         let weak = Arc::downgrade(&router);
         self.out.track_placeholder(req.msgid);
+        let via = self.via(own_conn);
         let placed = dispatch::place(&routing, p, want, via, pdu, h, |t| {
             let retry = (!is_write && t.shared && target.is_none()).then(|| {
                 Box::new(dispatch::Retry {

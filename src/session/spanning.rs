@@ -140,21 +140,13 @@ impl Session {
                 fan.failed(i, "internal error re-basing the search".into());
                 continue;
             };
-            let want = dispatch::Want {
-                is_write: false,
-                sticky,
-                tried: Vec::new(),
-            };
-            let via = dispatch::Via::Client {
-                identity: &self.identity,
-                own: &mut self.private,
-                own_conn,
-            };
+            let want = dispatch::Want::first(false, sticky);
             let delivery = Arc::new(fanout::FanPart {
                 fan: fan.clone(),
                 part: i,
             });
             let weak = Arc::downgrade(&self.router);
+            let via = self.via(own_conn);
             let placed = dispatch::place(routing, p, want, via, &sub, &sub_h, |t| {
                 // On a shared connection, a partition's search that has
                 // sent nothing yet is re-sent elsewhere when its DSA fails.
