@@ -3,7 +3,7 @@
 use std::collections::{BTreeSet, HashSet};
 use std::time::{Duration, Instant};
 
-use dsa_router::testdsa::{Directory, TestDsa};
+use dsa_testdsa::{Directory, TestDsa};
 use ldap3::controls::{PagedResults, ProxyAuth};
 use ldap3::exop::{Exop, WhoAmI};
 use ldap3::{

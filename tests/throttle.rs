@@ -41,7 +41,7 @@ const BIN: &str = env!("CARGO_BIN_EXE_dsa-router");
 const SUFFIX: &str = "o=SLOW,c=AU";
 const KPREFIX: &str = "<c AU><o SLOW>";
 const SERVED_BY: &str = "cn=served-by,o=SLOW,c=AU";
-/// Users of the test DSA's seed data (`demo::seed_ldif`).
+/// Users of the test DSA's seed data (`dsa_testdsa::seed_ldif`).
 const ALICE: &str = "uid=alice,ou=People,o=SLOW,c=AU";
 const BOB: &str = "uid=bob,ou=People,o=SLOW,c=AU";
 const BUSY: u32 = 51;

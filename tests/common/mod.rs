@@ -5,9 +5,9 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::panic)]
 
 use bytes::BytesMut;
-use dsa_router::demo::seed_ldif;
 use dsa_router::router::{Config, Router};
-use dsa_router::testdsa::{Directory, TestDsa};
+use dsa_testdsa::seed_ldif;
+use dsa_testdsa::{Directory, TestDsa};
 use futures::StreamExt;
 use ldap3_proto::proto::{
     LdapCompareRequest, LdapDerefAliases, LdapFilter, LdapMsg, LdapOp, LdapResultCode,
