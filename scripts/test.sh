@@ -19,7 +19,9 @@ step cargo clippy --no-default-features -- -D warnings
 # The production binary, the router only: what the docker image ships.
 step cargo build --release --no-default-features
 step scripts/docker-test.sh
-step cargo test --release --workspace
+# Every test, built with the `ci` profile (Cargo.toml: release without LTO
+# and debuginfo; a test build links fast): binaries in target/ci/.
+step cargo test --profile ci --workspace
 
 echo
 echo "test.sh: all steps passed"
