@@ -4,7 +4,7 @@
 # Starts two OpenLDAP slapd (mdb, 2,000 users) on free loopback ports and, in
 # front of them, HAProxy (mode tcp), slapd back-meta, slapd back-asyncmeta
 # and dsa-router (access log off, then on); loads each path in turn with
-# `dsa-router bench` and prints one table: ops/s, latency, the proxy's CPU
+# `dsa-bench` (crates/bench) and prints one table: ops/s, latency, the proxy's CPU
 # time per operation (/proc/PID/stat, measured run only) and peak RSS.
 # Then the extras: 10,000 idle client connections to dsa-router (its RSS),
 # and a 100,000-entry search streamed through it (its peak RSS growth).
@@ -15,11 +15,11 @@
 #                 (1,000 idle connections, 10,000 bulk entries), no table
 #                 check, docs/benchmarks.md left alone (set OUT= to write one)
 #   --setup-only  start everything, check every path answers, stop; no load
-#                 (needs no `dsa-router bench`)
+#                 (needs no `dsa-bench`)
 #
 # Environment (defaults in brackets):
 #   CONNECTIONS [8] DEPTH [1] DURATION [10, quick 2] WARMUP [2, quick 1]
-#   MIX [eq=100]               passed to `dsa-router bench`
+#   MIX [eq=100]               passed to `dsa-bench`
 #   ROUNDS [1]                 repeat the whole sequence of paths; the table
 #                              shows per-path medians (for a noisy machine)
 #   USERS [2000]               uid=user0000.. entries in each slapd
@@ -44,8 +44,11 @@
 #   OUT [docs/benchmarks.md; quick: none]   markdown output ('-': none)
 #   CHECK [1; quick 0]         1: exit 1 when a path fails or has errors,
 #                              3 when a project target FAILs
-#   NO_BUILD [0]               1: do not run `cargo build --release`
+#   NO_BUILD [0]               1: do not build; else `cargo build --release
+#                              --no-default-features -p dsa-router -p dsa-bench`
+#                              (the production router, as in the docker image)
 #   DSA_ROUTER [target/release/dsa-router]   the binary to test
+#   DSA_BENCH [target/release/dsa-bench]     the load generator
 #   KEEP [0]                   1: keep the temp dir (configs, logs, JSON)
 #
 # Needs slapd, slapadd, ldapsearch, haproxy, python3 (scripts/install-deps.sh
@@ -76,7 +79,7 @@ done
 # Which settings were given explicitly (recorded in the report's command).
 ENV_GIVEN=()
 for v in CONNECTIONS DEPTH DURATION WARMUP MIX ROUNDS USERS HAPROXY_NBTHREAD META_LAYOUT EXTRAS \
-    IDLE_CONNS BULK_ENTRIES BULK_ROUTER_ARGS ROUTER_ARGS PATHS NOFILE CHECK DSA_ROUTER; do
+    IDLE_CONNS BULK_ENTRIES BULK_ROUTER_ARGS ROUTER_ARGS PATHS NOFILE CHECK DSA_ROUTER DSA_BENCH; do
     if [ -n "${!v+x}" ]; then ENV_GIVEN+=("$v=$(printf %q "${!v}")"); fi
 done
 
@@ -106,6 +109,7 @@ OUT=${OUT:-$ROOT/docs/benchmarks.md}
 NO_BUILD=${NO_BUILD:-0}
 KEEP=${KEEP:-0}
 BIN=${DSA_ROUTER:-$ROOT/target/release/dsa-router}
+BENCH=${DSA_BENCH:-$ROOT/target/release/dsa-bench}
 
 SUFFIX="o=DEMOCORP,c=AU"
 PEOPLE="ou=people,$SUFFIX"
@@ -312,24 +316,24 @@ for m in back_mdb back_ldap back_meta back_asyncmeta; do
     [ -e "$MODULE_DIR/$m.la" ] || [ -e "$MODULE_DIR/$m.so" ] || die "slapd module $m not found in $MODULE_DIR (Debian package slapd)"
 done
 
+BUILD=(cargo build --release --no-default-features -p dsa-router -p dsa-bench)
 if [ "$NO_BUILD" != 1 ]; then
-    if [ ! -x "$BIN" ] || [ -n "$(find "$ROOT/src" "$ROOT/Cargo.toml" "$ROOT/Cargo.lock" -newer "$BIN" -print -quit 2>/dev/null)" ]; then
-        log "building: cargo build --release"
-        # In the background and waited for, so a signal stops it at once.
-        (cd "$ROOT" && exec cargo build --release) </dev/null &
-        build_pid=$!
-        PIDS+=("$build_pid")
-        build_rc=0
-        wait "$build_pid" || build_rc=$?
-        forget_pid "$build_pid"
-        [ "$build_rc" = 0 ] || die "cargo build --release failed"
-    fi
+    # cargo decides what is stale; it only checks when everything is fresh.
+    log "building: ${BUILD[*]}"
+    # In the background and waited for, so a signal stops it at once.
+    (cd "$ROOT" && exec "${BUILD[@]}") </dev/null &
+    build_pid=$!
+    PIDS+=("$build_pid")
+    build_rc=0
+    wait "$build_pid" || build_rc=$?
+    forget_pid "$build_pid"
+    [ "$build_rc" = 0 ] || die "${BUILD[*]} failed"
 fi
-[ -x "$BIN" ] || die "$BIN not found (cargo build --release)"
+[ -x "$BIN" ] || die "$BIN not found (${BUILD[*]})"
 BUILD_SECS=$(($(date +%s) - T_START))
 T_START=$(date +%s) # the run's time, without the build
-if [ "$SETUP_ONLY" = 0 ] && ! "$BIN" bench --help >/dev/null 2>&1; then
-    die "$BIN has no 'bench' subcommand yet (try --setup-only)"
+if [ "$SETUP_ONLY" = 0 ] && ! "$BENCH" --help >/dev/null 2>&1; then
+    die "$BENCH not found or not runnable (${BUILD[*]}; or try --setup-only)"
 fi
 
 # fd limit for dsa-router and the idle client: NOFILE, capped at the hard limit.
@@ -630,7 +634,7 @@ mem_of() { awk -v k="$2:" '$1 == k {print $2; found = 1} END {exit !found}' "/pr
 
 bench_args=(--connections "$CONNECTIONS" --depth "$DEPTH" --mix "$MIX" --base "$SUFFIX"
     --people "$PEOPLE" --users "$USERS" --password pw --json)
-LOAD_DESC="dsa-router bench --connections $CONNECTIONS --depth $DEPTH --mix $MIX --users $USERS, warm-up ${WARMUP} s then ${DURATION} s measured"
+LOAD_DESC="dsa-bench --connections $CONNECTIONS --depth $DEPTH --mix $MIX --users $USERS, warm-up ${WARMUP} s then ${DURATION} s measured"
 [ "$ROUNDS" -gt 1 ] && LOAD_DESC+=", $ROUNDS rounds (medians)"
 LOADAVG_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 WARNINGS=""
@@ -648,7 +652,7 @@ measure() {
     # The warm-up is a run of its own, so the CPU delta covers exactly the
     # measured run (its own warm-up is 0).
     if [ "$("$PY" -c "print(1 if float('$WARMUP') > 0 else 0)")" = 1 ]; then
-        run_waited "$WORK/warmup-$key.json" "$BIN" bench --url "$url" --duration "$WARMUP" --warmup 0 "${bench_args[@]}" || {
+        run_waited "$WORK/warmup-$key.json" "$BENCH" --url "$url" --duration "$WARMUP" --warmup 0 "${bench_args[@]}" || {
             tail_log "$WORK/warmup-$key.json.err"
             die "bench warm-up against $label failed"
         }
@@ -658,7 +662,7 @@ measure() {
     s0=$(sys_busy) w0=$(date +%s.%N)
     times >"$WORK/times" # CPU of this shell's reaped children: the bench tool's share
     c0=$(children_secs)
-    run_waited "$j" "$BIN" bench --url "$url" --duration "$DURATION" --warmup 0 "${bench_args[@]}" || {
+    run_waited "$j" "$BENCH" --url "$url" --duration "$DURATION" --warmup 0 "${bench_args[@]}" || {
         tail_log "$j.err"
         die "bench against $label failed"
     }
@@ -707,7 +711,7 @@ extra() { "$PY" "$LIB" extra "$WORK" "$1" "$2" "$3"; }
 mib() { "$PY" -c "print(f'{int(\"$1\") / 1024:.1f}')"; }
 
 # Latency added at half the router's maximum throughput: the same fixed
-# offered load (bench --rate) direct to slapd #1 and through dsa-router.
+# offered load (dsa-bench --rate) direct to slapd #1 and through dsa-router.
 HALF=$("$PY" - "$WORK/results.jsonl" <<'EOF'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
@@ -719,7 +723,7 @@ if [ "$HALF" -gt 0 ]; then
     half_p99() { # KEY PORT: runs the fixed-rate load, prints p99 p50 ops/s
         local j="$WORK/half-$1.json"
         log "fixed rate $HALF ops/s to $1 (:$2) for ${DURATION}s"
-        run_waited "$j" "$BIN" bench --url "ldap://127.0.0.1:$2" --duration "$DURATION" --warmup 1 \
+        run_waited "$j" "$BENCH" --url "ldap://127.0.0.1:$2" --duration "$DURATION" --warmup 1 \
             --rate "$HALF" "${bench_args[@]}" || die "fixed-rate bench against $1 failed"
         "$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); print(d['latency_ms']['p99'], d['latency_ms']['p50'], round(d['ops_per_sec']))" "$j"
     }

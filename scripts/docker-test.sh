@@ -19,7 +19,7 @@
 # dsa-router-slapd:compose-test (build cache; rebuilt when their inputs
 # change).
 #
-#   scripts/docker-test.sh        (after cargo build --release; root or docker group)
+#   scripts/docker-test.sh        (root or docker group)
 #
 # Environment: DSA_ROUTER_BASE_IMAGE (default dsa-router-base:bookworm),
 # DSA_DOCKER_TEST_KEEP=1 keeps the stack up on failure for a look.
@@ -59,10 +59,10 @@ for tool in ldapsearch python3 timeout; do
         exit 1
     fi
 done
-if [ ! -x target/release/dsa-router ]; then
-    log "building target/release/dsa-router"
-    cargo build --release
-fi
+# The image ships the production build (no dev-tools: no demo, no test
+# DSA); cargo only checks when it is fresh.
+log "building target/release/dsa-router: cargo build --release --no-default-features"
+cargo build --release --no-default-features
 
 base=${DSA_ROUTER_BASE_IMAGE:-dsa-router-base:bookworm}
 scripts/docker-build-base.sh "$base"

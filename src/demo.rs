@@ -2,10 +2,13 @@
 //! binary. It starts an in-memory test DSA at the address of every DSA in
 //! the built-in `knowledge/demo/` knowledge, loaded with generated data, and
 //! the router R1 in front of them, then prints commands to try.
+//!
+//! Only with the `dev-tools` feature (on by default): it needs the test DSA
+//! crate, `dsa-testdsa`, which the production build leaves out.
 
 use crate::knowledge::{self, Memory, Snapshot};
 use crate::router::{Config, Router};
-use crate::testdsa::{Directory, TestDsa};
+use dsa_testdsa::{seed_ldif, Directory, TestDsa};
 use std::path::Path;
 use std::sync::Arc;
 use tokio::sync::watch;
@@ -31,48 +34,6 @@ pub fn demo_knowledge() -> Result<Snapshot, knowledge::LoadError> {
         m = m.with(p, t);
     }
     knowledge::load_from(Path::new("knowledge/demo/router.dxg"), &m)
-}
-
-/// Test data for one DSA holding `suffix` (LDAP string), marked with the
-/// DSA's name so a client can see who answered: `cn=served-by,<suffix>` has
-/// `description: <name>`. `cn=router` is the identity the router binds as
-/// (password `routerpw`), allowed to use proxied authorization; users
-/// `alice` and `bob` have passwords `alicepw` and `bobpw`;
-/// `ou=Restricted` is readable by `cn=router` only.
-pub fn seed_ldif(suffix: &str, dsa: &str) -> String {
-    let first = suffix.split(',').next().unwrap_or(suffix);
-    let (attr, value) = first.split_once('=').unwrap_or(("o", first));
-    let oc = match attr.to_ascii_lowercase().as_str() {
-        "ou" => "organizationalUnit",
-        "dc" => "domain",
-        _ => "organization",
-    };
-    let mut s = format!("dn: {suffix}\nobjectClass: top\nobjectClass: {oc}\n{attr}: {value}\n\n");
-    s += &format!("dn: cn=served-by,{suffix}\nobjectClass: top\nobjectClass: applicationProcess\ncn: served-by\ndescription: {dsa}\n\n");
-    s += &format!("dn: cn=router,{suffix}\nobjectClass: top\nobjectClass: person\ncn: router\nsn: router\nuserPassword: routerpw\ntestAclProxy: TRUE\n\n");
-    s += &format!(
-        "dn: ou=People,{suffix}\nobjectClass: top\nobjectClass: organizationalUnit\nou: People\n\n"
-    );
-    for (uid, pw, name) in [
-        ("alice", "alicepw", "Alice Example"),
-        ("bob", "bobpw", "Bob Example"),
-    ] {
-        s += &format!(
-            "dn: uid={uid},ou=People,{suffix}\nobjectClass: top\nobjectClass: inetOrgPerson\nuid: {uid}\ncn: {name}\nsn: Example\nmail: {uid}@example.com\nuserPassword: {pw}\n\n"
-        );
-    }
-    for i in 0..20 {
-        s += &format!(
-            "dn: uid=user{i:04},ou=People,{suffix}\nobjectClass: top\nobjectClass: inetOrgPerson\nuid: user{i:04}\ncn: User {i}\nsn: User\nuserPassword: pw\n\n"
-        );
-    }
-    s += &format!(
-        "dn: ou=Restricted,{suffix}\nobjectClass: top\nobjectClass: organizationalUnit\nou: Restricted\ntestAclReaders: cn=router,{suffix}\n\n"
-    );
-    s += &format!(
-        "dn: cn=secret,ou=Restricted,{suffix}\nobjectClass: top\nobjectClass: applicationProcess\ncn: secret\ndescription: only the router identity reads this\ntestAclReaders: cn=router,{suffix}\n\n"
-    );
-    s
 }
 
 /// Start a test DSA for every DSA of `snap` except `router`, at its first
@@ -150,62 +111,4 @@ pub async fn run(cfg: Config, listen: Option<String>) -> Result<(), String> {
     let _ = server.await;
     drop(dsas);
     Ok(())
-}
-
-/// `dsa-router testdsa`: one test DSA as a process of its own, so tests can
-/// kill, stop and restart it. Prints `ready ADDR` when listening.
-pub fn run_testdsa(
-    listen: &str,
-    name: &str,
-    suffixes: &[String],
-    ldif: Option<&Path>,
-    delay_ms: u64,
-) -> std::process::ExitCode {
-    let mut text = String::new();
-    for s in suffixes {
-        text += &seed_ldif(s, name);
-    }
-    if let Some(f) = ldif {
-        match std::fs::read_to_string(f) {
-            Ok(t) => text += &t,
-            Err(e) => {
-                eprintln!("error: {}: {e}", f.display());
-                return std::process::ExitCode::from(1);
-            }
-        }
-    }
-    let dir = match Directory::from_ldif(&text) {
-        Ok(d) => d,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return std::process::ExitCode::from(1);
-        }
-    };
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return std::process::ExitCode::from(1);
-        }
-    };
-    rt.block_on(async {
-        let listener = match tokio::net::TcpListener::bind(listen).await {
-            Ok(l) => l,
-            Err(e) => {
-                eprintln!("error: cannot listen on {listen}: {e}");
-                return std::process::ExitCode::from(1);
-            }
-        };
-        if let Ok(a) = listener.local_addr() {
-            println!("ready {a}");
-        }
-        let faults = crate::testdsa::Faults::default();
-        faults.set_delay(std::time::Duration::from_millis(delay_ms));
-        crate::testdsa::serve(listener, dir, faults, name.to_string()).await;
-        std::process::ExitCode::SUCCESS
-    })
 }

@@ -18,8 +18,6 @@
 //!   per-DSA run-time view.
 //! * [`dsa_state`]: per-DSA run-time state (health, admin state, in-flight
 //!   counts), keyed by DSA name so it survives knowledge reloads.
-//! * [`testdsa`]: an in-memory DSA loaded from LDIF, with fault switches, for
-//!   tests and `demo`.
 //! * [`health`]: active probes, rise/fall, passive signals.
 //! * [`wire`]: framing, message-ID rewriting, request decoding, and the
 //!   PDUs the router writes itself.
@@ -31,21 +29,31 @@
 //! * [`router`]: the application context: configuration, metrics and the
 //!   routing snapshot, swapped whole.
 //! * [`server`]: the accept loop, `run(listener, router, shutdown)`.
-//! * [`demo`]: `dsa-router demo`, the seed setup on loopback with test DSAs.
+//! * `demo`: `dsa-router demo`, the seed setup on loopback with test DSAs
+//!   (feature `dev-tools`).
 //! * [`limits`]: CPU and memory thresholds over a window, cgroup-aware sampling.
 //! * [`admin`]: the admin HTTP API (status, metrics, control) and `ctl`.
-//! * [`bench`]: `dsa-router bench`, the load generator.
 //! * [`cli`]: output of the `check` and `explain` subcommands.
 //! * [`tls`]: rustls configuration (client-facing and towards DSAs), the
 //!   client stream types, StartTLS.
+//!
+//! # Workspace
+//! The binary built with `--no-default-features` is the router and nothing
+//! else. Development tools are crates of their own:
+//! * `crates/testdsa` (`dsa-testdsa`): the in-memory test DSA, loaded from
+//!   LDIF, with fault switches, for tests and `demo`. The default feature
+//!   `dev-tools` links it into the router binary for the `demo` and
+//!   `testdsa` subcommands.
+//! * `crates/bench` (`dsa-bench`): the load generator, a binary of its own
+//!   (`cargo run --release -p dsa-bench -- --url ...`).
 
 #![forbid(unsafe_code)]
 #![warn(unreachable_pub)]
 
 pub mod admin;
-pub mod bench;
 pub mod cli;
 pub mod config;
+#[cfg(feature = "dev-tools")]
 pub mod demo;
 pub mod dn;
 pub(crate) mod dsa_state;
@@ -59,7 +67,6 @@ pub mod route;
 pub mod router;
 pub mod server;
 pub mod session;
-pub mod testdsa;
 pub mod tls;
 pub(crate) mod upstream;
 pub mod wire;

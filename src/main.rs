@@ -28,11 +28,10 @@ enum Cmd {
     Explain(dsa_router::cli::ExplainArgs),
     /// Run the router.
     Serve(Box<dsa_router::cli::serve::ServeArgs>),
-    /// Load an LDAP server (or the router) and print throughput and latency.
-    Bench(dsa_router::bench::BenchArgs),
     /// Control a running router through its admin API.
     Ctl(dsa_router::admin::ctl::CtlArgs),
     /// Run one in-memory test DSA (for tests and experiments).
+    #[cfg(feature = "dev-tools")]
     #[command(hide = true)]
     Testdsa {
         /// Listen address.
@@ -52,6 +51,7 @@ enum Cmd {
         delay_ms: u64,
     },
     /// Run the seed setup on loopback: test DSAs and router R1.
+    #[cfg(feature = "dev-tools")]
     Demo {
         /// Router listen address (default: R1's, 127.0.0.1:3389).
         #[arg(long)]
@@ -66,16 +66,17 @@ fn main() -> ExitCode {
     match cli.cmd {
         Cmd::Check { root, name } => dsa_router::cli::check(&root, name.as_deref()),
         Cmd::Explain(args) => dsa_router::cli::explain(&args),
-        Cmd::Bench(args) => dsa_router::bench::run(&args),
         Cmd::Ctl(args) => dsa_router::admin::ctl::run(&args),
         Cmd::Serve(args) => dsa_router::cli::serve::serve(&args),
+        #[cfg(feature = "dev-tools")]
         Cmd::Testdsa {
             listen,
             name,
             suffix,
             ldif,
             delay_ms,
-        } => dsa_router::demo::run_testdsa(&listen, &name, &suffix, ldif.as_deref(), delay_ms),
+        } => dsa_testdsa::process::run(&listen, &name, &suffix, ldif.as_deref(), delay_ms),
+        #[cfg(feature = "dev-tools")]
         Cmd::Demo { listen, limits } => dsa_router::cli::serve::demo(&limits, listen),
     }
 }

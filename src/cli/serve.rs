@@ -472,6 +472,8 @@ pub fn reload(router: &Router, _root: &std::path::Path) {
     let _ = router.reload_from_disk();
 }
 
+/// `dsa-router demo` (feature `dev-tools`).
+#[cfg(feature = "dev-tools")]
 pub fn demo(limits: &LimitArgs, listen: Option<String>) -> ExitCode {
     init_logging();
     let rt = match runtime(0) {

@@ -1,8 +1,23 @@
-//! Shared helpers for integration tests. Include with `mod support;` from a
-//! file in `tests/`. Not every test crate uses every helper, hence the
-//! `dead_code` allowance.
+//! Shared helpers of the integration tests, the one support module of
+//! every test crate under `tests/` (each includes it with
+//! `#[path = "../support/mod.rs"] mod support;`). Not every test crate uses
+//! every helper, hence the `dead_code` allowance.
+//!
+//! * [`inproc`]: a router in process in front of in-memory test DSAs, raw
+//!   and `ldap3` clients.
+//! * [`router`]: a `dsa-router serve` process.
+//! * [`slapd`]: a real OpenLDAP slapd, and the OpenLDAP command line tools.
+//! * [`certs`]: certificates for the TLS tests.
 #![allow(dead_code)]
 
 pub mod certs;
+pub mod inproc;
 pub mod router;
 pub mod slapd;
+
+/// Tests that burn CPU or measure timing hold this for their whole run, so
+/// that in one test binary they run one at a time (`tests/serial`: the
+/// availability and throttling tests, each of which used to serialize only
+/// against the tests of its own file, when each file was a binary of its
+/// own).
+pub static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());

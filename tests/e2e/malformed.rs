@@ -4,9 +4,7 @@
 //! clients, too many outstanding operations.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-mod common;
-
-use common::*;
+use crate::support::inproc::*;
 use dsa_router::router::Config;
 use ldap3_proto::proto::{LdapFilter, LdapOp, LdapResultCode, LdapSearchScope};
 use std::collections::BTreeMap;

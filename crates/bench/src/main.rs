@@ -1,4 +1,4 @@
-//! `dsa-router bench`: an LDAP load generator for comparing paths (direct,
+//! `dsa-bench`: an LDAP load generator for comparing paths (direct,
 //! HAProxy, back-meta, dsa-router) with the same load.
 //!
 //! N connections each keep `depth` requests outstanding for a duration
@@ -8,10 +8,16 @@
 //! as throughput only when its final response carries a success code
 //! (compareTrue/compareFalse for compares); everything else is reported by
 //! result code.
+//!
+//! A binary of its own (`cargo run --release -p dsa-bench -- ...`), not a
+//! subcommand of the router: the router's binary is the router only. It
+//! reads responses with the router's own framing ([`frame`]) and result
+//! codes ([`result_code`]).
 
-use crate::wire::frame::{self, tag};
-use crate::wire::response::result_code;
 use bytes::BytesMut;
+use clap::Parser;
+use dsa_router::wire::frame::{self, tag};
+use dsa_router::wire::response::result_code;
 use ldap3_proto::proto::{
     LdapBindCred, LdapBindRequest, LdapCompareRequest, LdapDerefAliases, LdapMsg, LdapOp,
     LdapSearchRequest, LdapSearchScope,
@@ -21,7 +27,9 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-#[derive(clap::Args, Debug, Clone)]
+/// Load an LDAP server (or the router) and print throughput and latency.
+#[derive(Parser, Debug, Clone)]
+#[command(name = "dsa-bench", version)]
 pub struct BenchArgs {
     /// Server to load, `ldap://HOST:PORT`.
     #[arg(long)]
@@ -303,7 +311,16 @@ fn percentile(sorted: &[u32], p: f64) -> f64 {
     sorted[i.min(sorted.len() - 1)] as f64 / 1000.0
 }
 
-pub fn run(a: &BenchArgs) -> ExitCode {
+// The same allocator as the router's binary, as when the load generator
+// was `dsa-router bench`: its own CPU per operation stays comparable.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+fn main() -> ExitCode {
+    run(&BenchArgs::parse())
+}
+
+fn run(a: &BenchArgs) -> ExitCode {
     match run_inner(a) {
         Ok(code) => code,
         Err(e) => {

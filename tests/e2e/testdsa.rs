@@ -3,7 +3,8 @@
 use std::collections::{BTreeSet, HashSet};
 use std::time::{Duration, Instant};
 
-use dsa_router::testdsa::{Directory, TestDsa};
+use crate::support::inproc::HEAVY;
+use dsa_testdsa::{Directory, TestDsa};
 use ldap3::controls::{PagedResults, ProxyAuth};
 use ldap3::exop::{Exop, WhoAmI};
 use ldap3::{
@@ -625,6 +626,7 @@ async fn unbind_closes_the_connection() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn large_directory_stream_and_abandon() {
+    let _heavy = HEAVY.lock().await;
     const N: usize = 100_000;
     let t = Instant::now();
     let mut text = String::with_capacity(N * 60);

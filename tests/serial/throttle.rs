@@ -37,11 +37,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::codec::Framed;
 
+use crate::support::SERIAL;
+
 const BIN: &str = env!("CARGO_BIN_EXE_dsa-router");
 const SUFFIX: &str = "o=SLOW,c=AU";
 const KPREFIX: &str = "<c AU><o SLOW>";
 const SERVED_BY: &str = "cn=served-by,o=SLOW,c=AU";
-/// Users of the test DSA's seed data (`demo::seed_ldif`).
+/// Users of the test DSA's seed data (`dsa_testdsa::seed_ldif`).
 const ALICE: &str = "uid=alice,ou=People,o=SLOW,c=AU";
 const BOB: &str = "uid=bob,ou=People,o=SLOW,c=AU";
 const BUSY: u32 = 51;
@@ -52,8 +54,6 @@ const MEMORY_MSG: &str = "dsa-router: the router has exceeded the memory limit s
 const NOTICE_OF_DISCONNECTION: &str = "1.3.6.1.4.1.1466.20036";
 /// Bound on any single client operation.
 const OP_TIMEOUT: Duration = Duration::from_secs(30);
-
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 // ------------------------------------------------------------ processes
 

@@ -8,11 +8,9 @@
 //! a process in front of TLS-only slapds.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-mod common;
-mod support;
-
+use crate::support::certs::Ca;
+use crate::support::inproc::{self, within, ALICE};
 use bytes::BytesMut;
-use common::{within, ALICE};
 use dsa_router::router::{Config, Router};
 use ldap3_proto::proto::{
     LdapBindCred, LdapBindRequest, LdapExtendedRequest, LdapFilter, LdapMsg, LdapOp,
@@ -24,7 +22,6 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::certs::Ca;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
@@ -60,7 +57,7 @@ fn start_tls_msg(msgid: i32) -> LdapMsg {
 }
 
 fn search_msg(msgid: i32, dn: &str) -> LdapMsg {
-    common::search_msg(
+    inproc::search_msg(
         msgid,
         dn,
         LdapSearchScope::Base,
@@ -86,7 +83,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Client<S> {
     async fn send(&mut self, msgs: &[LdapMsg]) {
         let mut b = Vec::new();
         for m in msgs {
-            b.extend(common::encode(m.clone()));
+            b.extend(inproc::encode(m.clone()));
         }
         self.s.write_all(&b).await.unwrap();
         self.s.flush().await.unwrap();
@@ -195,7 +192,7 @@ async fn start_tls(addr: SocketAddr, cfg: Arc<rustls::ClientConfig>) -> Client<T
 /// A router in process with a plain and an LDAPS listener, in front of
 /// the test DSA D1 (DEMOCORP); TLS files in `dir`.
 struct Tlsr {
-    _h: common::Harness,
+    _h: inproc::Harness,
     router: Arc<Router>,
     plain: SocketAddr,
     ldaps: SocketAddr,
@@ -206,7 +203,7 @@ async fn tls_router(dir: &Path, ca: &Ca, f: impl FnOnce(&mut Config)) -> Tlsr {
     let cert = dir.join("router-cert.pem");
     let key = dir.join("router-key.pem");
     ca.write_server("router", &cert, &key);
-    let mut b = common::Builder::default().democorp(&["D1"]);
+    let mut b = inproc::Builder::default().democorp(&["D1"]);
     b.customer = false;
     let h = b.start().await;
     let mut cfg = Config {
@@ -257,7 +254,7 @@ async fn starttls_ldaps_and_their_errors() {
     let (code, msg) = c.result(2).await;
     assert_eq!(code, LdapResultCode::ConfidentialityRequired, "{msg}");
     // The root DSE offers StartTLS.
-    c.send(&[common::search_msg(
+    c.send(&[inproc::search_msg(
         3,
         "",
         LdapSearchScope::Base,
@@ -308,7 +305,7 @@ async fn starttls_ldaps_and_their_errors() {
     let mut c = Client::new(TcpStream::connect(r.plain).await.unwrap());
     c.send(&[start_tls_msg(1)]).await;
     assert_eq!(c.result(1).await.0, LdapResultCode::Success);
-    c.s.write_all(&common::encode(search_msg(2, ALICE)))
+    c.s.write_all(&inproc::encode(search_msg(2, ALICE)))
         .await
         .unwrap();
     assert!(c.closed_within(Duration::from_secs(5)).await);
@@ -357,7 +354,7 @@ async fn starttls_ldaps_and_their_errors() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn starttls_not_configured_is_unavailable() {
-    let h = common::Builder::default().democorp(&["D1"]).start().await;
+    let h = inproc::Builder::default().democorp(&["D1"]).start().await;
     let mut c = Client::new(TcpStream::connect(h.addr).await.unwrap());
     c.send(&[start_tls_msg(1)]).await;
     let (code, msg) = c.result(1).await;

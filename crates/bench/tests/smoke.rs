@@ -1,15 +1,15 @@
-//! Smoke test of `dsa-router bench`: it runs against a real router and test
+//! Smoke test of `dsa-bench`: it runs against a real router and test
 //! DSA and reports well-formed figures. How fast is not checked here
 //! (benchmarks are never timed tests); `bench/compare.sh` measures.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-use dsa_router::testdsa::{Directory, TestDsa};
+use dsa_testdsa::{Directory, TestDsa};
 use std::process::Command;
 use std::sync::Arc;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bench_reports_throughput_latency_and_errors_by_code() {
-    let mut ldif = dsa_router::demo::seed_ldif("o=DEMOCORP,c=AU", "D1");
+    let mut ldif = dsa_testdsa::seed_ldif("o=DEMOCORP,c=AU", "D1");
     ldif = ldif.replace("ou=People", "ou=people");
     let dsa = TestDsa::start(Directory::from_ldif(&ldif).unwrap(), "127.0.0.1:0", "D1")
         .await
@@ -36,9 +36,8 @@ async fn bench_reports_throughput_latency_and_errors_by_code() {
     let server = tokio::spawn(dsa_router::server::run(listener, router, rx));
 
     let run = move |mix: &str, users: &str| {
-        let out = Command::new(env!("CARGO_BIN_EXE_dsa-router"))
+        let out = Command::new(env!("CARGO_BIN_EXE_dsa-bench"))
             .args([
-                "bench",
                 "--url",
                 &format!("ldap://{addr}"),
                 "--connections",

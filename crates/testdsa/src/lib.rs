@@ -1,4 +1,4 @@
-//! # testdsa: an in-memory LDAP directory server for tests and `demo`
+//! # dsa-testdsa: an in-memory LDAP directory server for tests and `demo`
 //!
 //! A [`TestDsa`] is a small but real LDAPv3 server over TCP, loaded from
 //! LDIF ([`Directory::from_ldif`]). Integration tests start several of them
@@ -26,6 +26,12 @@
 //!   operation other than bind runs in its own task and sends its responses
 //!   through a bounded channel to the connection's writer; a search sends one
 //!   entry at a time and checks its abandon flag in between.
+//! * [`seed`]: the seed's data for one DSA ([`seed_ldif`]).
+//! * [`process`]: one test DSA as a process (`dsa-router testdsa`).
+//!
+//! It is a crate of its own so that the router's production build
+//! (`--no-default-features`) does not contain it; the router links it only
+//! for its `demo` and `testdsa` subcommands (feature `dev-tools`).
 //!
 //! ## Telling DSAs apart
 //! Every successful result (search done, compare true/false, bind, writes,
@@ -48,7 +54,9 @@ pub mod filter;
 pub mod ldif;
 pub mod names;
 mod ops;
+pub mod process;
 mod search;
+pub mod seed;
 mod server;
 
 use std::net::SocketAddr;
@@ -60,6 +68,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
 pub use directory::Directory;
+pub use seed::seed_ldif;
 
 /// Proxied authorization control (RFC 4370).
 pub const PROXY_AUTHZ_OID: &str = "2.16.840.1.113730.3.4.18";

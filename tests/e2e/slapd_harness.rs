@@ -5,7 +5,7 @@
 //! Needs the Debian packages slapd and ldap-utils (`scripts/install-deps.sh`);
 //! without them these tests fail, they do not skip.
 
-mod support;
+use crate::support;
 
 use std::net::TcpStream;
 use std::time::{Duration, Instant};

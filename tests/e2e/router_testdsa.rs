@@ -5,9 +5,7 @@
 //! partitions, streaming isolation from a stalled client, and paged results.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-mod common;
-
-use common::*;
+use crate::support::inproc::*;
 use ldap3::controls::{ControlType, PagedResults};
 use ldap3::exop::{Exop, WhoAmI, WhoAmIResp};
 use ldap3::{Mod, Scope, SearchEntry};

@@ -12,7 +12,8 @@
 //! one at a time ([`SERIAL`]).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod support;
+use crate::support;
+use crate::support::SERIAL;
 
 use ldap3::{LdapConnAsync, LdapConnSettings, Scope, SearchEntry};
 use serde_json::Value;
@@ -44,8 +45,6 @@ const THINK: Duration = Duration::from_millis(2);
 const OP_TIMEOUT: Duration = Duration::from_secs(10);
 /// Entries under `ou=bulk` of the DSA used for the slow search (test 3).
 const BULK: usize = 100_000;
-
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 // ------------------------------------------------------------ processes
 
@@ -346,7 +345,7 @@ impl Status {
 
 /// Write one `NAME.dxc` per DSA and `router.dxg` sourcing them in order.
 fn write_knowledge(dir: &Path, dsas: &[(&str, u16, &str)], precedence: Option<&str>) -> PathBuf {
-    let mut root = String::from("# written by tests/availability.rs\n");
+    let mut root = String::from("# written by tests/serial/availability.rs\n");
     for (name, port, group) in dsas {
         let text = format!(
             "set dsa \"{name}\" =\n{{\n    prefix           = <c AU><o DEMOCORP>\n    dsa-name         = <c AU><o DEMOCORP><cn {name}>\n    address          = tcp \"127.0.0.1\" port {port}\n    dsa-flags        = load-share\n    load-share-group = \"{group}\"\n}};\n"

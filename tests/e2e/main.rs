@@ -1,0 +1,22 @@
+//! End-to-end tests: the router in process in front of in-memory test
+//! DSAs (`router_testdsa`, `malformed`, `tls`), the test DSA itself
+//! (`testdsa`), and the router as a process in front of real OpenLDAP
+//! slapd, driven by OpenLDAP's tools, Python `ldap3` and Rust `ldap3`
+//! (`interop_slapd`, `fanout_slapd`, `security_slapd`, `tls_slapd`, and
+//! `slapd_harness` for the harness itself).
+//!
+//! Needs slapd, ldap-utils and the Python module ldap3
+//! (`scripts/install-deps.sh`); without them the slapd tests fail.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod fanout_slapd;
+mod interop_slapd;
+mod malformed;
+mod router_testdsa;
+mod security_slapd;
+mod slapd_harness;
+mod testdsa;
+mod tls;
+mod tls_slapd;

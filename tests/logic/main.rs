@@ -1,0 +1,14 @@
+//! Pure-logic tests, no network: knowledge loading and its error
+//! positions, the seed's routing table (through the library and the
+//! `explain --json` command line), property tests, the connection future's
+//! size.
+//!
+//! The tests under `tests/` are three crates (three binaries to link, not
+//! one per file): `logic` (this one), `e2e` (end to end, routers in front
+//! of test DSAs and real slapd) and `serial` (availability and throttling,
+//! one test at a time).
+
+mod future_size;
+mod knowledge_load;
+mod properties;
+mod seed_table;
