@@ -6,8 +6,8 @@
 //! Only with the `dev-tools` feature (on by default): it needs the test DSA
 //! crate, `dsa-testdsa`, which the production build leaves out.
 
+use crate::context::{Config, Context};
 use crate::knowledge::{self, Memory, Snapshot};
-use crate::router::{Config, Router};
 use dsa_testdsa::{seed_ldif, Directory, TestDsa};
 use std::path::Path;
 use std::sync::Arc;
@@ -74,7 +74,7 @@ pub async fn run(cfg: Config, listen: Option<String>) -> Result<(), String> {
             .next()
             .unwrap_or_else(|| "127.0.0.1:3389".into())
     });
-    let router = Arc::new(Router::new(cfg, snap, Some("R1".into())).map_err(|e| e.to_string())?);
+    let router = Arc::new(Context::new(cfg, snap, Some("R1".into())).map_err(|e| e.to_string())?);
     let listener = crate::server::listen(&listen)
         .await
         .map_err(|e| format!("cannot listen on {listen}: {e}"))?;

@@ -10,8 +10,8 @@
 //! follow reloads: they read the snapshot afresh every round.
 
 use crate::config::HealthConfig;
+use crate::context::Context;
 use crate::error::Kind;
-use crate::router::Router;
 use crate::upstream::conn::Conn;
 use crate::upstream::pool::{self, BindPdu};
 use crate::wire::frame;
@@ -50,7 +50,7 @@ pub(crate) fn probe_pdu(cfg: &HealthConfig) -> crate::error::Result<Bytes> {
 
 /// Probe every DSA until shutdown.
 pub(crate) async fn run(
-    router: Arc<Router>,
+    router: Arc<Context>,
     cfg: HealthConfig,
     mut shutdown: watch::Receiver<bool>,
 ) {

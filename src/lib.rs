@@ -26,7 +26,7 @@
 //! * [`session`]: one client connection: routing each request, identity,
 //!   the bounded outbound queue.
 //! * [`config`]: the configuration, plain data filled by the command line.
-//! * [`router`]: the application context: configuration, metrics and the
+//! * [`context`]: the application context ([`context::Context`]): configuration, metrics and the
 //!   routing snapshot, swapped whole.
 //! * [`server`]: the accept loop, `run(listener, router, shutdown)`.
 //! * `demo`: `dsa-router demo`, the seed setup on loopback with test DSAs
@@ -53,6 +53,7 @@
 pub mod admin;
 pub mod cli;
 pub mod config;
+pub mod context;
 #[cfg(feature = "dev-tools")]
 pub mod demo;
 pub mod dn;
@@ -64,7 +65,6 @@ pub(crate) mod limits;
 pub(crate) mod metrics;
 pub(crate) mod outbox;
 pub mod route;
-pub mod router;
 pub mod server;
 pub mod session;
 pub mod tls;

@@ -3,7 +3,7 @@
 //! the client gets a Notice of Disconnection. One shutdown signal reaches
 //! every loop; in-flight operations get a grace period.
 
-use crate::router::Router;
+use crate::context::Context;
 use crate::wire::response::{self, Code};
 use bytes::BytesMut;
 use std::sync::atomic::Ordering;
@@ -15,7 +15,7 @@ use tokio::task::JoinSet;
 use tracing::Instrument;
 
 /// Serve clients on `listener` until `shutdown` turns true.
-pub async fn run(listener: TcpListener, router: Arc<Router>, shutdown: watch::Receiver<bool>) {
+pub async fn run(listener: TcpListener, router: Arc<Context>, shutdown: watch::Receiver<bool>) {
     run_with_ldaps(listener, None, router, shutdown).await
 }
 
@@ -36,7 +36,7 @@ async fn accept_on(
 pub async fn run_with_ldaps(
     listener: TcpListener,
     ldaps: Option<TcpListener>,
-    router: Arc<Router>,
+    router: Arc<Context>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     if let Some(h) = router.cfg.health.clone() {

@@ -10,8 +10,8 @@
 pub mod ctl;
 pub mod status;
 
+use crate::context::Context;
 use crate::dsa_state::Admin;
-use crate::router::Router;
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -23,7 +23,7 @@ use tokio::sync::watch;
 
 #[derive(Clone)]
 struct App {
-    router: Arc<Router>,
+    router: Arc<Context>,
     token: Option<Arc<str>>,
 }
 
@@ -119,7 +119,7 @@ async fn post_reload(State(app): State<App>, headers: HeaderMap) -> Response {
 /// Serve the admin API on `listener` until shutdown.
 pub async fn run(
     listener: tokio::net::TcpListener,
-    router: Arc<Router>,
+    router: Arc<Context>,
     token: Option<String>,
     mut shutdown: watch::Receiver<bool>,
 ) {

@@ -1,7 +1,7 @@
 //! The `/status` view: each partition with its DSAs in order.
 
+use crate::context::{Context, ReloadOutcome};
 use crate::dsa_state::Admin;
-use crate::router::{ReloadOutcome, Router};
 use serde::{Deserialize, Serialize};
 use std::time::UNIX_EPOCH;
 
@@ -66,7 +66,7 @@ impl From<ReloadOutcome> for ReloadInfo {
     }
 }
 
-pub fn status(router: &Router) -> Status {
+pub fn status(router: &Context) -> Status {
     let r = router.routing();
     let partitions = r
         .table
@@ -139,7 +139,7 @@ pub fn status(router: &Router) -> Status {
 }
 
 /// Per-DSA Prometheus series.
-pub fn dsa_metrics(router: &Router, out: &mut String) {
+pub fn dsa_metrics(router: &Context, out: &mut String) {
     use std::fmt::Write;
     let (cpu, mem) = router.throttle.averages();
     let t = router.throttle.thresholds();

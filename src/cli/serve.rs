@@ -1,8 +1,8 @@
 //! `serve` and `demo`: logging, configuration from flags, signals.
 
+use crate::context::{Config, Context};
 use crate::error::{Error, Result};
 use crate::knowledge;
-use crate::router::{Config, Router};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -321,7 +321,7 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
         .and_then(|mut c| args.tls.apply(&mut c).map(|_| c))
         .and_then(|mut c| {
             c.listen = listen;
-            Router::new(c, snap, args.name.clone())
+            Context::new(c, snap, args.name.clone())
         }) {
         Ok(r) => Arc::new(r),
         Err(e) => {
@@ -391,7 +391,7 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
 
 /// `--watch`: reload when any knowledge or TLS file's modification time or
 /// size changes.
-async fn watch_files(router: Arc<Router>, mut shutdown: watch::Receiver<bool>) {
+async fn watch_files(router: Arc<Context>, mut shutdown: watch::Receiver<bool>) {
     // The TLS files too: a renewed certificate is picked up like knowledge.
     let tls_files: Vec<PathBuf> = router
         .cfg
@@ -407,7 +407,7 @@ async fn watch_files(router: Arc<Router>, mut shutdown: watch::Receiver<bool>) {
         .flatten()
         .chain(router.cfg.dsa_ca.clone())
         .collect();
-    let stamp = |router: &Router| -> Vec<(PathBuf, Option<std::time::SystemTime>, u64)> {
+    let stamp = |router: &Context| -> Vec<(PathBuf, Option<std::time::SystemTime>, u64)> {
         router
             .routing()
             .snap
@@ -441,7 +441,7 @@ async fn watch_files(router: Arc<Router>, mut shutdown: watch::Receiver<bool>) {
 }
 
 /// SIGINT/SIGTERM: shut down. SIGHUP: reload knowledge.
-async fn signals(tx: watch::Sender<bool>, router: Arc<Router>, root: PathBuf) {
+async fn signals(tx: watch::Sender<bool>, router: Arc<Context>, root: PathBuf) {
     use tokio::signal::unix::{signal, SignalKind};
     let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
         signal(SignalKind::terminate()),
@@ -468,7 +468,7 @@ async fn signals(tx: watch::Sender<bool>, router: Arc<Router>, root: PathBuf) {
 }
 
 /// Reload knowledge: validated whole; on error the old snapshot stays.
-pub fn reload(router: &Router, _root: &std::path::Path) {
+pub fn reload(router: &Context, _root: &std::path::Path) {
     let _ = router.reload_from_disk();
 }
 

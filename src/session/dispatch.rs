@@ -16,12 +16,12 @@
 //! only.
 
 use super::Identity;
+use crate::context::{Context, Routing};
 use crate::dn::Dn;
 use crate::error::{Error, Kind};
 use crate::route::{
     message, select_read, select_write, Choice, Excluding, Lookup, Partition, RouteError,
 };
-use crate::router::{Router, Routing};
 use crate::upstream::conn::Conn;
 use crate::upstream::delivery::Resend;
 use crate::upstream::pending::{Pending, Sink};
@@ -293,7 +293,7 @@ async fn own_connection(
 /// [`MAX_ATTEMPTS`]. Only reads on shared connections are re-sent; writes
 /// never are once sent.
 pub(super) struct Retry {
-    pub router: Weak<Router>,
+    pub router: Weak<Context>,
     pub pdu: Bytes,
     pub header: Header,
     /// `dn:...` for proxied authorization on the router's connection;

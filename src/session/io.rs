@@ -3,7 +3,7 @@
 //! could not be written at once. Requests go to [`Session::handle`].
 
 use super::{local, out::ClientOut, Flow, Identity, Session};
-use crate::router::Router;
+use crate::context::Context;
 use crate::wire::frame;
 use crate::wire::response::{self, Code};
 use bytes::BytesMut;
@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 /// Serve one client until it leaves, misbehaves, or shutdown.
 pub async fn run(
-    router: Arc<Router>,
+    router: Arc<Context>,
     stream: impl Into<crate::tls::ClientStream>,
     peer: SocketAddr,
     mut shutdown: watch::Receiver<bool>,

@@ -24,8 +24,8 @@ mod spanning;
 
 pub use io::run;
 
+use crate::context::Context;
 use crate::metrics::Refusal;
-use crate::router::Router;
 use crate::upstream::conn::Conn;
 use crate::upstream::pool::BindPdu;
 use crate::wire::frame::{self};
@@ -68,7 +68,7 @@ enum Flow {
 }
 
 struct Session {
-    router: Arc<Router>,
+    router: Arc<Context>,
     peer: SocketAddr,
     out: Arc<ClientOut>,
     identity: Identity,

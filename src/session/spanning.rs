@@ -4,9 +4,9 @@
 
 use super::fanout::{self};
 use super::{dispatch, refusal, Session};
+use crate::context::Routing;
 use crate::dn::Dn;
 use crate::route::{Partition, Span};
-use crate::router::Routing;
 use crate::upstream::pending::{LogCtx, Pending, Sink};
 use crate::wire::frame::{self, Header};
 use crate::wire::request::{Request, OID_PAGED_RESULTS, OID_PROXIED_AUTHZ};

@@ -11,7 +11,7 @@
 use crate::support::certs::Ca;
 use crate::support::inproc::{self, within, ALICE};
 use bytes::BytesMut;
-use dsa_router::router::{Config, Router};
+use dsa_router::context::{Config, Context};
 use ldap3_proto::proto::{
     LdapBindCred, LdapBindRequest, LdapExtendedRequest, LdapFilter, LdapMsg, LdapOp,
     LdapResultCode, LdapSearchScope,
@@ -193,7 +193,7 @@ async fn start_tls(addr: SocketAddr, cfg: Arc<rustls::ClientConfig>) -> Client<T
 /// the test DSA D1 (DEMOCORP); TLS files in `dir`.
 struct Tlsr {
     _h: inproc::Harness,
-    router: Arc<Router>,
+    router: Arc<Context>,
     plain: SocketAddr,
     ldaps: SocketAddr,
     _stop: watch::Sender<bool>,
@@ -219,7 +219,7 @@ async fn tls_router(dir: &Path, ca: &Ca, f: impl FnOnce(&mut Config)) -> Tlsr {
     };
     f(&mut cfg);
     let snap = dsa_router::knowledge::load(&h.knowledge).unwrap();
-    let router = Arc::new(Router::new(cfg, snap, Some("R1".into())).unwrap());
+    let router = Arc::new(Context::new(cfg, snap, Some("R1".into())).unwrap());
     let plain = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let ldaps = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let (pa, la) = (plain.local_addr().unwrap(), ldaps.local_addr().unwrap());

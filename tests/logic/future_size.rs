@@ -5,7 +5,7 @@
 //! budget, before a benchmark would show it.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-use dsa_router::router::{Config, Router};
+use dsa_router::context::{Config, Context};
 use std::sync::Arc;
 
 #[tokio::test]
@@ -18,7 +18,7 @@ async fn the_session_future_stays_small() {
     )
     .unwrap();
     let snap = dsa_router::knowledge::load(&k).unwrap();
-    let router = Arc::new(Router::new(Config::default(), snap, None).unwrap());
+    let router = Arc::new(Context::new(Config::default(), snap, None).unwrap());
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let c = tokio::net::TcpStream::connect(l.local_addr().unwrap())
         .await

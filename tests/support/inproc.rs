@@ -5,7 +5,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::panic)]
 
 use bytes::BytesMut;
-use dsa_router::router::{Config, Router};
+use dsa_router::context::{Config, Context};
 use dsa_testdsa::seed_ldif;
 use dsa_testdsa::{Directory, TestDsa};
 use futures::StreamExt;
@@ -123,7 +123,7 @@ fn group_of(name: &str) -> Option<&'static str> {
 pub struct Harness {
     pub dsas: Vec<TestDsa>,
     pub addr: SocketAddr,
-    pub router: Arc<Router>,
+    pub router: Arc<Context>,
     pub knowledge: PathBuf,
     shutdown: watch::Sender<bool>,
     server: JoinHandle<()>,
@@ -210,7 +210,7 @@ impl Builder {
         std::fs::write(&knowledge, root).expect("write dxg");
         let snap = dsa_router::knowledge::load(&knowledge)
             .unwrap_or_else(|e| panic!("knowledge does not load: {e}"));
-        let router = Arc::new(Router::new(self.cfg, snap, Some("R1".into())).expect("router"));
+        let router = Arc::new(Context::new(self.cfg, snap, Some("R1".into())).expect("router"));
         let (tx, rx) = watch::channel(false);
         let server = tokio::spawn(dsa_router::server::run(listener, router.clone(), rx));
         Harness {

@@ -25,11 +25,11 @@ async fn bench_reports_throughput_latency_and_errors_by_code() {
     )
     .unwrap();
     let snap = dsa_router::knowledge::load(&root).unwrap();
-    let cfg = dsa_router::router::Config {
+    let cfg = dsa_router::context::Config {
         access_log: false,
         ..Default::default()
     };
-    let router = Arc::new(dsa_router::router::Router::new(cfg, snap, None).unwrap());
+    let router = Arc::new(dsa_router::context::Context::new(cfg, snap, None).unwrap());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (tx, rx) = tokio::sync::watch::channel(false);

@@ -1,6 +1,8 @@
-//! The router's shared state: configuration, the current routing snapshot
-//! (knowledge + table + per-DSA state + pools, swapped whole), and the
-//! per-DSA state registry that outlives snapshots.
+//! The application context ([`Context`]), shared by every task: the
+//! configuration, metrics, the throttle, the current routing snapshot
+//! (knowledge + table + per-DSA state + pools, swapped whole on reload,
+//! with the diff logged), and the per-DSA state registry that outlives
+//! snapshots.
 
 pub use crate::config::{Config, OwnConnection, DEFAULT_DSA_CONCURRENCY_LIMIT};
 use crate::dsa_state::{Registry, States};
@@ -19,7 +21,7 @@ pub struct Routing {
     pub pools: Vec<Arc<Pool>>,
 }
 
-pub struct Router {
+pub struct Context {
     pub cfg: Config,
     pub throttle: Arc<crate::limits::Throttle>,
     pub metrics: Arc<crate::metrics::Metrics>,
@@ -42,8 +44,8 @@ pub struct ReloadOutcome {
     pub message: String,
 }
 
-impl Router {
-    pub fn new(cfg: Config, snap: Snapshot, name: Option<String>) -> Result<Router> {
+impl Context {
+    pub fn new(cfg: Config, snap: Snapshot, name: Option<String>) -> Result<Context> {
         let registry = Registry::default();
         let tls = cfg
             .tls
@@ -68,7 +70,7 @@ impl Router {
             thresholds(&cfg, &routing.snap)?,
             cfg.utilization_window,
         ));
-        Ok(Router {
+        Ok(Context {
             throttle,
             cfg,
             metrics: Arc::default(),
@@ -178,7 +180,7 @@ impl Router {
     }
 }
 
-impl Router {
+impl Context {
     fn reload_all(&self, root: &std::path::Path) -> Result<String> {
         let server_tls = match &self.tls {
             Some(t) => Some(t.reread().map_err(|e| Error::config(format!("TLS: {e}")))?),
