@@ -6,6 +6,9 @@
 //! bounded outbound queue. An operation is complete at its final response
 //! (`SearchResultDone`, not the first entry); its in-flight guard drops
 //! then. When the connection dies, every pending operation gets an answer.
+//!
+//! (Some 450 lines of code; the rest of the file is its paused-time tests,
+//! which need the private connection set-up.)
 
 use super::delivery::Batch;
 use super::pending::{Pending, Sink};
