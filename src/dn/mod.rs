@@ -162,6 +162,11 @@ impl Dn {
     /// The normalized LDAP string: lowercase types and values, sorted AVAs,
     /// no insignificant spaces. Equal DNs have equal normalized strings.
     pub fn normalized(&self) -> String {
+        self.ldap_string(|a| (&a.norm_attr, &a.norm_value))
+    }
+
+    /// The RFC 4514 string of the types and values `pick` chooses.
+    fn ldap_string(&self, pick: impl Fn(&Ava) -> (&str, &str)) -> String {
         let mut out = String::new();
         for (i, rdn) in self.rdns.iter().enumerate() {
             if i > 0 {
@@ -171,9 +176,10 @@ impl Dn {
                 if j > 0 {
                     out.push('+');
                 }
-                out.push_str(&ava.norm_attr);
+                let (attr, value) = pick(ava);
+                out.push_str(attr);
                 out.push('=');
-                escape_value_into(&ava.norm_value, &mut out);
+                escape_value_into(value, &mut out);
             }
         }
         out
@@ -210,21 +216,7 @@ impl fmt::Display for Dn {
     /// The LDAP string form as written (types and value case kept), escaped
     /// per RFC 4514.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut out = String::new();
-        for (i, rdn) in self.rdns.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            for (j, ava) in rdn.avas.iter().enumerate() {
-                if j > 0 {
-                    out.push('+');
-                }
-                out.push_str(&ava.attr);
-                out.push('=');
-                escape_value_into(&ava.value, &mut out);
-            }
-        }
-        f.write_str(&out)
+        f.write_str(&self.ldap_string(|a| (&a.attr, &a.value)))
     }
 }
 
