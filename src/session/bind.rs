@@ -19,18 +19,19 @@
 //! password change until then); `--own-connection always` does this for
 //! every bound client.
 
-use super::{Bound, Flow, Identity, Session};
+use super::{dispatch, Bound, Flow, Identity, Session};
 use crate::config::OwnConnection;
 use crate::dn::Dn;
-use crate::metrics::Refusal;
-use crate::route::{message, select_read, Lookup, RouteError};
-use crate::upstream::pool::{request as upstream_request, BindPdu};
+use crate::route::Lookup;
+use crate::upstream::pending::{Pending, Sink};
+use crate::upstream::pool::BindPdu;
 use crate::wire::frame::{self, Header};
 use crate::wire::ppolicy;
 use crate::wire::request::{Op, Request};
 use crate::wire::response::result_code;
 use crate::wire::response::Code;
 use bytes::{Bytes, BytesMut};
+use tokio::sync::oneshot;
 
 impl Session {
     pub(super) async fn bind(&mut self, pdu: &Bytes, h: &Header, req: &Request) -> Flow {
@@ -110,38 +111,6 @@ impl Session {
                 return Flow::Continue;
             }
         };
-        let dsa = match select_read(p, &routing.states, p.tick()) {
-            Ok(c) => c.dsa,
-            Err(RouteError::Unavailable) => {
-                let msg = message::unavailable(p, &routing.snap, &routing.states);
-                self.refuse(req, Refusal::Unavailable, &msg).await;
-                return Flow::Continue;
-            }
-            Err(RouteError::Busy { group }) => {
-                let msg = message::busy(p, group, &routing.snap, &routing.states);
-                self.refuse(req, Refusal::Concurrency, &msg).await;
-                return Flow::Continue;
-            }
-        };
-        let pool = routing.pools[dsa].clone();
-        let Some(_guard) = routing.states.0[dsa].try_begin() else {
-            let msg = message::concurrency(&[routing.snap.dsas[dsa].name.as_str()]);
-            self.refuse(req, Refusal::Concurrency, &msg).await;
-            return Flow::Continue;
-        };
-        let conn = match pool.private(None).await {
-            Ok(c) => c,
-            Err(e) => {
-                self.reply(
-                    req,
-                    Code::Unavailable,
-                    "",
-                    &format!("dsa-router: DSA {}: {e}", pool.dsa.name),
-                )
-                .await;
-                return Flow::Continue;
-            }
-        };
         // The router asks every DSA for the password policy response (not
         // critical: DSAs without the overlay ignore it), so it learns of a
         // restriction whether or not the client asked.
@@ -153,18 +122,43 @@ impl Session {
             frame::rewrite(pdu, h, h.msgid, Some(&ppolicy::request_control()), &mut b);
             b.freeze()
         };
+        let Ok(sent_h) = frame::header(&sent) else {
+            return self.malformed("bind request");
+        };
+        // Placed like a read, on a fresh connection of the client's own.
         let started = std::time::Instant::now();
-        let resp = match upstream_request(&conn, &sent, self.router.cfg.op_timeout).await {
-            Ok(r) => r,
+        let (tx, rx) = oneshot::channel();
+        let want = dispatch::Want::first(false, None);
+        let placed = dispatch::place(
+            &routing,
+            p,
+            want,
+            dispatch::Via::Fresh,
+            &sent,
+            &sent_h,
+            |_| Pending::new(Sink::Waiter(tx)),
+        )
+        .await;
+        let t = match placed {
+            Ok(t) => t,
             Err(e) => {
+                self.answer(req, &e).await;
+                return Flow::Continue;
+            }
+        };
+        let (dsa, conn) = (t.dsa, t.conn);
+        let name = routing.snap.dsas[dsa].name.clone();
+        let resp = match tokio::time::timeout(self.router.cfg.op_timeout, rx).await {
+            Ok(Ok(r)) => r,
+            waited => {
+                let why = match waited {
+                    Err(_) => "timed out",
+                    _ => "connection lost",
+                };
+                conn.abandon(t.id);
                 conn.close();
-                self.reply(
-                    req,
-                    Code::Unavailable,
-                    "",
-                    &format!("dsa-router: bind on DSA {}: {e}", pool.dsa.name),
-                )
-                .await;
+                let msg = format!("dsa-router: bind on DSA {name}: {why}");
+                self.reply(req, Code::Unavailable, "", &msg).await;
                 return Flow::Continue;
             }
         };
@@ -183,13 +177,13 @@ impl Session {
         let policy = ppolicy::Policy::of_response(&resp, &rh);
         if self.router.cfg.access_log {
             let policy = policy.map(|p| p.to_string());
-            tracing::info!(target: "access", client = %self.peer, op = "bind", dn = %dn, partition = %p.prefix, dsa = %pool.dsa.name, result = code, ppolicy = policy.as_deref(), latency_us = started.elapsed().as_micros() as u64);
+            tracing::info!(target: "access", client = %self.peer, op = "bind", dn = %dn, partition = %p.prefix, dsa = %name, result = code, ppolicy = policy.as_deref(), latency_us = started.elapsed().as_micros() as u64);
         }
         if code == 0 && password.is_empty() {
             // An unauthenticated bind (RFC 4513 5.1.2): the DSA took it as
             // anonymous, and so does the router. Its name is never
             // conveyed or replayed.
-            tracing::info!(client = %self.peer, dn = %dn, dsa = %pool.dsa.name, "unauthenticated bind (a name with an empty password): the client stays anonymous");
+            tracing::info!(client = %self.peer, dn = %dn, dsa = %name, "unauthenticated bind (a name with an empty password): the client stays anonymous");
             conn.close();
         } else if code == 0 {
             let notable = policy.filter(|p| p.is_notable());
@@ -202,9 +196,9 @@ impl Session {
                 || as_router
                 || self.router.cfg.own_connection == OwnConnection::Always;
             if let Some(p) = notable {
-                tracing::info!(client = %self.peer, dn = %dn, dsa = %pool.dsa.name, "password policy ({p}): the client's operations run on connections of its own");
+                tracing::info!(client = %self.peer, dn = %dn, dsa = %name, "password policy ({p}): the client's operations run on connections of its own");
             }
-            let key = routing.snap.dsas[dsa].name.to_ascii_lowercase();
+            let key = name.to_ascii_lowercase();
             self.private.insert(key, conn);
             self.identity = Identity::Bound(Bound {
                 bind: BindPdu::new(dn.clone(), sent),

@@ -39,6 +39,9 @@ pub(super) enum Via<'s> {
     /// Shared connections only (re-sends): anonymous (`None`) or the
     /// router's, with proxied authorization as `dn:...`.
     Shared(Option<String>),
+    /// A new connection, not bound (binds: the connection becomes the
+    /// client's own when the bind succeeds).
+    Fresh,
     /// A client's operation: by its identity, on connections of its own
     /// (`own`, by lower-case DSA name) where needed; `own_conn` asks for
     /// one whatever the identity (paging, a client's own proxied
@@ -93,6 +96,8 @@ pub(super) struct Placed {
     pub shared: bool,
     /// DSAs that could not be reached on the way.
     pub tried: Vec<usize>,
+    /// Its message ID on `conn`.
+    pub id: i32,
 }
 
 /// Place one operation on a DSA of partition `p` and send it. `build`
@@ -179,12 +184,13 @@ pub(super) async fn place(
             }
         };
         tracing::Span::current().record("dsa", name.as_str());
-        let placed = Placed {
+        let mut placed = Placed {
             dsa,
             conn,
             proxy,
             shared,
             tried,
+            id: 0,
         };
         let mut pending = build(&placed);
         pending._guard = Some(guard);
@@ -198,14 +204,17 @@ pub(super) async fn place(
             .submit(pending, pdu, h, control.as_deref(), |conn, id| {
                 delivery.as_ref().is_none_or(|d| d.placed(conn, id))
             });
-        if let Err(pending) = sent {
-            // Built, so answered through its delivery (or re-sent).
-            let write = pending.is_write;
-            let e = Error::new(
-                Kind::ConnectionLost { write },
-                format!("connection to DSA {name} closed"),
-            );
-            pending.fail(name, e);
+        match sent {
+            Ok(id) => placed.id = id,
+            Err(pending) => {
+                // Built, so answered through its delivery (or re-sent).
+                let write = pending.is_write;
+                let e = Error::new(
+                    Kind::ConnectionLost { write },
+                    format!("connection to DSA {name} closed"),
+                );
+                pending.fail(name, e);
+            }
         }
         return Ok(placed);
     }
@@ -227,6 +236,10 @@ async fn connection(
     name: &str,
 ) -> Result<(Arc<Conn>, Option<String>, bool), Next> {
     match via {
+        Via::Fresh => {
+            let c = pool.private(None).await.map_err(Next::Skip)?;
+            Ok((c, None, false))
+        }
         Via::Shared(proxy) => {
             if proxy.is_some() && !pool.proxies() {
                 return Err(Next::Skip(Error::new(
