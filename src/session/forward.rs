@@ -104,13 +104,12 @@ impl Session {
         });
         let want = dispatch::Want::first(is_write, sticky);
         let metrics = router.metrics.clone();
-        let weak = Arc::downgrade(&router);
         self.out.track_placeholder(req.msgid);
         let via = self.via(own_conn);
         let placed = dispatch::place(&routing, p, want, via, pdu, h, |t| {
             let retry = (!is_write && t.shared && target.is_none()).then(|| {
                 Box::new(dispatch::Retry {
-                    router: weak,
+                    router: Arc::downgrade(&router),
                     pdu: pdu.clone(),
                     header: *h,
                     proxy_dn: t.proxy.clone(),
