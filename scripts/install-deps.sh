@@ -2,7 +2,10 @@
 # Installs what the tests need, and only what is missing (idempotent):
 #   Debian: slapd (+ slapadd), ldap-utils (ldapsearch, ...), haproxy,
 #           debootstrap (scripts/docker-build-base.sh: the compose test's
-#           base image, made without a registry)
+#           base image, made without a registry),
+#           sasl2-bin + libsasl2-modules (saslpasswd2; DIGEST-MD5 and
+#           SCRAM-SHA-256 for slapd's SASL via sasldb),
+#           default-jdk-headless (javac: the JNDI client tests)
 #   PyPI (for the `python3` on PATH): ldap3, prometheus_client
 # Tests run their own slapd processes (tests/support/slapd.rs); the system
 # slapd that the Debian package would start is kept from starting (or
@@ -38,6 +41,9 @@ for tool in ldapsearch ldapwhoami ldapmodify ldapcompare; do
 done
 { command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ]; } || apt_pkgs+=(haproxy)
 { command -v debootstrap >/dev/null 2>&1 || [ -x /usr/sbin/debootstrap ]; } || apt_pkgs+=(debootstrap)
+{ command -v saslpasswd2 >/dev/null 2>&1 || [ -x /usr/sbin/saslpasswd2 ]; } || apt_pkgs+=(sasl2-bin)
+ls /usr/lib/*/sasl2/libscram.so* /usr/lib/*/sasl2/libdigestmd5.so* >/dev/null 2>&1 || apt_pkgs+=(libsasl2-modules)
+command -v javac >/dev/null 2>&1 || apt_pkgs+=(default-jdk-headless)
 
 if [ ${#apt_pkgs[@]} -gt 0 ]; then
     log "installing Debian packages: ${apt_pkgs[*]}"
@@ -56,7 +62,7 @@ if [ ${#apt_pkgs[@]} -gt 0 ]; then
     cleanup
     trap - EXIT
 else
-    log "Debian packages present: slapd, ldap-utils, haproxy, debootstrap"
+    log "Debian packages present: slapd, ldap-utils, haproxy, debootstrap, sasl2-bin, libsasl2-modules, a JDK"
 fi
 
 # A system slapd (started by the package on a host without policy-rc.d, or

@@ -316,14 +316,24 @@ impl Conn {
                 return Ok(());
             }
             p.delivered = true;
-            if let Sink::To(d) = &p.sink {
-                for held in std::mem::take(&mut p.held) {
-                    if let Ok(hh) = frame::header(&held) {
-                        d.deliver(&held, &hh, batch);
-                    }
+            let Sink::To(d) = &p.sink else {
+                return Ok(());
+            };
+            let d = d.clone();
+            let held = std::mem::take(&mut p.held);
+            // Delivered with the lock released: a delivery may end other
+            // operations of this connection (a spanning search that reached
+            // its size limit abandons its other parts, a client that
+            // overflowed abandons all it has). Only this reader delivers,
+            // so order is kept; an abandon racing this entry costs the
+            // client one entry of an operation it gave up.
+            drop(map);
+            for held in held {
+                if let Ok(hh) = frame::header(&held) {
+                    d.deliver(&held, &hh, batch);
                 }
-                d.deliver(&pdu, &h, batch);
             }
+            d.deliver(&pdu, &h, batch);
             return Ok(());
         }
         let Some(p) = map.remove(&h.msgid) else {
@@ -572,5 +582,79 @@ mod tests {
         assert!(!conn.is_alive());
         let again = conn.submit(Pending::new(Sink::Detached), &pdu, &h, None, |_, _| true);
         assert!(again.is_err());
+    }
+
+    /// Gives up its operation on the first entry, from inside the delivery
+    /// (as a spanning search does at its size limit).
+    #[derive(Default)]
+    struct Quitter {
+        at: StdMutex<Option<(Arc<Conn>, i32)>>,
+        abandoned: StdMutex<Option<bool>>,
+    }
+
+    impl Delivery for Quitter {
+        fn deliver(&self, _pdu: &[u8], _h: &Header, _batch: &mut Batch) {
+            if let Some((conn, id)) = self.at.lock().unwrap().take() {
+                *self.abandoned.lock().unwrap() = Some(conn.abandon(id));
+            }
+        }
+        fn finish(&self, _pdu: Bytes, _h: &Header, _batch: &mut Batch) {}
+        fn fail(&self, _e: &Error) {}
+        fn placed(&self, conn: &Arc<Conn>, id: i32) -> bool {
+            *self.at.lock().unwrap() = Some((conn.clone(), id));
+            true
+        }
+    }
+
+    /// A delivery may abandon operations of the connection that delivers
+    /// to it (it once deadlocked on the connection's lock, freezing the
+    /// connection and a runtime thread). Run on a thread of its own so that
+    /// a deadlock fails the test instead of hanging it.
+    #[test]
+    fn a_delivery_may_abandon_on_its_own_connection() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let (conn, mut dsa) = silent_dsa(Duration::from_secs(60));
+                let pdu = search_pdu();
+                let h = frame::header(&pdu).unwrap();
+                let q = Arc::new(Quitter::default());
+                let id = conn
+                    .submit(
+                        Pending::new(Sink::To(q.clone())),
+                        &pdu,
+                        &h,
+                        None,
+                        |c, id| q.placed(c, id),
+                    )
+                    .ok()
+                    .unwrap();
+                let mut req = vec![0u8; pdu.len()];
+                dsa.read_exact(&mut req).await.unwrap();
+                // A SearchResultEntry for it: empty DN, no attributes.
+                let id = u8::try_from(id).unwrap();
+                dsa.write_all(&[
+                    0x30, 0x09, 0x02, 0x01, id, 0x64, 0x04, 0x04, 0x00, 0x30, 0x00,
+                ])
+                .await
+                .unwrap();
+                // The DSA is told to abandon it: [APPLICATION 16] naming id.
+                let mut abandon = [0u8; 8];
+                dsa.read_exact(&mut abandon).await.unwrap();
+                assert_eq!(&abandon[5..], &[0x50, 0x01, id]);
+                assert_eq!(*q.abandoned.lock().unwrap(), Some(true));
+                assert_eq!(conn.pending_count(), 0);
+            });
+            let _ = tx.send(());
+        });
+        assert!(
+            rx.recv_timeout(Duration::from_secs(10)).is_ok(),
+            "the connection deadlocked (or the test failed: see its panic)"
+        );
     }
 }

@@ -17,6 +17,8 @@ use std::sync::Arc;
 /// The receiving end of an operation's responses.
 pub trait Delivery: Send + Sync {
     /// A response that is not the last (entry, reference, intermediate).
+    /// Called with no lock of the connection held: it may abandon
+    /// operations on the same connection.
     fn deliver(&self, pdu: &[u8], h: &Header, batch: &mut Batch);
     /// The final response: the operation ends with it.
     fn finish(&self, pdu: Bytes, h: &Header, batch: &mut Batch);
