@@ -124,12 +124,13 @@ impl Config {
 /// What a failed partition does to a search spanning partitions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum FanoutPolicy {
-    /// Return what the other partitions gave, plus a continuation
-    /// reference for the missing one.
+    /// Fail the whole search with `unavailable`, naming the partition.
     #[default]
-    Continuation,
-    /// Fail the whole search with `unavailable`.
     Fail,
+    /// Return what the other partitions gave, plus a continuation
+    /// reference (the missing partition's DSA addresses) for the missing
+    /// one.
+    Continuation,
 }
 
 /// Active health probes (spec 5).

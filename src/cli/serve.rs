@@ -87,11 +87,13 @@ pub struct LimitArgs {
     /// Client connections per source address (0: no limit).
     #[arg(long, default_value_t = 0)]
     pub max_clients_per_ip: usize,
-    /// A search spanning partitions when one partition cannot be searched:
+    /// A search spanning partitions when one partition cannot be searched
+    /// (no DSA of it reachable, busy or unavailable): `fail` fails the
+    /// whole search with `unavailable` naming the partition;
     /// `continuation` returns the others' entries plus a continuation
-    /// reference to the missing partition; `fail` fails the whole search
-    /// with `unavailable`.
-    #[arg(long, value_enum, default_value = "continuation")]
+    /// reference to the missing partition, which shows clients the
+    /// addresses of its DSAs.
+    #[arg(long, value_enum, default_value = "fail")]
     pub fanout_policy: crate::config::FanoutPolicy,
     /// Which bound clients run on DSA connections of their own, bound as
     /// themselves: `policy` those whose bind response carried a password

@@ -7,11 +7,18 @@
 //!   more entry arrives past it, the other searches are abandoned upstream
 //!   and the client gets `sizeLimitExceeded`. Its time limit runs from the
 //!   request; when it passes, the same with `timeLimitExceeded`.
-//! * **A partition that fails** (no eligible DSA, or its DSA answers with an
-//!   error): with [`Policy::Continuation`] (the default) the client gets
-//!   what the others returned plus a continuation reference (an LDAP URL
-//!   per DSA of the missing partition); with [`Policy::Fail`] the whole
-//!   search ends with `unavailable` naming the partition.
+//! * **A partition's error is the search's error**: a DSA that answers with
+//!   an error the merge cannot absorb (anything but success, noSuchObject,
+//!   the limits, a referral, busy and unavailable) ends the whole search
+//!   with that answer, under the client's message ID (an unknown critical
+//!   control gives `unavailableCriticalExtension`, as directly).
+//! * **A partition that cannot be searched** (no eligible DSA, its DSA lost,
+//!   busy or unavailable): with [`Policy::Fail`] (the default) the whole
+//!   search ends with `unavailable` naming the partition; with
+//!   [`Policy::Continuation`], which the administrator chooses because it
+//!   shows DSA addresses to clients, the client gets what the others
+//!   returned plus a continuation reference (an LDAP URL per DSA of the
+//!   missing partition).
 //! * **Referrals** a DSA returns become continuation references (there is
 //!   only one result to carry them); continuation references pass through.
 //! * **Paging** (RFC 2696): the router pages through the partitions one
@@ -184,9 +191,16 @@ impl Fan {
                 self.pass_referral(pdu, h);
                 self.settle(i, None);
             }
-            _ => {
+            // The partition could not be searched now.
+            51 | 52 => {
                 let why = format!("result {code}: {}", diagnostic(pdu, h));
                 self.settle(i, Some(why));
+            }
+            // The DSA's answer is the search's answer.
+            _ => {
+                let mut b = BytesMut::with_capacity(pdu.len());
+                frame::rewrite(pdu, h, self.msgid, None, &mut b);
+                self.end(b.freeze(), code);
             }
         }
     }
@@ -300,16 +314,22 @@ impl Fan {
 
     /// End the search with `code`: abandon what still runs, send the done.
     fn finish(self: &Arc<Self>, code: Code, msg: &str) {
+        let c = code.clone() as u8;
+        let mut b = BytesMut::new();
+        response::result(self.msgid, tag::SEARCH_DONE, code, "", msg, &mut b);
+        self.end(b.freeze(), c);
+    }
+
+    /// End the search with the done `pdu` (result `code`): abandon what
+    /// still runs, send it.
+    fn end(self: &Arc<Self>, pdu: Bytes, code: u8) {
         let Some(running) = self.close() else {
             return;
         };
         for (conn, id) in running {
             conn.abandon(id);
         }
-        let c = code.clone() as u8;
-        let mut b = BytesMut::new();
-        response::result(self.msgid, tag::SEARCH_DONE, code, "", msg, &mut b);
-        self.send_final(b.freeze(), c);
+        self.send_final(pdu, code);
     }
 
     fn send_final(&self, pdu: Bytes, code: u8) {
@@ -351,6 +371,12 @@ impl Fan {
     /// A page of a paged spanning search (whose one part is the partition
     /// of this page) ended.
     fn page_done(self: &Arc<Self>, pg: &Paging, code: u8, pdu: &[u8], h: &Header) {
+        if !matches!(code, 0 | 32 | 51 | 52) {
+            // The DSA's answer is the search's answer.
+            let mut b = BytesMut::with_capacity(pdu.len());
+            frame::rewrite(pdu, h, self.msgid, None, &mut b);
+            return self.end(b.freeze(), code);
+        }
         if code != 0 && code != 32 {
             let (prefix, urls) = self.part_info(0);
             let why = format!("result {code}: {}", diagnostic(pdu, h));

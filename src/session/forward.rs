@@ -9,8 +9,9 @@ use crate::metrics::Refusal;
 use crate::route::Lookup;
 use crate::upstream::pending::{LogCtx, Pending, Sink};
 use crate::wire::frame::Header;
-use crate::wire::request::{Op, Request, OID_PAGED_RESULTS, OID_PROXIED_AUTHZ};
+use crate::wire::request::{Op, Request};
 use crate::wire::response::Code;
+use crate::wire::state;
 use bytes::Bytes;
 use std::sync::Arc;
 
@@ -81,14 +82,16 @@ impl Session {
                 return self.reply(req, Code::NoSuchObject, "", &msg).await;
             }
         };
-        // Paged results: servers keep paging state per connection (OpenLDAP
-        // does), and cookies are opaque and may repeat across DSAs. So a
-        // client's paged searches run on a connection of its own, and all
-        // of them in one partition go to one DSA: the pages of a search
-        // reach the DSA that issued the cookie.
-        let paged = req.control(OID_PAGED_RESULTS);
-        let sticky = paged.and_then(|_| self.paged_sticky(&routing, p));
-        let own_conn = paged.is_some() || req.control(OID_PROXIED_AUTHZ).is_some();
+        // State the DSA keeps per connection (wire::state): such requests
+        // run on a connection of the client's own, and those that continue
+        // earlier state (pages, VLV windows, a transaction) go to the DSA
+        // that holds it: paged results cookies are opaque and may repeat
+        // across DSAs.
+        let needs = state::needs(req);
+        let sticky = needs
+            .sticky
+            .then(|| self.state_sticky(&routing, p))
+            .flatten();
         let log = cfg.access_log.then(|| {
             Box::new(LogCtx {
                 client: self.peer,
@@ -105,7 +108,7 @@ impl Session {
         let want = dispatch::Want::first(is_write, sticky);
         let metrics = router.metrics.clone();
         self.out.track_placeholder(req.msgid);
-        let via = self.via(own_conn);
+        let via = self.via(needs.own_conn);
         let placed = dispatch::place(&routing, p, want, via, pdu, h, |t| {
             let retry = (!is_write && t.shared && target.is_none()).then(|| {
                 Box::new(dispatch::Retry {
@@ -129,6 +132,7 @@ impl Session {
                 delivered: false,
                 hold: retry.is_some() && matches!(req.op, Op::Search { scope: 0, .. }),
                 held: Vec::new(),
+                persistent: needs.persistent,
                 retry,
                 op: crate::metrics::op_index(req.op.name()) as u8,
                 metrics: Some(metrics),
@@ -138,8 +142,8 @@ impl Session {
         .await;
         match placed {
             Ok(t) => {
-                if paged.is_some() {
-                    self.paged_dsa
+                if needs.sticky {
+                    self.state_dsa
                         .insert(p.prefix.normalized(), routing.snap.dsas[t.dsa].name.clone());
                 }
             }

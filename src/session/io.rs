@@ -34,7 +34,7 @@ pub async fn run(
         out: out.clone(),
         identity: Identity::Anonymous,
         private: HashMap::new(),
-        paged_dsa: HashMap::new(),
+        state_dsa: HashMap::new(),
         tls,
     };
     let cfg = &router.cfg;

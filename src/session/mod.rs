@@ -74,8 +74,9 @@ struct Session {
     identity: Identity,
     /// Connections of the client's own, by DSA name (lower case).
     private: HashMap<String, Arc<Conn>>,
-    /// The DSA of this client's paged searches, by partition.
-    paged_dsa: HashMap<String, String>,
+    /// The DSA that holds this client's per-connection state (paged
+    /// searches, VLV, transactions), by partition.
+    state_dsa: HashMap<String, String>,
     /// Whether the connection runs over TLS (LDAPS or after StartTLS).
     tls: bool,
 }

@@ -12,6 +12,7 @@ use crate::wire::frame::{self, Header};
 use crate::wire::request::{Request, OID_PAGED_RESULTS, OID_PROXIED_AUTHZ};
 use crate::wire::response::{self, Code};
 use crate::wire::search;
+use crate::wire::state;
 use bytes::{Bytes, BytesMut};
 use std::sync::Arc;
 
@@ -38,6 +39,27 @@ impl Session {
             .iter()
             .map(|s| s.partition.prefix.normalized())
             .collect();
+        // Controls whose state is one DSA's (sort, VLV, change streams, a
+        // transaction): refused when critical, else the search runs
+        // without them (RFC 4511 4.1.11).
+        let mut strip: Vec<&str> = Vec::new();
+        for c in req
+            .controls
+            .iter()
+            .filter(|c| state::one_partition_only(&c.oid))
+        {
+            if c.critical {
+                let msg = format!(
+                    "dsa-router: the {} control cannot be honoured in a search that spans partitions ({}); search at or below one partition",
+                    state::control_name(&c.oid),
+                    prefixes.join("; ")
+                );
+                return self
+                    .reply(req, Code::UnavailableCriticalExtension, "", &msg)
+                    .await;
+            }
+            strip.push(c.oid.as_str());
+        }
         // Paging: one partition per page request, under the router's cookie.
         let mut spans = spans;
         let mut paging = None;
@@ -120,7 +142,7 @@ impl Session {
             }
             let p = s.partition;
             let sticky = if paged {
-                self.paged_sticky(routing, p)
+                self.state_sticky(routing, p)
             } else {
                 None
             };
@@ -135,7 +157,13 @@ impl Session {
                     partition: p.prefix.to_string(),
                 })
             });
-            let sub = search::rebase(pdu, h, &sh, &base, s.scope, control.as_deref()).freeze();
+            let mut sub = search::rebase(pdu, h, &sh, &base, s.scope, control.as_deref());
+            if !strip.is_empty() {
+                if let Ok(sh) = frame::header(&sub) {
+                    sub = search::without_controls(&sub, &sh, sh.msgid, &strip);
+                }
+            }
+            let sub = sub.freeze();
             let Ok(sub_h) = frame::header(&sub) else {
                 fan.failed(i, "internal error re-basing the search".into());
                 continue;
@@ -174,6 +202,7 @@ impl Session {
                     delivered: false,
                     hold: false,
                     held: Vec::new(),
+                    persistent: false,
                     retry,
                     op: crate::metrics::op_index("search") as u8,
                     metrics: None,
@@ -184,7 +213,7 @@ impl Session {
             match placed {
                 Ok(t) if paged => {
                     let name = routing.snap.dsas[t.dsa].name.clone();
-                    self.paged_dsa.insert(p.prefix.normalized(), name);
+                    self.state_dsa.insert(p.prefix.normalized(), name);
                 }
                 Ok(_) => {}
                 Err(e) => {
@@ -197,10 +226,11 @@ impl Session {
         }
     }
 
-    /// The DSA of this client's paged searches in partition `p`, while it
-    /// is still a target there.
-    pub(super) fn paged_sticky(&self, routing: &Routing, p: &Partition) -> Option<usize> {
-        self.paged_dsa
+    /// The DSA that holds this client's state in partition `p` (its paged
+    /// searches, VLV contexts, transaction), while it is still a target
+    /// there.
+    pub(super) fn state_sticky(&self, routing: &Routing, p: &Partition) -> Option<usize> {
+        self.state_dsa
             .get(&p.prefix.normalized())
             .and_then(|n| routing.snap.dsa_index(n))
             .filter(|&i| p.order.contains(&i) && routing.states.0[i].status().eligible())

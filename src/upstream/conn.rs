@@ -237,7 +237,7 @@ impl Conn {
             let ids: Vec<i32> = map
                 .iter()
                 .filter(|(_, p)| match &p.sink {
-                    Sink::To(d) => d.expires() && p.started.elapsed() > timeout,
+                    Sink::To(d) => d.expires() && !p.persistent && p.started.elapsed() > timeout,
                     _ => false,
                 })
                 .map(|(id, _)| *id)

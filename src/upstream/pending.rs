@@ -47,6 +47,9 @@ pub struct Pending {
     /// one entry), keeping the read re-sendable to its end.
     pub hold: bool,
     pub held: Vec<Bytes>,
+    /// It may run without end (persistent search, refreshAndPersist): it
+    /// never times out and its silence says nothing about the DSA.
+    pub persistent: bool,
     /// Operation kind (index into `metrics::OPS`) and where to count it.
     pub op: u8,
     pub metrics: Option<Arc<Metrics>>,
@@ -65,6 +68,7 @@ impl Pending {
             retry: None,
             hold: false,
             held: Vec::new(),
+            persistent: false,
             op: 0,
             metrics: None,
             _guard: None,

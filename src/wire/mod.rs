@@ -7,6 +7,7 @@
 //! * `request`: decoding a request just enough to route it.
 //! * `search`: re-basing a search onto one partition; paged results.
 //! * `ppolicy`: the password policy controls on binds.
+//! * `state`: which requests need a DSA connection of the client's own.
 //! * `response`: the PDUs the router writes itself (with `ldap3_proto`).
 
 pub mod ber;
@@ -15,3 +16,4 @@ pub mod ppolicy;
 pub mod request;
 pub mod response;
 pub mod search;
+pub mod state;

@@ -213,6 +213,32 @@ fn searches_at_c_au_return_the_union_of_three_partitions() {
             .join("\n")
     );
 
+    // A partition's error is the search's error: an unknown critical
+    // control gets unavailableCriticalExtension (12) from each DSA, so from
+    // the router too, with no entries and no references.
+    let out = search(&r.url, "c=AU", "sub", &["-e", "!1.2.3.4.5.6"]);
+    assert_eq!(out.code, Some(12), "{out:?}");
+    assert!(refs(&out.stdout).is_empty(), "{}", out.stdout);
+    // Server-side sort and VLV need one DSA's state: across partitions a
+    // critical one is refused (12) by the router; a non-critical sort is
+    // dropped and the union comes back.
+    for ctl in [["-E", "!sss=cn"], ["-E", "!vlv=0/9/1/0"]] {
+        let mut args = vec![ctl[0], ctl[1]];
+        if ctl[1].contains("vlv") {
+            args.extend(["-E", "sss=cn"]);
+        }
+        let out = search(&r.url, "c=AU", "sub", &args);
+        assert_eq!(out.code, Some(12), "{args:?}: {out:?}");
+        assert!(
+            out.stdout.contains("spans partitions"),
+            "{args:?}: {}",
+            out.stdout
+        );
+    }
+    let out = search(&r.url, "c=AU", "sub", &["-E", "sss=cn"]);
+    assert!(out.success(), "{out:?}");
+    assert_eq!(as_set(&dns(&out.stdout)), as_set(&s.direct("sub")));
+
     // A base under no partition and above none: noSuchObject (32).
     let out = search(&r.url, "c=NZ", "sub", &[]);
     assert_eq!(out.code, Some(32), "{out:?}");
@@ -240,8 +266,8 @@ fn searches_at_c_au_return_the_union_of_three_partitions() {
 #[test]
 fn a_partition_down_gives_a_continuation_reference_or_fails_by_policy() {
     let mut s = Setup::start();
-    let r = s.router(&[]);
-    let strict = s.router(&["--fanout-policy", "fail"]);
+    let r = s.router(&["--fanout-policy", "continuation"]);
+    let strict = s.router(&[]);
     let ports = [s.slapd("THIRD1").port, s.slapd("THIRD2").port];
     s.slapd("THIRD1").stop();
     s.slapd("THIRD2").stop();
@@ -251,7 +277,7 @@ fn a_partition_down_gives_a_continuation_reference_or_fails_by_policy() {
         .filter(|d| !d.ends_with("o=third,c=au"))
         .collect();
 
-    // Default policy: the others' entries, and a continuation reference
+    // Policy `continuation`: the others' entries, and a continuation reference
     // (an LDAP URL per DSA) to the missing partition; result success.
     let out = search(&r.url, "c=AU", "sub", &[]);
     assert!(out.success(), "{out:?}");
@@ -266,7 +292,8 @@ fn a_partition_down_gives_a_continuation_reference_or_fails_by_policy() {
         out.stdout
     );
 
-    // Policy `fail`: unavailable (52), naming the partition.
+    // Policy `fail` (the default: no DSA address reaches clients):
+    // unavailable (52), naming the partition.
     let out = search(&strict.url, "c=AU", "sub", &[]);
     assert_eq!(out.code, Some(52), "{out:?}");
     assert!(
