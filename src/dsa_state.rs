@@ -10,7 +10,7 @@
 use crate::knowledge::Snapshot;
 use crate::route::{DsaIdx, DsaStatus, DsaView};
 use dashmap::DashMap;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -36,11 +36,77 @@ pub struct DsaState {
     limit: AtomicU32,
     pub served: AtomicU64,
     pub errors: AtomicU64,
+    /// Connections of clients' own open to it (stateful clients).
+    pub own_conns: AtomicI64,
+    /// Persistent searches (sync refreshAndPersist) running on it.
+    pub persistent: AtomicI64,
     /// Bumped each time the DSA goes down; connections watch it to re-send
     /// the reads waiting on a DSA that stopped answering.
     down_epoch: AtomicU64,
     pub down_signal: tokio::sync::Notify,
     track: Mutex<Track>,
+    /// What its root DSE advertised, and when it was read.
+    advertised: Mutex<Option<(std::time::Instant, Arc<Advertised>)>>,
+}
+
+/// What one DSA's root DSE said.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Advertised {
+    pub sasl_mechanisms: Vec<String>,
+    pub extensions: Vec<String>,
+    pub controls: Vec<String>,
+    pub subschema: Option<String>,
+}
+
+impl Advertised {
+    /// From the attributes of a root DSE entry.
+    pub fn from_attrs(attrs: &[(String, Vec<Vec<u8>>)]) -> Advertised {
+        let mut a = Advertised::default();
+        for (name, values) in attrs {
+            let values: Vec<String> = values
+                .iter()
+                .filter_map(|v| std::str::from_utf8(v).ok())
+                .map(str::to_string)
+                .collect();
+            match name.to_ascii_lowercase().as_str() {
+                "supportedsaslmechanisms" => a.sasl_mechanisms = values,
+                "supportedextension" => a.extensions = values,
+                "supportedcontrol" => a.controls = values,
+                "subschemasubentry" => a.subschema = values.into_iter().next(),
+                _ => {}
+            }
+        }
+        a
+    }
+}
+
+/// One thing held on a DSA, counted while it lives (a persistent search,
+/// a client's own connection): dropping it uncounts it.
+pub struct Count {
+    st: Arc<DsaState>,
+    field: fn(&DsaState) -> &AtomicI64,
+}
+
+impl Count {
+    pub fn new(st: &Arc<DsaState>, field: fn(&DsaState) -> &AtomicI64) -> Count {
+        field(st).fetch_add(1, Ordering::Relaxed);
+        Count {
+            st: st.clone(),
+            field,
+        }
+    }
+}
+
+impl Drop for Count {
+    fn drop(&mut self) {
+        (self.field)(&self.st).fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl std::fmt::Debug for Count {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Count({})", self.st.name)
+    }
 }
 
 /// Health bookkeeping: consecutive probe results, why, since when.
@@ -63,6 +129,8 @@ impl DsaState {
             limit: AtomicU32::new(0),
             served: AtomicU64::new(0),
             errors: AtomicU64::new(0),
+            own_conns: AtomicI64::new(0),
+            persistent: AtomicI64::new(0),
             down_epoch: AtomicU64::new(0),
             down_signal: tokio::sync::Notify::new(),
             track: Mutex::new(Track {
@@ -72,11 +140,30 @@ impl DsaState {
                 since: SystemTime::now(),
                 probe_latency: None,
             }),
+            advertised: Mutex::new(None),
         }
     }
 
     fn track(&self) -> std::sync::MutexGuard<'_, Track> {
         self.track.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// What the DSA's root DSE advertised, if it was read.
+    pub fn advertised(&self) -> Option<Arc<Advertised>> {
+        let a = self.advertised.lock().unwrap_or_else(|p| p.into_inner());
+        a.as_ref().map(|(_, a)| a.clone())
+    }
+
+    /// Whether its root DSE should be read (again): never read, or read
+    /// longer than `refresh` ago.
+    pub fn advertised_stale(&self, refresh: Duration) -> bool {
+        let a = self.advertised.lock().unwrap_or_else(|p| p.into_inner());
+        a.as_ref().is_none_or(|(at, _)| at.elapsed() > refresh)
+    }
+
+    pub fn set_advertised(&self, a: Advertised) {
+        *self.advertised.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some((std::time::Instant::now(), Arc::new(a)));
     }
 
     pub fn health_track(&self) -> Track {
@@ -273,5 +360,40 @@ impl DsaView for States {
 
     fn limit(&self, dsa: DsaIdx) -> Option<u32> {
         self.0.get(dsa).and_then(|s| s.limit())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn root_dse_attributes_are_read_whatever_their_case() {
+        let attrs = vec![
+            (
+                "supportedSASLMechanisms".to_string(),
+                vec![b"SCRAM-SHA-256".to_vec(), b"DIGEST-MD5".to_vec()],
+            ),
+            (
+                "SUPPORTEDEXTENSION".to_string(),
+                vec![b"1.3.6.1.1.8".to_vec()],
+            ),
+            ("supportedcontrol".to_string(), vec![b"1.2.3".to_vec()]),
+            (
+                "subschemaSubentry".to_string(),
+                vec![b"cn=Subschema".to_vec()],
+            ),
+            ("namingContexts".to_string(), vec![b"o=A".to_vec()]),
+        ];
+        let a = Advertised::from_attrs(&attrs);
+        assert_eq!(a.sasl_mechanisms, ["SCRAM-SHA-256", "DIGEST-MD5"]);
+        assert_eq!(a.extensions, ["1.3.6.1.1.8"]);
+        assert_eq!(a.controls, ["1.2.3"]);
+        assert_eq!(a.subschema.as_deref(), Some("cn=Subschema"));
+        let st = DsaState::new("D1");
+        assert!(st.advertised_stale(Duration::from_secs(300)));
+        st.set_advertised(a.clone());
+        assert!(!st.advertised_stale(Duration::from_secs(300)));
+        assert_eq!(st.advertised().as_deref(), Some(&a));
     }
 }

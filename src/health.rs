@@ -12,6 +12,7 @@
 use crate::config::HealthConfig;
 use crate::context::Context;
 use crate::error::Kind;
+use crate::upstream::advertised;
 use crate::upstream::conn::Conn;
 use crate::upstream::pool::{self, BindPdu};
 use crate::wire::frame;
@@ -127,7 +128,15 @@ pub(crate) async fn run(
                         Err(e) => Err(e.to_string()),
                     };
                     match &result {
-                        Ok(_) => st.probe_ok(started.elapsed(), cfg.rise),
+                        Ok(c) => {
+                            st.probe_ok(started.elapsed(), cfg.rise);
+                            if st.advertised_stale(advertised::REFRESH) {
+                                match advertised::read(c, cfg.timeout).await {
+                                    Ok(a) => st.set_advertised(a),
+                                    Err(e) => tracing::debug!(dsa = %st.name, error = %e, "root DSE not read"),
+                                }
+                            }
+                        }
                         Err(e) => st.probe_failed(e, cfg.fall),
                     }
                     (st.name.clone(), result.ok())

@@ -14,6 +14,12 @@ pub struct DsaReport {
     pub health: String,
     pub reason: String,
     pub in_flight: u32,
+    /// Connections of clients' own (stateful clients) open to it.
+    #[serde(default)]
+    pub own_connections: i64,
+    /// Persistent searches (sync refreshAndPersist) running on it.
+    #[serde(default)]
+    pub persistent_searches: i64,
     pub served: u64,
     pub errors: u64,
     /// Unix seconds of the last health state change.
@@ -95,6 +101,10 @@ pub fn status(router: &Context) -> Status {
                             }
                         },
                         in_flight: st.in_flight(),
+                        own_connections: st.own_conns.load(std::sync::atomic::Ordering::Relaxed),
+                        persistent_searches: st
+                            .persistent
+                            .load(std::sync::atomic::Ordering::Relaxed),
                         served: st.served.load(std::sync::atomic::Ordering::Relaxed),
                         errors: st.errors.load(std::sync::atomic::Ordering::Relaxed),
                         last_change_unix: t
@@ -170,11 +180,21 @@ pub fn dsa_metrics(router: &Context, out: &mut String) {
         let _ = writeln!(out, "{name} {v}");
     }
     let r = router.routing();
-    let series: [(&str, &str, &str); 5] = [
+    let series: [(&str, &str, &str); 7] = [
         (
             "dsa_router_dsa_in_flight",
             "gauge",
             "Operations in flight from this router to the DSA.",
+        ),
+        (
+            "dsa_router_dsa_own_connections",
+            "gauge",
+            "Connections of clients' own (stateful clients) open to the DSA.",
+        ),
+        (
+            "dsa_router_dsa_persistent_searches",
+            "gauge",
+            "Persistent searches (sync refreshAndPersist) running on the DSA.",
         ),
         (
             "dsa_router_dsa_up",
@@ -207,6 +227,14 @@ pub fn dsa_metrics(router: &Context, out: &mut String) {
             let st = &r.states.0[i];
             let v = match name {
                 "dsa_router_dsa_in_flight" => st.in_flight() as u64,
+                "dsa_router_dsa_own_connections" => st
+                    .own_conns
+                    .load(std::sync::atomic::Ordering::Relaxed)
+                    .max(0) as u64,
+                "dsa_router_dsa_persistent_searches" => st
+                    .persistent
+                    .load(std::sync::atomic::Ordering::Relaxed)
+                    .max(0) as u64,
                 "dsa_router_dsa_up" => st.is_up() as u64,
                 "dsa_router_dsa_eligible" => st.status().eligible() as u64,
                 "dsa_router_dsa_operations_total" => {

@@ -154,6 +154,15 @@ impl Table {
         })
     }
 
+    /// The home partition: the first in knowledge order. Requests that
+    /// name no entry go there (extended operations the router does not
+    /// know, SASL binds, the schema).
+    pub fn home(&self) -> Option<&Partition> {
+        self.partitions
+            .iter()
+            .min_by_key(|p| p.order.iter().min().copied().unwrap_or(usize::MAX))
+    }
+
     pub fn partitions(&self) -> &[Partition] {
         &self.partitions
     }

@@ -39,11 +39,14 @@ impl Session {
             version,
             dn,
             simple,
+            sasl,
         } = &req.op
         else {
             return Flow::Continue;
         };
-        // Whatever happens next, the old identity ends here.
+        // Whatever happens next, the old identity ends here (a SASL
+        // exchange in progress is continued or ended by this bind).
+        let step = self.sasl.take();
         self.become_anonymous();
         if *version != 3 {
             self.reply(
@@ -55,12 +58,18 @@ impl Session {
             .await;
             return Flow::Continue;
         }
+        if let Some(mech) = sasl {
+            return self.sasl_bind(pdu, h, req, dn, mech, step).await;
+        }
+        if let Some(s) = step {
+            s.conn.close();
+        }
         let Some(password) = simple else {
             self.reply(
                 req,
                 Code::AuthMethodNotSupported,
                 "",
-                "dsa-router: only simple binds are supported",
+                "dsa-router: only simple and SASL binds are supported",
             )
             .await;
             return Flow::Continue;
@@ -201,7 +210,9 @@ impl Session {
             let key = name.to_ascii_lowercase();
             self.private.insert(key, conn);
             self.identity = Identity::Bound(Bound {
-                bind: BindPdu::new(dn.clone(), sent),
+                dn: dn.clone(),
+                authz: format!("dn:{dn}"),
+                bind: Some(BindPdu::new(dn.clone(), sent)),
                 own_conn,
                 policy: notable.is_some(),
             });
@@ -221,6 +232,9 @@ impl Session {
 
     pub(super) fn become_anonymous(&mut self) {
         self.identity = Identity::Anonymous;
+        if let Some(s) = self.sasl.take() {
+            s.conn.close();
+        }
         for (_, c) in self.private.drain() {
             c.close();
         }

@@ -15,9 +15,10 @@
 //! of its own bound by replaying its bind. Re-sends use shared connections
 //! only.
 
-use super::Identity;
+use super::{Bound, Identity};
 use crate::context::{Context, Routing};
 use crate::dn::Dn;
+use crate::dsa_state::Count;
 use crate::error::{Error, Kind};
 use crate::route::{
     message, select_read, select_write, Choice, Excluding, Lookup, Partition, RouteError,
@@ -194,6 +195,11 @@ pub(super) async fn place(
         };
         let mut pending = build(&placed);
         pending._guard = Some(guard);
+        if pending.persistent {
+            pending.count = Some(Box::new(Count::new(&routing.states.0[dsa], |s| {
+                &s.persistent
+            })));
+        }
         let delivery = match &pending.sink {
             Sink::To(d) => Some(d.clone()),
             _ => None,
@@ -255,12 +261,17 @@ async fn connection(
             own,
             own_conn,
         } => {
+            // A SASL identity is used where it was made, on its DSA.
+            let sasl_here = matches!(&**identity, Identity::Bound(Bound { bind: None, .. }))
+                && own
+                    .get(&name.to_ascii_lowercase())
+                    .is_some_and(|c| c.is_alive());
             let got = match (&**identity, *own_conn) {
                 (Identity::Anonymous, false) => pool.shared(false).await.map(|c| (c, None, true)),
-                (Identity::Bound(b), false) if pool.proxies() && !b.own_conn => pool
+                (Identity::Bound(b), false) if pool.proxies() && !b.own_conn && !sasl_here => pool
                     .shared(true)
                     .await
-                    .map(|c| (c, Some(format!("dn:{}", b.bind.dn)), true)),
+                    .map(|c| (c, Some(b.authz.clone()), true)),
                 (identity, _) => own_connection(identity, own, name, pool)
                     .await
                     .map(|c| (c, None, false)),
@@ -279,7 +290,8 @@ async fn connection(
     }
 }
 
-/// The client's own connection to a DSA, bound as the client.
+/// The client's own connection to a DSA, bound as the client (a simple
+/// bind replayed; a SASL identity only where it was made).
 async fn own_connection(
     identity: &Identity,
     own: &mut HashMap<String, Arc<Conn>>,
@@ -291,7 +303,14 @@ async fn own_connection(
         return Ok(c.clone());
     }
     let bind = match identity {
-        Identity::Bound(b) => Some(&b.bind),
+        Identity::Bound(Bound { bind: Some(b), .. }) => Some(b),
+        Identity::Bound(_) => {
+            // SASL: the identity lives on the connection it was made on.
+            return Err(Error::new(
+                Kind::BindRefused(48),
+                format!("a SASL identity cannot be carried to DSA {name} on a connection of its own; bind with a simple bind for operations there"),
+            ));
+        }
         Identity::Anonymous => None,
     };
     let c = pool.private(bind).await?;

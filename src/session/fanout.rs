@@ -285,6 +285,12 @@ impl Fan {
         );
     }
 
+    /// The client cancelled the search (RFC 3909): stop every part, answer
+    /// `canceled`.
+    pub fn cancel(self: &Arc<Self>) {
+        self.finish(Code::Canceled, "dsa-router: cancelled by the client");
+    }
+
     /// The client abandoned the search (or is gone): stop every part,
     /// answer nothing.
     pub fn abandon(&self) {

@@ -16,6 +16,12 @@ use bytes::Bytes;
 use std::sync::Arc;
 
 impl Session {
+    /// Whether `dn` is the schema entry the router's root DSE names.
+    fn is_subschema(&self, routing: &crate::context::Routing, dn: &Dn) -> bool {
+        let shown = super::local::advertised_by_dsas(routing, false);
+        Dn::parse_ldap(&shown.subschema).is_ok_and(|s| s.normalized() == dn.normalized())
+    }
+
     /// Route and forward one operation. `target` overrides the DN the
     /// request names (Password Modify, WhoAmI with proxied authorization);
     /// `write` marks it an update.
@@ -72,6 +78,17 @@ impl Session {
         }
         let p = match routing.table.lookup(&dn) {
             Lookup::Partition(p) => p,
+            // The schema (subschemaSubentry of the router's root DSE) is
+            // the home partition's DSAs' to answer.
+            Lookup::NoPartition { .. } if self.is_subschema(&routing, &dn) => {
+                match routing.table.home() {
+                    Some(home) => home,
+                    None => {
+                        let msg = format!("dsa-router: no partition holds {dn}");
+                        return self.reply(req, Code::NoSuchObject, "", &msg).await;
+                    }
+                }
+            }
             Lookup::NoPartition { below } => {
                 if !below.is_empty() && matches!(req.op, Op::Search { .. }) {
                     // A one-level search above partitions that all lie
@@ -133,6 +150,7 @@ impl Session {
                 hold: retry.is_some() && matches!(req.op, Op::Search { scope: 0, .. }),
                 held: Vec::new(),
                 persistent: needs.persistent,
+                count: None,
                 retry,
                 op: crate::metrics::op_index(req.op.name()) as u8,
                 metrics: Some(metrics),

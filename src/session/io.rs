@@ -35,6 +35,7 @@ pub async fn run(
         identity: Identity::Anonymous,
         private: HashMap::new(),
         state_dsa: HashMap::new(),
+        sasl: None,
         tls,
     };
     let cfg = &router.cfg;

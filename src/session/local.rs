@@ -10,6 +10,7 @@ use crate::wire::request::{
     OID_WHOAMI,
 };
 use crate::wire::response::{self, Code};
+use crate::wire::state::OID_CANCEL;
 use bytes::{Bytes, BytesMut};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -34,34 +35,26 @@ impl Session {
             .map(|p| p.prefix.to_string().into_bytes())
             .collect();
         contexts.dedup();
-        let all: Vec<(&str, Vec<Vec<u8>>)> = vec![
+        let dsa = advertised_by_dsas(&routing, self.router.tls.is_some());
+        let mut all: Vec<(&str, Vec<Vec<u8>>)> = vec![
             (
                 "objectClass",
                 vec![b"top".to_vec(), b"extensibleObject".to_vec()],
             ),
             ("namingContexts", contexts),
             ("supportedLDAPVersion", vec![b"3".to_vec()]),
-            (
-                "supportedControl",
-                vec![
-                    OID_PROXIED_AUTHZ.as_bytes().to_vec(),
-                    OID_PAGED_RESULTS.as_bytes().to_vec(),
-                ],
-            ),
-            (
-                "supportedExtension",
-                [OID_WHOAMI, OID_PASSWD_MODIFY]
-                    .into_iter()
-                    .chain(self.router.tls.is_some().then_some(OID_START_TLS))
-                    .map(|o| o.as_bytes().to_vec())
-                    .collect(),
-            ),
+            ("supportedControl", bytes(dsa.controls)),
+            ("supportedExtension", bytes(dsa.extensions)),
+            ("subschemaSubentry", vec![dsa.subschema.into_bytes()]),
             ("vendorName", vec![b"dsa-router".to_vec()]),
             (
                 "vendorVersion",
                 vec![format!("dsa-router {}", env!("CARGO_PKG_VERSION")).into_bytes()],
             ),
         ];
+        if !dsa.sasl_mechanisms.is_empty() {
+            all.push(("supportedSASLMechanisms", bytes(dsa.sasl_mechanisms)));
+        }
         let want_all = attrs.is_empty() || attrs.iter().any(|a| a == "*" || a == "+");
         let chosen = all
             .into_iter()
@@ -101,11 +94,11 @@ impl Session {
                     Identity::Bound(b) if b.policy => {
                         // The DSA answers on the client's own connection
                         // (it may restrict it: password policy).
-                        let dn = b.bind.dn.clone();
+                        let dn = b.dn.clone();
                         self.forward(pdu, h, req, Some(&dn), false).await;
                         return Flow::Continue;
                     }
-                    Identity::Bound(b) => format!("dn:{}", b.bind.dn),
+                    Identity::Bound(b) => b.authz.clone(),
                 };
                 let mut b = BytesMut::new();
                 response::extended(
@@ -150,8 +143,8 @@ impl Session {
                 let user = value.as_deref().and_then(request::passwd_modify_user);
                 let target = match (user, &self.identity) {
                     (Some(u), _) => Some(u.strip_prefix("dn:").unwrap_or(&u).to_string()),
-                    (None, Identity::Bound(b)) => Some(b.bind.dn.clone()),
-                    (None, Identity::Anonymous) => None,
+                    (None, Identity::Bound(b)) if !b.dn.is_empty() => Some(b.dn.clone()),
+                    (None, _) => None,
                 };
                 match target {
                     Some(t) => self.forward(pdu, h, req, Some(&t), true).await,
@@ -166,13 +159,85 @@ impl Session {
                     }
                 }
             }
-            other => {
-                let msg = format!("dsa-router: extended operation {other} is not supported: it names no entry to route by");
-                self.reply(req, Code::ProtocolError, "", &msg).await;
-            }
+            OID_CANCEL => self.cancel(req, value.as_deref()).await,
+            _ => self.forward_extended(pdu, h, req).await,
         }
         Flow::Continue
     }
+}
+
+/// What the router's root DSE shows of what its DSAs advertise.
+pub(super) struct Shown {
+    /// The router's own controls and the DSAs' (which pass through).
+    pub controls: Vec<String>,
+    /// The router's own extended operations and the DSAs' (forwarded);
+    /// StartTLS only when the router offers it.
+    pub extensions: Vec<String>,
+    /// The home partition's: SASL binds go there.
+    pub sasl_mechanisms: Vec<String>,
+    /// The home partition's schema entry (`cn=Subschema` until known).
+    pub subschema: String,
+}
+
+/// Merge what the DSAs advertised (read by the health task) with what the
+/// router itself does.
+pub(super) fn advertised_by_dsas(routing: &crate::context::Routing, tls: bool) -> Shown {
+    let mut controls: Vec<String> = [OID_PROXIED_AUTHZ, OID_PAGED_RESULTS]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let mut extensions: Vec<String> = [OID_WHOAMI, OID_PASSWD_MODIFY, OID_CANCEL]
+        .into_iter()
+        .chain(tls.then_some(OID_START_TLS))
+        .map(str::to_string)
+        .collect();
+    let add = |v: &mut Vec<String>, items: &[String]| {
+        for i in items {
+            if i != OID_START_TLS && !v.contains(i) {
+                v.push(i.clone());
+            }
+        }
+    };
+    for (i, _) in routing.snap.dsas.iter().enumerate() {
+        if Some(i) == routing.table.router {
+            continue;
+        }
+        if let Some(a) = routing.states.0[i].advertised() {
+            add(&mut controls, &a.controls);
+            add(&mut extensions, &a.extensions);
+        }
+    }
+    // SASL binds and schema reads go to the home partition: its DSAs'
+    // mechanisms (those all of them offer) and schema entry.
+    let mut sasl_mechanisms: Option<Vec<String>> = None;
+    let mut subschema = None;
+    if let Some(home) = routing.table.home() {
+        for &i in &home.order {
+            let Some(a) = routing.states.0[i].advertised() else {
+                continue;
+            };
+            sasl_mechanisms = Some(match sasl_mechanisms {
+                None => a.sasl_mechanisms.clone(),
+                Some(m) => m
+                    .into_iter()
+                    .filter(|x| a.sasl_mechanisms.contains(x))
+                    .collect(),
+            });
+            if subschema.is_none() {
+                subschema = a.subschema.clone();
+            }
+        }
+    }
+    Shown {
+        controls,
+        extensions,
+        sasl_mechanisms: sasl_mechanisms.unwrap_or_default(),
+        subschema: subschema.unwrap_or_else(|| "cn=Subschema".to_string()),
+    }
+}
+
+fn bytes(v: Vec<String>) -> Vec<Vec<u8>> {
+    v.into_iter().map(String::into_bytes).collect()
 }
 
 impl Session {

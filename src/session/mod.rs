@@ -15,11 +15,13 @@
 
 mod bind;
 mod dispatch;
+mod extop;
 pub mod fanout;
 mod forward;
 mod io;
 mod local;
 pub mod out;
+mod sasl;
 mod spanning;
 
 pub use io::run;
@@ -47,7 +49,17 @@ enum Identity {
 
 /// A bound client.
 struct Bound {
-    bind: BindPdu,
+    /// Its DN: a simple bind's name; after SASL, the DN the DSA
+    /// established (empty when the DSA named no DN).
+    dn: String,
+    /// Its authorization identity as WhoAmI gives it (`dn:...`, or `u:...`
+    /// after SASL): conveyed by proxied authorization.
+    authz: String,
+    /// A simple bind, kept to replay it on other DSAs. `None` after SASL,
+    /// which cannot be replayed: the client's operations then run on the
+    /// connection it bound on for that DSA, and under proxied
+    /// authorization on DSAs that trust the router.
+    bind: Option<BindPdu>,
     /// Whether its operations run on connections of its own, bound as
     /// itself, on every DSA (never under proxied authorization): the DSA
     /// keeps state for it per connection (a password policy restriction),
@@ -77,6 +89,8 @@ struct Session {
     /// The DSA that holds this client's per-connection state (paged
     /// searches, VLV, transactions), by partition.
     state_dsa: HashMap<String, String>,
+    /// A SASL bind in progress (saslBindInProgress): its connection.
+    sasl: Option<sasl::InProgress>,
     /// Whether the connection runs over TLS (LDAPS or after StartTLS).
     tls: bool,
 }

@@ -42,6 +42,16 @@ impl Tracked {
     }
 }
 
+/// Where an outstanding operation runs (for Cancel).
+pub enum Running {
+    /// Counted, not yet on a DSA connection.
+    Placing,
+    /// On `conn` under that connection's message ID.
+    Op(Arc<Conn>, i32),
+    /// A search spanning partitions.
+    Fan(Arc<Fan>),
+}
+
 pub enum Delivery {
     /// Written to the client, or queued for its writer.
     Queued,
@@ -117,6 +127,17 @@ impl ClientOut {
     /// The operation ended (its final response is being delivered).
     pub fn finish(&self, msgid: i32) {
         lock(&self.outstanding).remove(&msgid);
+    }
+
+    /// Where the outstanding operation `msgid` runs, if it does.
+    pub fn running(&self, msgid: i32) -> Option<Running> {
+        match lock(&self.outstanding).get(&msgid)? {
+            Tracked::Op(conn, id) => Some(match conn.upgrade() {
+                Some(c) => Running::Op(c, *id),
+                None => Running::Placing,
+            }),
+            Tracked::Fan(fan) => fan.upgrade().map(Running::Fan),
+        }
     }
 
     pub fn outstanding(&self) -> usize {

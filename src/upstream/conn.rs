@@ -37,6 +37,8 @@ pub struct Conn {
     next_id: AtomicI32,
     alive: AtomicBool,
     stop: CancellationToken,
+    /// Counts it as a client's own connection on its DSA.
+    own: Mutex<Option<crate::dsa_state::Count>>,
 }
 
 impl Conn {
@@ -107,11 +109,20 @@ impl Conn {
             next_id: AtomicI32::new(1),
             alive: AtomicBool::new(true),
             stop: CancellationToken::new(),
+            own: Mutex::new(None),
         });
         let wire = wire(&conn.out);
         tokio::spawn(writer(wire, conn.clone()));
         tokio::spawn(reader(rd, conn.clone(), limits));
         conn
+    }
+
+    /// Count it as a client's own connection while it lives.
+    pub fn count_as_own(self: &Arc<Self>) {
+        let mut own = self.own.lock().unwrap_or_else(|p| p.into_inner());
+        if own.is_none() {
+            *own = Some(crate::dsa_state::Count::new(&self.dsa, |s| &s.own_conns));
+        }
     }
 
     pub fn is_alive(&self) -> bool {

@@ -4,6 +4,7 @@
 //! [`delivery`] is how responses leave a connection without it knowing
 //! who receives them (clients, fan-outs, the router's own waiters).
 
+pub(crate) mod advertised;
 pub(crate) mod conn;
 pub(crate) mod delivery;
 pub(crate) mod pending;

@@ -50,6 +50,8 @@ pub struct Pending {
     /// It may run without end (persistent search, refreshAndPersist): it
     /// never times out and its silence says nothing about the DSA.
     pub persistent: bool,
+    /// Counts it on its DSA while it runs (persistent searches).
+    pub count: Option<Box<crate::dsa_state::Count>>,
     /// Operation kind (index into `metrics::OPS`) and where to count it.
     pub op: u8,
     pub metrics: Option<Arc<Metrics>>,
@@ -69,6 +71,7 @@ impl Pending {
             hold: false,
             held: Vec::new(),
             persistent: false,
+            count: None,
             op: 0,
             metrics: None,
             _guard: None,

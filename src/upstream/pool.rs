@@ -133,14 +133,16 @@ impl Pool {
     /// A connection of the client's own (anonymous, or bound by replaying
     /// the client's bind).
     pub async fn private(&self, identity: Option<&BindPdu>) -> Result<Arc<Conn>, Error> {
-        connect_bound(
+        let c = connect_bound(
             &self.dsa,
             &self.addrs,
             identity,
             self.limits,
             self.tls.as_ref(),
         )
-        .await
+        .await?;
+        c.count_as_own();
+        Ok(c)
     }
 
     /// Wait (up to `grace`) for the shared connections' operations to

@@ -85,6 +85,23 @@ pub fn extended(
     );
 }
 
+/// An ExtendedRequest the router sends itself (a cancel re-addressed to
+/// the DSA's message ID).
+pub fn extended_request(msgid: i32, oid: &str, value: Option<Vec<u8>>, out: &mut BytesMut) {
+    let op = LdapOp::ExtendedRequest(ldap3_proto::proto::LdapExtendedRequest {
+        name: oid.to_string(),
+        value,
+    });
+    encode(
+        LdapMsg {
+            msgid,
+            op,
+            ctrl: Vec::new(),
+        },
+        out,
+    );
+}
+
 /// The unsolicited Notice of Disconnection (RFC 4511 4.4.1).
 pub fn notice_of_disconnection(code: Code, message: &str, out: &mut BytesMut) {
     extended(
@@ -166,6 +183,28 @@ pub fn referral_urls(pdu: &[u8], _h: &super::frame::Header) -> Vec<String> {
     decode_msg(pdu)
         .and_then(|m| ldap_result(&m.op).map(|r| r.referral.clone()))
         .unwrap_or_default()
+}
+
+/// The attributes of a SearchResultEntry PDU (the router reads its DSAs'
+/// root DSEs).
+pub fn entry_attrs(pdu: &[u8]) -> Option<Vec<(String, Vec<Vec<u8>>)>> {
+    match decode_msg(pdu)?.op {
+        LdapOp::SearchResultEntry(e) => Some(
+            e.attributes
+                .into_iter()
+                .map(|a| (a.atype, a.vals.into_iter().map(|v| v.to_vec()).collect()))
+                .collect(),
+        ),
+        _ => None,
+    }
+}
+
+/// The responseValue of an ExtendedResponse PDU (WhoAmI's authzId).
+pub fn extended_value(pdu: &[u8]) -> Option<Vec<u8>> {
+    match decode_msg(pdu)?.op {
+        LdapOp::ExtendedResponse(e) => e.value.map(|v| v.to_vec()),
+        _ => None,
+    }
 }
 
 /// The diagnosticMessage of a result PDU.

@@ -19,13 +19,15 @@
 //! | sync, refreshAndPersist | yes | yes | yes | yes |
 //! | transaction specification (RFC 5805) | yes | yes | | yes |
 //! | the client's own proxied authorization | yes | | | |
-//! | an extended operation the router does not answer | yes | yes | | |
+//! | an extended operation the router does not know | yes | yes | | |
 //!
 //! Binds are apart: they always run on a new connection, which becomes the
 //! client's own when the bind succeeds (SASL exchanges step by step on it).
 
 use super::ber;
-use super::request::{Op, Request, OID_PAGED_RESULTS, OID_PROXIED_AUTHZ};
+use super::request::{
+    Op, Request, OID_PAGED_RESULTS, OID_PASSWD_MODIFY, OID_PROXIED_AUTHZ, OID_WHOAMI,
+};
 
 /// Server-side sort request (RFC 2891).
 pub const OID_SORT: &str = "1.2.840.113556.1.4.473";
@@ -100,11 +102,14 @@ pub fn needs(req: &Request) -> Needs {
             _ => {}
         }
     }
-    if let Op::Extended { .. } = req.op {
-        // Extended operations the router does not answer itself reach
-        // here: the DSA may keep state for them (a transaction does).
-        n.own_conn = true;
-        n.sticky = true;
+    if let Op::Extended { oid, .. } = &req.op {
+        // Extended operations the router does not know: the DSA may keep
+        // state for them (a transaction does). Password Modify and WhoAmI
+        // are stateless.
+        if ![OID_PASSWD_MODIFY, OID_WHOAMI].contains(&oid.as_str()) {
+            n.own_conn = true;
+            n.sticky = true;
+        }
     }
     n
 }
@@ -128,6 +133,28 @@ pub fn control_name(oid: &str) -> &str {
         OID_PROXIED_AUTHZ => "proxied authorization",
         other => other,
     }
+}
+
+/// The cancelID of a Cancel request value (`SEQUENCE { cancelID }`).
+pub fn cancel_id(v: &[u8]) -> Option<i32> {
+    let seq = ber::tagged(v, 0x30)?;
+    let id = ber::tagged(seq.body, 0x02)?;
+    i32::try_from(ber::int(id.body)?).ok()
+}
+
+/// A Cancel request value naming `id`.
+pub fn cancel_value(id: i32) -> Vec<u8> {
+    let be = id.to_be_bytes();
+    // Minimal two's complement: drop leading zero octets while the next
+    // octet's high bit is clear.
+    let mut s = 0;
+    while s < 3 && be[s] == 0 && be[s + 1] & 0x80 == 0 {
+        s += 1;
+    }
+    let n = 4 - s;
+    let mut v = vec![0x30, (n + 2) as u8, 0x02, n as u8];
+    v.extend_from_slice(&be[s..]);
+    v
 }
 
 /// Sync request mode refreshAndPersist (RFC 4533 2.2).
@@ -268,6 +295,17 @@ mod tests {
     }
 
     #[test]
+    fn cancel_values_round_trip() {
+        for id in [0, 1, 127, 128, 255, 256, 65_535, i32::MAX] {
+            assert_eq!(cancel_id(&cancel_value(id)), Some(id), "{id}");
+        }
+        assert_eq!(cancel_value(5), vec![0x30, 0x03, 0x02, 0x01, 0x05]);
+        assert_eq!(cancel_value(128), vec![0x30, 0x04, 0x02, 0x02, 0x00, 0x80]);
+        assert_eq!(cancel_id(&[0x30, 0x00]), None);
+        assert_eq!(cancel_id(b"junk"), None);
+    }
+
+    #[test]
     fn extended_operations_pin_the_client() {
         let mut r = search(&[]);
         r.op = Op::Extended {
@@ -282,5 +320,12 @@ mod tests {
                 ..NONE
             }
         );
+        for known in [OID_PASSWD_MODIFY, OID_WHOAMI] {
+            r.op = Op::Extended {
+                oid: known.into(),
+                value: None,
+            };
+            assert_eq!(needs(&r), NONE, "{known}");
+        }
     }
 }

@@ -2,7 +2,8 @@
 //! DSAs (`router_testdsa`, `malformed`, `tls`), the test DSA itself
 //! (`testdsa`), and the router as a process in front of real OpenLDAP
 //! slapd, driven by OpenLDAP's tools, Python `ldap3` and Rust `ldap3`
-//! (`interop_slapd`, `fanout_slapd`, `security_slapd`, `tls_slapd`, and
+//! (`interop_slapd`, `fanout_slapd`, `security_slapd`, `stateful_slapd`,
+//! `tls_slapd`, and
 //! `slapd_harness` for the harness itself).
 //!
 //! Needs slapd, ldap-utils and the Python module ldap3
@@ -17,6 +18,7 @@ mod malformed;
 mod router_testdsa;
 mod security_slapd;
 mod slapd_harness;
+mod stateful_slapd;
 mod testdsa;
 mod tls;
 mod tls_slapd;

@@ -43,7 +43,7 @@ impl Router {
                 &listen,
             ];
             // Parallel tests each run a router: no shared admin port.
-            if serve_has_admin_option() {
+            if serve_has_admin_option() && !extra.contains(&"--admin") {
                 args.extend(["--admin", "none"]);
             }
             args.extend_from_slice(extra);

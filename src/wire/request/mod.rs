@@ -34,6 +34,8 @@ pub enum Op {
         version: i64,
         dn: String,
         simple: Option<Vec<u8>>,
+        /// A SASL bind's mechanism (its credentials stay in the PDU).
+        sasl: Option<String>,
     },
     Unbind,
     Search {
@@ -74,11 +76,13 @@ impl std::fmt::Debug for Op {
                 version,
                 dn,
                 simple,
+                sasl,
             } => f
                 .debug_struct("Bind")
                 .field("version", version)
                 .field("dn", dn)
                 .field("simple", &simple.as_ref().map(|_| "***"))
+                .field("sasl", sasl)
                 .finish(),
             Op::Unbind => f.write_str("Unbind"),
             Op::Search { base, scope, .. } => f

@@ -54,10 +54,20 @@ fn bind(fields: Elements) -> Decoded {
         (CONTEXT, 0) => Some(auth.prim().unwrap_or_default().to_vec()),
         _ => None,
     };
+    // SaslCredentials ::= [3] SEQUENCE { mechanism, credentials OPTIONAL }
+    let sasl = match (auth.class(), auth.num()) {
+        (CONTEXT, 3) => Some(
+            auth.cons()
+                .and_then(|f| string(f.get(0)))
+                .ok_or("SASL mechanism missing or not UTF-8")?,
+        ),
+        _ => None,
+    };
     Ok(Op::Bind {
         version,
         dn,
         simple,
+        sasl,
     })
 }
 

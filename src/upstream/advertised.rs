@@ -1,0 +1,134 @@
+//! What a DSA advertises in its root DSE: SASL mechanisms, extended
+//! operations, controls and where its schema is. The health task reads it
+//! after a good probe when it is missing or older than [`REFRESH`]; the
+//! router's own root DSE is built from it (spec 3.6, README "Root DSE").
+
+use super::conn::Conn;
+use super::delivery::{Batch, Delivery};
+use super::pending::{Pending, Sink};
+use crate::dsa_state::Advertised;
+use crate::error::{Error, Kind};
+use crate::wire::frame::{self, tag, Header};
+use bytes::{Bytes, BytesMut};
+use ldap3_proto::proto::{
+    LdapDerefAliases, LdapFilter, LdapMsg, LdapOp, LdapSearchRequest, LdapSearchScope,
+};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::oneshot;
+
+/// How long what a DSA advertised is trusted before it is read again.
+pub(crate) const REFRESH: Duration = Duration::from_secs(300);
+
+/// The root DSE attributes the router takes from its DSAs.
+const ATTRS: [&str; 4] = [
+    "supportedSASLMechanisms",
+    "supportedExtension",
+    "supportedControl",
+    "subschemaSubentry",
+];
+
+/// The root DSE read request.
+fn request() -> BytesMut {
+    let msg = LdapMsg {
+        msgid: 1,
+        op: LdapOp::SearchRequest(LdapSearchRequest {
+            base: String::new(),
+            scope: LdapSearchScope::Base,
+            aliases: LdapDerefAliases::Never,
+            sizelimit: 1,
+            timelimit: 0,
+            typesonly: false,
+            filter: LdapFilter::Present("objectClass".into()),
+            attrs: ATTRS.iter().map(|a| a.to_string()).collect(),
+        }),
+        ctrl: Vec::new(),
+    };
+    let tag: lber::structure::StructureTag = msg.into();
+    let mut b = BytesMut::new();
+    // Encoding into memory cannot fail.
+    let _ = lber::write::encode_into(&mut b, tag);
+    b
+}
+
+/// The entry of a base search (if any), or why it failed.
+type Reply = Result<Option<Bytes>, Error>;
+
+/// Collects the entry of a base search and wakes the reader at its end.
+struct Collect {
+    entry: Mutex<Option<Bytes>>,
+    done: Mutex<Option<oneshot::Sender<Reply>>>,
+}
+
+impl Collect {
+    fn send(&self, r: Reply) {
+        let tx = self.done.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(tx) = tx {
+            let _ = tx.send(r);
+        }
+    }
+}
+
+impl Delivery for Collect {
+    fn deliver(&self, pdu: &[u8], h: &Header, _batch: &mut Batch) {
+        if h.op_tag == tag::SEARCH_ENTRY {
+            *self.entry.lock().unwrap_or_else(|p| p.into_inner()) =
+                Some(Bytes::copy_from_slice(pdu));
+        }
+    }
+    fn finish(&self, _pdu: Bytes, _h: &Header, _batch: &mut Batch) {
+        let e = self.entry.lock().unwrap_or_else(|p| p.into_inner()).take();
+        self.send(Ok(e));
+    }
+    fn fail(&self, e: &Error) {
+        self.send(Err(e.clone()));
+    }
+    fn placed(&self, _conn: &Arc<Conn>, _id: i32) -> bool {
+        true
+    }
+    fn expires(&self) -> bool {
+        false
+    }
+}
+
+/// Read what `conn`'s DSA advertises, within `timeout`.
+pub(crate) async fn read(conn: &Arc<Conn>, timeout: Duration) -> Result<Advertised, Error> {
+    let pdu = request();
+    let h = frame::header(&pdu).map_err(|e| Error::new(Kind::BadResponse, e.to_string()))?;
+    let (tx, rx) = oneshot::channel();
+    let c = Arc::new(Collect {
+        entry: Mutex::new(None),
+        done: Mutex::new(Some(tx)),
+    });
+    let id = conn
+        .submit(Pending::new(Sink::To(c)), &pdu, &h, None, |_, _| true)
+        .map_err(|_| Error::new(Kind::ConnectionLost { write: false }, "connection closed"))?;
+    let entry = match tokio::time::timeout(timeout, rx).await {
+        Ok(Ok(r)) => r?,
+        Ok(Err(_)) => None,
+        Err(_) => {
+            conn.abandon(id);
+            return Err(Error::new(
+                Kind::Timeout { write: false },
+                "root DSE read timed out",
+            ));
+        }
+    };
+    let attrs = entry
+        .as_deref()
+        .and_then(crate::wire::response::entry_attrs)
+        .unwrap_or_default();
+    Ok(Advertised::from_attrs(&attrs))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_request_is_a_search() {
+        let h = frame::header(&request()).unwrap();
+        assert_eq!(h.op_tag, tag::SEARCH_REQUEST);
+    }
+}
