@@ -24,6 +24,9 @@ pub struct Config {
     pub max_response_pdu: usize,
     /// Outstanding operations per client connection (`busy` beyond).
     pub max_outstanding: usize,
+    /// Connections of clients' own per DSA (0: no limit); a client that
+    /// would need one more gets `busy`.
+    pub max_own_connections: u32,
     /// Response PDUs queued for one client before it counts as stalled.
     pub client_queue: usize,
     /// Response bytes queued for one client before it counts as stalled.
@@ -88,6 +91,7 @@ impl Default for Config {
             max_request_pdu: 4 << 20,
             max_response_pdu: 16 << 20,
             max_outstanding: 256,
+            max_own_connections: 0,
             client_queue: 1 << 20,
             client_queue_bytes: 16 << 20,
             idle_timeout: Duration::from_secs(900),
@@ -117,6 +121,7 @@ impl Config {
             op_timeout: self.op_timeout,
             max_response_pdu: self.max_response_pdu,
             fall: self.health.as_ref().map(|h| h.fall).unwrap_or(3),
+            max_own_connections: self.max_own_connections,
         }
     }
 }
@@ -193,4 +198,6 @@ pub struct Limits {
     pub max_response_pdu: usize,
     /// Health `fall`: an operation timeout counts as a failed probe.
     pub fall: u32,
+    /// Connections of clients' own per DSA (0: no limit).
+    pub max_own_connections: u32,
 }

@@ -6,8 +6,11 @@
 //! failed probes in a row and up after `rise` good ones; each flip is logged
 //! once, with its reason ([`crate::dsa_state::DsaState`]). Passive signals from
 //! the data path (refused or timed-out connects, reset connections) mark a
-//! DSA down at once; operation timeouts count as failed probes. Probes
-//! follow reloads: they read the snapshot afresh every round.
+//! DSA down at once; operation timeouts count as failed probes (persistent
+//! searches never time out). Probes follow reloads: they read the snapshot
+//! afresh every round. After a good probe, a DSA's root DSE is read when it
+//! was not yet, or 5 minutes ago (what it advertises: SASL mechanisms,
+//! controls, extensions, its schema entry).
 
 use crate::config::HealthConfig;
 use crate::context::Context;

@@ -19,12 +19,15 @@
 //! * [`dsa_state`]: per-DSA run-time state (health, admin state, in-flight
 //!   counts), keyed by DSA name so it survives knowledge reloads.
 //! * [`health`]: active probes, rise/fall, passive signals.
-//! * [`wire`]: framing, message-ID rewriting, request decoding, and the
-//!   PDUs the router writes itself.
-//! * [`upstream`]: connections to DSAs (multiplexed, message IDs remapped)
-//!   and per-DSA pools.
-//! * [`session`]: one client connection: routing each request, identity,
-//!   the bounded outbound queue.
+//! * [`wire`]: framing, message-ID rewriting, request decoding, the PDUs
+//!   the router writes itself, and the connection-state model
+//!   ([`wire::state`]: which requests need a DSA connection of the
+//!   client's own).
+//! * [`upstream`]: connections to DSAs (multiplexed, message IDs remapped),
+//!   per-DSA pools, and what each DSA's root DSE advertises.
+//! * [`session`]: one client connection: routing each request, identity
+//!   (simple and SASL binds), extended operations, the bounded outbound
+//!   queue.
 //! * [`config`]: the configuration, plain data filled by the command line.
 //! * [`context`]: the application context ([`context::Context`]): configuration, metrics and the
 //!   routing snapshot, swapped whole.

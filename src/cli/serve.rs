@@ -24,6 +24,11 @@ pub struct LimitArgs {
     /// Outstanding operations per client connection (`busy` beyond).
     #[arg(long, default_value_t = 256)]
     pub max_outstanding: usize,
+    /// Connections of clients' own per DSA (stateful clients: binds, paged
+    /// and sorted searches, VLV, sync, transactions, SASL); a client that
+    /// would need one more gets `busy`. 0: no limit.
+    #[arg(long, default_value_t = 0)]
+    pub max_own_connections: u32,
     /// Writes (a PDU, or the responses of one DSA read) queued for one
     /// client before it counts as stalled and is disconnected.
     #[arg(long, default_value_t = 1 << 20)]
@@ -146,6 +151,7 @@ impl LimitArgs {
             max_clients: self.max_clients.max(1),
             max_request_pdu: self.max_request_pdu.max(64),
             max_response_pdu: self.max_response_pdu.max(64),
+            max_own_connections: self.max_own_connections,
             max_outstanding: self.max_outstanding.max(1),
             client_queue: self.client_queue.max(1),
             client_queue_bytes: self.client_queue_bytes.max(4096),

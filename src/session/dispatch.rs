@@ -243,7 +243,7 @@ async fn connection(
 ) -> Result<(Arc<Conn>, Option<String>, bool), Next> {
     match via {
         Via::Fresh => {
-            let c = pool.private(None).await.map_err(Next::Skip)?;
+            let c = pool.private(None).await.map_err(skip_unless_busy)?;
             Ok((c, None, false))
         }
         Via::Shared(proxy) => {
@@ -284,9 +284,19 @@ async fn connection(
                     Kind::BindRefused(code),
                     format!("your identity could not be established on DSA {name} ({text}, result {code})"),
                 )),
-                e => Next::Skip(e),
+                e => skip_unless_busy(e),
             })
         }
+    }
+}
+
+/// A DSA that cannot be reached is skipped; one at its limit of clients'
+/// own connections answers `busy` (the limit is the administrator's).
+fn skip_unless_busy(e: Error) -> Next {
+    if e.kind == Kind::Busy {
+        Next::Fail(e)
+    } else {
+        Next::Skip(e)
     }
 }
 

@@ -510,6 +510,7 @@ mod tests {
             op_timeout,
             max_response_pdu: 1 << 20,
             fall: 3,
+            max_own_connections: 0,
         }
     }
 

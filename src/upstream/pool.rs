@@ -133,6 +133,22 @@ impl Pool {
     /// A connection of the client's own (anonymous, or bound by replaying
     /// the client's bind).
     pub async fn private(&self, identity: Option<&BindPdu>) -> Result<Arc<Conn>, Error> {
+        let max = self.limits.max_own_connections;
+        if max > 0
+            && self
+                .dsa
+                .own_conns
+                .load(std::sync::atomic::Ordering::Relaxed)
+                >= max as i64
+        {
+            return Err(Error::router(
+                Kind::Busy,
+                format!(
+                    "DSA {} has {max} connections of clients' own (--max-own-connections)",
+                    self.dsa.name
+                ),
+            ));
+        }
         let c = connect_bound(
             &self.dsa,
             &self.addrs,

@@ -170,6 +170,7 @@ fn ppolicy_slapd() -> Slapd {
         global: "moduleload ppolicy\n".to_string(),
         database: "overlay ppolicy\nppolicy_default \"cn=default,ou=policies,{suffix}\"\n"
             .to_string(),
+        ..SlapdConfig::default()
     })
 }
 

@@ -10,7 +10,7 @@
 //! slapd is set up so that sharing a DSA connection between clients shows:
 //! `sssvlv-maxperconn 1` (a second VLV context on one connection gets
 //! `busy`), and SASL without security layers (`maxssf=0`: the router reads
-//! every PDU), with users' passwords checked against their `userPassword`.
+//! every PDU), users' SASL passwords in a sasldb of the test's own.
 //!
 //! Needs slapd, ldap-utils, Python ldap3 and a JDK
 //! (`scripts/install-deps.sh`).
@@ -31,6 +31,9 @@ use support::slapd::{
 };
 
 const DEMOCORP: &str = "o=DEMOCORP,c=AU";
+/// alice's password in slapd's sasldb (her directory password differs:
+/// a SASL bind that works proves the sasldb is what checks it).
+const SASL_PW: &str = "alice-in-sasldb";
 
 /// slapd with sssvlv, syncprov and SASL.
 fn stateful_slapd() -> Slapd {
@@ -46,6 +49,7 @@ fn stateful_slapd() -> Slapd {
         database: "index entryCSN,entryUUID eq\noverlay syncprov\n\
                    overlay sssvlv\nsssvlv-maxperconn 1\n"
             .to_string(),
+        sasldb: vec![("alice".to_string(), SASL_PW.to_string())],
     })
 }
 
@@ -186,7 +190,7 @@ fn sasl_binds_through_the_router() {
         for mech in ["DIGEST-MD5", "SCRAM-SHA-256"] {
             let out = ldap_tool(
                 "ldapwhoami",
-                &["-Q", "-H", &url, "-Y", mech, "-U", "alice", "-w", ALICE_PW],
+                &["-Q", "-H", &url, "-Y", mech, "-U", "alice", "-w", SASL_PW],
                 None,
             );
             assert!(out.success(), "{label} {}", show(mech, &out));
@@ -203,10 +207,11 @@ fn sasl_binds_through_the_router() {
                 "-U",
                 "alice",
                 "-w",
-                "nope",
+                ALICE_PW,
             ],
             None,
         );
+        // Her directory password is not her SASL password.
         assert_eq!(
             out.code,
             Some(49),
@@ -224,7 +229,7 @@ fn sasl_binds_through_the_router() {
                 "-U",
                 "alice",
                 "-w",
-                ALICE_PW,
+                SASL_PW,
                 "-b",
                 DEMOCORP,
                 "(uid=alice)",
@@ -235,14 +240,14 @@ fn sasl_binds_through_the_router() {
         assert!(out.success(), "{label} {}", show("ldapsearch (SASL)", &out));
         assert!(out.stdout.contains("uid: alice"), "{label}: {}", out.stdout);
         // Python ldap3 and JNDI with DIGEST-MD5.
-        let out = python("sasl", &url, &["alice", ALICE_PW]);
+        let out = python("sasl", &url, &["alice", SASL_PW]);
         assert!(out.success(), "{label} {}", show("ldap3 SASL", &out));
         assert!(
             out.stdout.contains(&format!("\"whoami\": \"dn:{alice}\"")),
             "{label}: {}",
             out.stdout
         );
-        let out = jndi("sasl", &url, &["alice", ALICE_PW]);
+        let out = jndi("sasl", &url, &["alice", SASL_PW]);
         assert!(out.success(), "{label} {}", show("JNDI SASL", &out));
     }
     // The access log shows the identity the DSA established.
@@ -488,4 +493,76 @@ fn cancel_and_transactions_through_the_router() {
         let out = python("txn", &url, &[]);
         assert!(out.success(), "{label} {}", show("transaction", &out));
     }
+}
+
+// ------------------------------------------------------------ limits
+
+#[test]
+fn own_connections_are_limited_per_dsa() {
+    let s = setup(&["--max-own-connections", "1"]);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("sync.ldif");
+    let mut holder = sync_rp(&s.router.url, &out);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while s.d1("own_connections") != 1 {
+        assert!(Instant::now() < deadline, "{}", s.status());
+        thread::sleep(Duration::from_millis(50));
+    }
+    let sorted = |url: &str| {
+        ldap_tool(
+            "ldapsearch",
+            &[
+                "-x",
+                "-LLL",
+                "-H",
+                url,
+                "-b",
+                "ou=people,o=DEMOCORP,c=AU",
+                "-E",
+                "!sss=cn:2.5.13.3",
+                "(uid=alice)",
+                "cn",
+            ],
+            None,
+        )
+    };
+    // The one own connection is taken: busy, naming the limit.
+    let got = sorted(&s.router.url);
+    assert_eq!(
+        got.code,
+        Some(51),
+        "{}",
+        show("sorted search at the limit", &got)
+    );
+    assert!(
+        got.stderr.contains("--max-own-connections"),
+        "{}",
+        got.stderr
+    );
+    // Plain reads share connections: unaffected.
+    let plain = ldap_tool(
+        "ldapsearch",
+        &[
+            "-x",
+            "-LLL",
+            "-H",
+            &s.router.url,
+            "-b",
+            DEMOCORP,
+            "(uid=alice)",
+            "1.1",
+        ],
+        None,
+    );
+    assert!(plain.success(), "{}", show("plain search", &plain));
+    // The holder leaves: its connection closes, and the next one fits.
+    let _ = holder.kill();
+    let _ = holder.wait();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while s.d1("own_connections") != 0 {
+        assert!(Instant::now() < deadline, "{}", s.status());
+        thread::sleep(Duration::from_millis(50));
+    }
+    let got = sorted(&s.router.url);
+    assert!(got.success(), "{}", show("sorted search after", &got));
 }

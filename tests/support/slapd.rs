@@ -94,7 +94,17 @@ pub struct SlapdConfig {
     /// More lines for each database (after its access rules), e.g.
     /// `overlay ppolicy`; `{suffix}` is replaced by the database's suffix.
     pub database: String,
+    /// SASL users (name, password) in a sasldb of this slapd's own (realm
+    /// [`SASL_REALM`]); when any, slapd checks SASL binds against it.
+    /// Debian's slapd reads its SASL configuration only from
+    /// `/etc/ldap/sasl2`, so slapd then runs in a mount namespace of its
+    /// own (`unshare -Urm`) where the temp dir's `sasl2/` is mounted there:
+    /// nothing outside the test changes.
+    pub sasldb: Vec<(String, String)>,
 }
+
+/// The realm of [`SlapdConfig::sasldb`] users.
+pub const SASL_REALM: &str = "DSA-ROUTER-TEST";
 
 impl SlapdConfig {
     pub fn new(name: &str, suffixes: &[&str], ldif: String) -> SlapdConfig {
@@ -299,6 +309,30 @@ impl Slapd {
         self.dir.join("slapd.conf")
     }
 
+    /// `sasl2/slapd.conf` naming `sasl2/sasldb2`, which holds `users`.
+    fn write_sasldb(&self, users: &[(String, String)]) {
+        let dir = self.dir.join("sasl2");
+        fs::create_dir_all(&dir).expect("create the sasl2 dir");
+        let db = dir.join("sasldb2");
+        fs::write(
+            dir.join("slapd.conf"),
+            format!("sasldb_path: {}\n", db.display()),
+        )
+        .expect("write the SASL config");
+        for (user, pw) in users {
+            let out = run_tool(
+                "saslpasswd2",
+                &["-f", path_str(&db), "-c", "-p", "-u", SASL_REALM, user],
+                Some(&format!("{pw}\n")),
+                Duration::from_secs(20),
+            );
+            assert!(
+                out.success(),
+                "saslpasswd2 {user}: {out:?}; install sasl2-bin (scripts/install-deps.sh)"
+            );
+        }
+    }
+
     fn write_config(&self, cfg: &SlapdConfig) {
         let d = self.dir.display();
         let mut c = String::new();
@@ -308,6 +342,10 @@ impl Slapd {
         }
         let _ = writeln!(c, "modulepath {MODULE_DIR}");
         let _ = writeln!(c, "moduleload back_mdb");
+        if !cfg.sasldb.is_empty() {
+            self.write_sasldb(&cfg.sasldb);
+            let _ = writeln!(c, "sasl-auxprops sasldb\nsasl-realm {SASL_REALM}");
+        }
         c.push_str(&cfg.global);
         if !cfg.global.ends_with('\n') && !cfg.global.is_empty() {
             c.push('\n');
@@ -444,7 +482,23 @@ access to *
             .unwrap_or_else(|e| panic!("dup {}: {e}", log_path.display()));
         let level = std::env::var("DSA_SLAPD_DEBUG").unwrap_or_else(|_| "none".to_string());
         let conf = self.conf_path();
-        let mut child = Command::new(SLAPD)
+        let sasl = self.dir.join("sasl2");
+        let mut cmd = if sasl.exists() {
+            // See SlapdConfig::sasldb. exec keeps the PID: signals reach slapd.
+            let mut c = Command::new("unshare");
+            c.args([
+                "-Urm",
+                "sh",
+                "-c",
+                "mount --bind \"$0\" /etc/ldap/sasl2 && exec \"$@\"",
+                path_str(&sasl),
+                SLAPD,
+            ]);
+            c
+        } else {
+            Command::new(SLAPD)
+        };
+        let mut child = cmd
             .args(["-d", &level, "-h", &self.url, "-f", path_str(&conf)])
             .stdin(Stdio::null())
             .stdout(log)
