@@ -82,6 +82,7 @@ impl Session {
                     out: self.out.clone(),
                     msgid: req.msgid,
                     resp_tag: 0x78,
+                    rebind: None,
                 });
                 let mut p = Pending::new(Sink::To(delivery.clone()));
                 p.op = crate::metrics::op_index("extended") as u8;

@@ -35,6 +35,8 @@ impl Session {
     ) {
         let router = self.router.clone();
         let cfg = &router.cfg;
+        // Set for this request only (a Password Modify of the client's own).
+        let rebind = self.next_rebind.take();
         if self.out.outstanding() >= cfg.max_outstanding {
             let msg = format!(
                 "dsa-router: too many outstanding operations on this connection (limit {})",
@@ -121,6 +123,7 @@ impl Session {
             out: self.out.clone(),
             msgid: req.msgid,
             resp_tag: req.op.response_tag().unwrap_or(0x78),
+            rebind,
         });
         let want = dispatch::Want::first(is_write, sticky);
         let metrics = router.metrics.clone();

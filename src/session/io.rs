@@ -36,6 +36,8 @@ pub async fn run(
         private: HashMap::new(),
         state_dsa: HashMap::new(),
         sasl: None,
+        rebind: None,
+        next_rebind: None,
         tls,
     };
     let cfg = &router.cfg;

@@ -146,6 +146,7 @@ impl Session {
                     (None, Identity::Bound(b)) if !b.dn.is_empty() => Some(b.dn.clone()),
                     (None, _) => None,
                 };
+                self.watch_own_password_change(target.as_deref(), value.as_deref());
                 match target {
                     Some(t) => self.forward(pdu, h, req, Some(&t), true).await,
                     None => {
@@ -241,6 +242,35 @@ fn bytes(v: Vec<String>) -> Vec<Vec<u8>> {
 }
 
 impl Session {
+    /// A bound client changing its own password: once the DSA accepts the
+    /// change, binds replayed on other DSAs carry the new password (a
+    /// client pinned to its own connections would otherwise fail there).
+    fn watch_own_password_change(&mut self, target: Option<&str>, value: Option<&[u8]>) {
+        let Identity::Bound(b) = &self.identity else {
+            return;
+        };
+        let (Some(old), Some(target)) = (&b.bind, target) else {
+            return;
+        };
+        let same =
+            |a: &str, b: &str| match (crate::dn::Dn::parse_ldap(a), crate::dn::Dn::parse_ldap(b)) {
+                (Ok(x), Ok(y)) => x == y,
+                _ => false,
+            };
+        if !same(&old.dn, target) {
+            return;
+        }
+        let slot = self
+            .rebind
+            .get_or_insert_with(|| std::sync::Arc::new(std::sync::Mutex::new(None)))
+            .clone();
+        self.next_rebind = Some(super::out::Rebind {
+            slot,
+            dn: old.dn.clone(),
+            new_password: value.and_then(request::passwd_modify_new),
+        });
+    }
+
     /// Answer a StartTLS request (the response carries the StartTLS OID,
     /// RFC 4511 4.14.2).
     async fn start_tls_answer(&self, msgid: i32, code: Code, msg: &str) {

@@ -89,6 +89,11 @@ struct Session {
     /// The DSA that holds this client's per-connection state (paged
     /// searches, VLV, transactions), by partition.
     state_dsa: HashMap<String, String>,
+    /// The bind to replay after a change of the client's own password,
+    /// once the DSA accepted it; and the hook for the next forwarded
+    /// request (the Password Modify).
+    rebind: Option<Arc<std::sync::Mutex<Option<BindPdu>>>>,
+    next_rebind: Option<out::Rebind>,
     /// A SASL bind in progress (saslBindInProgress): its connection.
     sasl: Option<sasl::InProgress>,
     /// Whether the connection runs over TLS (LDAPS or after StartTLS).
@@ -117,6 +122,15 @@ impl Session {
     }
 
     async fn handle_request(&mut self, pdu: Bytes, h: frame::Header, req: Request) -> Flow {
+        if let Some(slot) = &self.rebind {
+            let new = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+            if let (Some(new), Identity::Bound(b)) = (new, &mut self.identity) {
+                if b.bind.as_ref().is_some_and(|old| old.dn == new.dn) {
+                    tracing::debug!(client = %self.peer, "password changed: later replays carry the new one");
+                    b.bind = Some(new);
+                }
+            }
+        }
         if !matches!(req.op, Op::Unbind | Op::Abandon { .. }) {
             if let Err(over) = self.router.throttle.admit() {
                 if matches!(req.op, Op::Bind { .. }) {

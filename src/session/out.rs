@@ -10,6 +10,7 @@ use crate::error::Error;
 use crate::outbox::{Bound, Outbox, Push};
 use crate::upstream::conn::Conn;
 use crate::upstream::delivery::{Batch, Delivery as Deliver, Outlet};
+use crate::upstream::pool::BindPdu;
 use crate::wire::frame::{self, Header};
 use crate::wire::response;
 use bytes::{Bytes, BytesMut};
@@ -193,6 +194,37 @@ pub struct ToClient {
     pub msgid: i32,
     /// The response tag for errors the router answers itself.
     pub resp_tag: u8,
+    /// A bound client's change of its own password: on success, the bind
+    /// the router replays on other DSAs carries the new password.
+    pub rebind: Option<Rebind>,
+}
+
+/// Where a successful change of a client's own password leaves the simple
+/// bind to replay from now on (the session picks it up).
+pub struct Rebind {
+    pub slot: Arc<Mutex<Option<BindPdu>>>,
+    pub dn: String,
+    /// The new password the request named; else the DSA generates one and
+    /// returns it (genPasswd).
+    pub new_password: Option<Vec<u8>>,
+}
+
+impl Rebind {
+    /// After the Password Modify response `pdu`.
+    fn done(&self, pdu: &[u8], h: &Header) {
+        if response::result_code(pdu, h) != Some(0) {
+            return;
+        }
+        let pw = self.new_password.clone().or_else(|| {
+            response::extended_value(pdu)
+                .as_deref()
+                .and_then(crate::wire::request::passwd_modify_generated)
+        });
+        if let Some(pw) = pw {
+            let b = crate::upstream::pool::bind_pdu(&self.dn, &pw).freeze();
+            *lock(&self.slot) = Some(BindPdu::new(self.dn.clone(), b));
+        }
+    }
 }
 
 impl Deliver for ToClient {
@@ -201,6 +233,9 @@ impl Deliver for ToClient {
     }
 
     fn finish(&self, pdu: Bytes, h: &Header, batch: &mut Batch) {
+        if let Some(r) = &self.rebind {
+            r.done(&pdu, h);
+        }
         // Ended when its result is handed over, not before (the shutdown
         // grace and StartTLS count what is outstanding).
         frame::rewrite(

@@ -338,3 +338,97 @@ fn own_connection_always_runs_bound_clients_as_themselves() {
         assert!(!none.contains("cn=secret"), "{none}");
     }
 }
+
+// ------------------------------------------------ password changes
+
+/// A client bound on connections of its own changes its password: the
+/// binds the router replays later, on a DSA of the group where it has no
+/// connection yet, carry the new one (the DSAs replicate; here the
+/// administrator sets it on the others by hand). The bind and the change
+/// make connections on at most two of the three DSAs.
+#[test]
+fn a_changed_password_is_what_later_replays_carry() {
+    let dsas: Vec<Slapd> = (1..=3)
+        .map(|i| Slapd::start(SlapdConfig::seeded(&format!("PW{i}"), &[DEMOCORP])))
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let block = |name: &str, s: &Slapd| {
+        format!(
+            "set dsa \"{name}\" =\n{{\n\
+             \x20   prefix            = <c AU><o DEMOCORP>\n\
+             \x20   ldap-dsa-name     = <c AU><o DEMOCORP><cn router>\n\
+             \x20   ldap-dsa-password = \"{ROUTER_PW}\"\n\
+             \x20   address           = tcp \"127.0.0.1\" port {port}\n\
+             \x20   dsa-flags         = multi-write, load-share\n\
+             \x20   load-share-group  = \"G\"\n\
+             }};\n",
+            port = s.port
+        )
+    };
+    let k = dir.path().join("router.dxg");
+    let mut text: String = dsas
+        .iter()
+        .enumerate()
+        .map(|(i, s)| block(&format!("D{}", i + 1), s))
+        .collect();
+    text.push_str("set write-precedence = D1;\n");
+    fs::write(&k, text).unwrap();
+    let router = Router::start_with(&k, dir.path(), &["--own-connection", "always"]);
+    let alice = user_dn(DEMOCORP, "alice");
+    let new_pw = "alice-new-pw";
+    let got = rt().block_on(async {
+        use ldap3::{LdapConnAsync, Scope};
+        let (conn, mut ldap) = LdapConnAsync::new(&router.url).await.unwrap();
+        ldap3::drive!(conn);
+        assert_eq!(ldap.simple_bind(&alice, ALICE_PW).await.unwrap().rc, 0);
+        let ldap3::result::ExopResult(_, p) = ldap
+            .extended(ldap3::exop::PasswordModify {
+                user_id: None,
+                old_pass: Some(ALICE_PW),
+                new_pass: Some(new_pw),
+            })
+            .await
+            .unwrap();
+        assert_eq!(p.rc, 0, "password modify: {p:?}");
+        // Replication, by hand: D2 and D3 learn the new password too.
+        for s in &dsas[1..] {
+            let (c, mut admin) = LdapConnAsync::new(&s.url).await.unwrap();
+            ldap3::drive!(c);
+            admin
+                .simple_bind(&format!("cn=admin,{DEMOCORP}"), "secret")
+                .await
+                .unwrap();
+            let r = admin
+                .modify(
+                    &alice,
+                    vec![ldap3::Mod::Replace("userPassword", [new_pw].into())],
+                )
+                .await
+                .unwrap();
+            assert_eq!(r.rc, 0);
+        }
+        // Reads share the group's DSAs: both get one, each on alice's own
+        // connection there, bound by replaying her bind.
+        let mut codes = Vec::new();
+        for _ in 0..9 {
+            let ldap3::SearchResult(_, r) = ldap
+                .search(&alice, Scope::Base, "(objectClass=*)", vec!["userPassword"])
+                .await
+                .unwrap();
+            codes.push((r.rc, r.text));
+        }
+        codes
+    });
+    assert!(
+        got.iter().all(|(rc, _)| *rc == 0),
+        "{got:?}\n{}",
+        router.log_text()
+    );
+    let log = router.log_text();
+    for d in ["D1", "D2", "D3"] {
+        assert!(
+            log.contains(&format!("dsa={d}")),
+            "no read went to {d}:\n{log}"
+        );
+    }
+}

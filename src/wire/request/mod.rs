@@ -246,6 +246,25 @@ pub fn passwd_modify_user(value: &[u8]) -> Option<String> {
         .and_then(|f| string(Some(f)))
 }
 
+/// The newPasswd of a Password Modify request value (RFC 3062), if given.
+pub fn passwd_modify_new(value: &[u8]) -> Option<Vec<u8>> {
+    passwd_modify_field(value, 2)
+}
+
+/// The genPasswd of a Password Modify response value, if given.
+pub fn passwd_modify_generated(value: &[u8]) -> Option<Vec<u8>> {
+    passwd_modify_field(value, 0)
+}
+
+fn passwd_modify_field(value: &[u8], num: u8) -> Option<Vec<u8>> {
+    let mut all = value;
+    let t = ber::split(&mut all).filter(|_| ber::well_formed(value, 3))?;
+    t.cons()?
+        .find(|f| f.is(CONTEXT, num))
+        .and_then(Tlv::prim)
+        .map(<[u8]>::to_vec)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
