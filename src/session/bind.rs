@@ -23,6 +23,7 @@ use super::{dispatch, Bound, Flow, Identity, Session};
 use crate::config::OwnConnection;
 use crate::dn::Dn;
 use crate::route::Lookup;
+use crate::upstream::conn::Conn;
 use crate::upstream::pending::{Pending, Sink};
 use crate::upstream::pool::BindPdu;
 use crate::wire::frame::{self, Header};
@@ -31,6 +32,7 @@ use crate::wire::request::{Op, Request};
 use crate::wire::response::result_code;
 use crate::wire::response::Code;
 use bytes::{Bytes, BytesMut};
+use std::sync::Arc;
 use tokio::sync::oneshot;
 
 impl Session {
@@ -157,29 +159,7 @@ impl Session {
         };
         let (dsa, conn) = (t.dsa, t.conn);
         let name = routing.snap.dsas[dsa].name.clone();
-        let resp = match tokio::time::timeout(self.router.cfg.op_timeout, rx).await {
-            Ok(Ok(r)) => r,
-            waited => {
-                let why = match waited {
-                    Err(_) => "timed out",
-                    _ => "connection lost",
-                };
-                conn.abandon(t.id);
-                conn.close();
-                let msg = format!("dsa-router: bind on DSA {name}: {why}");
-                self.reply(req, Code::Unavailable, "", &msg).await;
-                return Flow::Continue;
-            }
-        };
-        let Ok(rh) = frame::header(&resp) else {
-            conn.close();
-            self.reply(
-                req,
-                Code::Other,
-                "",
-                "dsa-router: malformed bind response from DSA",
-            )
-            .await;
+        let Some((resp, rh)) = self.bind_response(req, rx, &conn, t.id, &name).await else {
             return Flow::Continue;
         };
         let code = result_code(&resp, &rh).unwrap_or(80);
@@ -228,6 +208,43 @@ impl Session {
         };
         self.out.send(b.split().freeze()).await;
         Flow::Continue
+    }
+
+    /// Wait for the DSA's answer to a bind step sent as `id` on `conn`.
+    /// `None` when there is none to pass on: the client was answered (the
+    /// DSA did not answer in time, the connection was lost, the response
+    /// was malformed) and the connection closed.
+    pub(super) async fn bind_response(
+        &self,
+        req: &Request,
+        rx: oneshot::Receiver<Bytes>,
+        conn: &Arc<Conn>,
+        id: i32,
+        dsa: &str,
+    ) -> Option<(Bytes, Header)> {
+        let resp = match tokio::time::timeout(self.router.cfg.op_timeout, rx).await {
+            Ok(Ok(r)) => r,
+            waited => {
+                let why = match waited {
+                    Err(_) => "timed out",
+                    _ => "connection lost",
+                };
+                conn.abandon(id);
+                conn.close();
+                let msg = format!("dsa-router: bind on DSA {dsa}: {why}");
+                self.reply(req, Code::Unavailable, "", &msg).await;
+                return None;
+            }
+        };
+        match frame::header(&resp) {
+            Ok(h) => Some((resp, h)),
+            Err(_) => {
+                conn.close();
+                let msg = "dsa-router: malformed bind response from DSA";
+                self.reply(req, Code::Other, "", msg).await;
+                None
+            }
+        }
     }
 
     pub(super) fn become_anonymous(&mut self) {

@@ -110,24 +110,7 @@ impl Session {
                 }
             }
         };
-        let resp = match tokio::time::timeout(self.router.cfg.op_timeout, rx).await {
-            Ok(Ok(r)) => r,
-            waited => {
-                let why = match waited {
-                    Err(_) => "timed out",
-                    _ => "connection lost",
-                };
-                conn.abandon(id);
-                conn.close();
-                let msg = format!("dsa-router: SASL bind on DSA {dsa}: {why}");
-                self.reply(req, Code::Unavailable, "", &msg).await;
-                return Flow::Continue;
-            }
-        };
-        let Ok(rh) = frame::header(&resp) else {
-            conn.close();
-            let msg = "dsa-router: malformed bind response from DSA";
-            self.reply(req, Code::Other, "", msg).await;
+        let Some((resp, rh)) = self.bind_response(req, rx, &conn, id, &dsa).await else {
             return Flow::Continue;
         };
         let code = result_code(&resp, &rh).unwrap_or(80);

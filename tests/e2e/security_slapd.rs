@@ -31,20 +31,7 @@ const NEW_PW: &str = "brand-new-pw";
 /// conveyed originators (the shared connection with proxied authorization
 /// is what a bound client would get).
 fn knowledge(dir: &Path, s: &Slapd, router_pw: &str) -> PathBuf {
-    let dxc = format!(
-        "set dsa \"D1\" =\n{{\n\
-         \x20   prefix            = <c AU><o DEMOCORP>\n\
-         \x20   ldap-dsa-name     = <c AU><o DEMOCORP><cn router>\n\
-         \x20   ldap-dsa-password = \"{router_pw}\"\n\
-         \x20   address           = tcp \"127.0.0.1\" port {port}\n\
-         \x20   dsa-flags         = multi-write\n\
-         \x20   trust-flags       = trust-conveyed-originator\n\
-         }};\n",
-        port = s.port
-    );
-    let path = dir.join("router.dxg");
-    fs::write(&path, dxc).unwrap();
-    path
+    support::slapd::one_dsa_knowledge(dir, s.port, router_pw)
 }
 
 fn show(what: &str, out: &ToolOutput) -> String {

@@ -19,15 +19,15 @@
 use crate::support;
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use support::router::Router;
 use support::slapd::{
-    admin_dn, ldap_tool, pick_port, run_tool, seed_ldif, user_dn, Slapd, SlapdConfig, ToolOutput,
-    ADMIN_PW, ALICE_PW,
+    admin_dn, ldap_tool, one_dsa_knowledge, pick_port, run_tool, seed_ldif, user_dn, Slapd,
+    SlapdConfig, ToolOutput, ADMIN_PW, ALICE_PW, ROUTER_PW,
 };
 
 const DEMOCORP: &str = "o=DEMOCORP,c=AU";
@@ -53,26 +53,6 @@ fn stateful_slapd() -> Slapd {
     })
 }
 
-/// One DSA `D1` for `o=DEMOCORP,c=AU` that trusts the router's conveyed
-/// originators (so bound clients share the router's connection unless
-/// their state needs one of their own).
-fn knowledge(dir: &Path, s: &Slapd) -> PathBuf {
-    let dxc = format!(
-        "set dsa \"D1\" =\n{{\n\
-         \x20   prefix            = <c AU><o DEMOCORP>\n\
-         \x20   ldap-dsa-name     = <c AU><o DEMOCORP><cn router>\n\
-         \x20   ldap-dsa-password = \"routerpw\"\n\
-         \x20   address           = tcp \"127.0.0.1\" port {port}\n\
-         \x20   dsa-flags         = multi-write\n\
-         \x20   trust-flags       = trust-conveyed-originator\n\
-         }};\n",
-        port = s.port
-    );
-    let path = dir.join("router.dxg");
-    fs::write(&path, dxc).unwrap();
-    path
-}
-
 struct Setup {
     slapd: Slapd,
     router: Router,
@@ -86,7 +66,11 @@ fn setup(extra: &[&str]) -> Setup {
     let admin = format!("127.0.0.1:{}", pick_port());
     let mut args = vec!["--admin", admin.as_str(), "--probe-interval", "0.2"];
     args.extend_from_slice(extra);
-    let router = Router::start_with(&knowledge(dir.path(), &slapd), dir.path(), &args);
+    let router = Router::start_with(
+        &one_dsa_knowledge(dir.path(), slapd.port, ROUTER_PW),
+        dir.path(),
+        &args,
+    );
     let s = Setup {
         slapd,
         router,

@@ -1096,3 +1096,22 @@ fn base64_decode(s: &str) -> Option<Vec<u8>> {
     }
     Some(out)
 }
+
+/// Knowledge with one DSA `D1` for `o=DEMOCORP,c=AU` on `port`, trusting
+/// the router's conveyed originators, the router's identity `cn=router`
+/// with `router_pw`: written to `dir/router.dxg`.
+pub fn one_dsa_knowledge(dir: &Path, port: u16, router_pw: &str) -> PathBuf {
+    let dxc = format!(
+        "set dsa \"D1\" =\n{{\n\
+         \x20   prefix            = <c AU><o DEMOCORP>\n\
+         \x20   ldap-dsa-name     = <c AU><o DEMOCORP><cn router>\n\
+         \x20   ldap-dsa-password = \"{router_pw}\"\n\
+         \x20   address           = tcp \"127.0.0.1\" port {port}\n\
+         \x20   dsa-flags         = multi-write\n\
+         \x20   trust-flags       = trust-conveyed-originator\n\
+         }};\n"
+    );
+    let path = dir.join("router.dxg");
+    fs::write(&path, dxc).expect("write knowledge");
+    path
+}
