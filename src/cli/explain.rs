@@ -206,6 +206,14 @@ pub fn explain_route(
                         skipped.join(", ")
                     )
                 };
+                if !p.read_only.is_empty() {
+                    let ro: Vec<String> = p.read_only.iter().map(|&i| name(i)).collect();
+                    let _ = write!(
+                        x.reason,
+                        "; read-only DSAs take no writes: {}",
+                        ro.join(", ")
+                    );
+                }
             }
             Err(e) => fail(&mut x, e, p, snap, view),
         }
@@ -266,6 +274,11 @@ fn fail(
             x.error = Some("busy");
             x.message = Some(message::busy(p, group, snap, view));
             x.reason = "every target of the chosen group is at its concurrency limit".into();
+        }
+        RouteError::ReadOnly => {
+            x.error = Some("unwillingToPerform");
+            x.message = Some(message::read_only(p, snap));
+            x.reason = "every DSA of the partition is read-only: writes go nowhere".into();
         }
     }
 }

@@ -172,12 +172,27 @@ pub fn render_check(snap: &Snapshot, table: &Table) -> String {
                 },
             );
         }
-        let writer = p
-            .write_order
-            .first()
-            .map(|&i| snap.dsas[i].name.as_str())
-            .unwrap_or("-");
-        let _ = writeln!(out, "  writes: {writer} first, then the ordered list");
+        match p.write_order.first() {
+            Some(&i) => {
+                let _ = write!(
+                    out,
+                    "  writes: {} first, then the ordered list",
+                    snap.dsas[i].name
+                );
+            }
+            None => {
+                let _ = write!(out, "  writes: none (the partition is read-only)");
+            }
+        }
+        if !p.read_only.is_empty() {
+            let ro: Vec<&str> = p
+                .read_only
+                .iter()
+                .map(|&i| snap.dsas[i].name.as_str())
+                .collect();
+            let _ = write!(out, "; read-only, never written: {}", ro.join(", "));
+        }
+        let _ = writeln!(out);
     }
     out
 }

@@ -5,6 +5,20 @@ use super::{DsaView, Partition};
 use crate::knowledge::Snapshot;
 
 /// `unavailable` (52): names the partition and the state of each DSA.
+/// A write to a partition whose DSAs are all `read-only`.
+pub fn read_only(p: &Partition, snap: &Snapshot) -> String {
+    let names: Vec<&str> = p
+        .read_only
+        .iter()
+        .map(|&i| snap.dsas[i].name.as_str())
+        .collect();
+    format!(
+        "dsa-router: partition {} is read-only (knowledge marks {} read-only); updates are not accepted",
+        p.prefix,
+        names.join(", ")
+    )
+}
+
 pub fn unavailable(p: &Partition, snap: &Snapshot, view: &impl DsaView) -> String {
     let states: Vec<String> = p
         .order

@@ -48,8 +48,12 @@ pub struct Partition {
     pub order: Vec<DsaIdx>,
     /// Groups in group order.
     pub groups: Vec<Group>,
-    /// Order for writes (ordered list, then write-precedence).
+    /// Order for writes (ordered list, then write-precedence), without
+    /// the DSAs knowledge marks `read-only` (CA routers send them no
+    /// updates).
     pub write_order: Vec<DsaIdx>,
+    /// DSAs marked `read-only`, in the ordered list's order.
+    pub read_only: Vec<DsaIdx>,
     /// Rotation among equally loaded targets.
     rotor: AtomicUsize,
 }
@@ -117,13 +121,19 @@ impl Table {
                     order: vec![i],
                     groups: Vec::new(),
                     write_order: Vec::new(),
+                    read_only: Vec::new(),
                     rotor: AtomicUsize::new(0),
                 }),
             }
         }
         for p in &mut partitions {
             p.order = move_to_front(&p.order, &precedence);
-            p.write_order = move_to_front(&p.order, &write_prec);
+            let ro = |i: &DsaIdx| snap.dsas[*i].has_dsa_flag("read-only");
+            p.read_only = p.order.iter().copied().filter(ro).collect();
+            p.write_order = move_to_front(&p.order, &write_prec)
+                .into_iter()
+                .filter(|i| !ro(i))
+                .collect();
             let mut keys: Vec<GroupKey> = Vec::new();
             for &i in &p.order {
                 let key = snap.dsas[i].group();

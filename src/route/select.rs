@@ -56,6 +56,8 @@ pub enum RouteError {
     /// Every target of the chosen group (writes: the chosen DSA) is at its
     /// concurrency limit. Never spills into another group.
     Busy { group: usize },
+    /// A write to a partition whose DSAs are all `read-only`.
+    ReadOnly,
 }
 
 /// Read selection (search, compare, bind): the first group with an eligible
@@ -104,6 +106,9 @@ pub fn select_read(p: &Partition, view: &impl DsaView, tick: usize) -> Result<Ch
 /// Write selection (add, modify, delete, modify DN): the first eligible DSA
 /// of the write order. Primary-with-failover, never load-shared.
 pub fn select_write(p: &Partition, view: &impl DsaView) -> Result<Choice, RouteError> {
+    if p.write_order.is_empty() && !p.read_only.is_empty() {
+        return Err(RouteError::ReadOnly);
+    }
     let Some(&dsa) = p.write_order.iter().find(|&&m| view.status(m).eligible()) else {
         return Err(RouteError::Unavailable);
     };

@@ -159,6 +159,10 @@ pub(super) async fn place(
                 let msg = message::busy(p, group, &routing.snap, &view);
                 return Err(Error::router(Kind::Busy, msg));
             }
+            Err(RouteError::ReadOnly) => {
+                let msg = message::read_only(p, &routing.snap);
+                return Err(Error::router(Kind::Unsupported, msg));
+            }
         };
         // Take the in-flight slot atomically; losing a race for the last
         // slot means selecting again (never another group).

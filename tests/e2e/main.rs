@@ -14,6 +14,7 @@ mod support;
 
 mod fanout_slapd;
 mod interop_slapd;
+mod knowledge_slapd;
 mod malformed;
 mod router_testdsa;
 mod security_slapd;

@@ -167,6 +167,7 @@ proptest! {
                 let g = &p.groups[group];
                 prop_assert!(g.members.iter().filter(|&&m| v.status(m).eligible()).all(|&m| v.saturated(m)));
             }
+            Err(RouteError::ReadOnly) => prop_assert!(false, "reads never meet read-only"),
         }
         if let Ok(c) = select_write(p, &v) {
             prop_assert!(v.status(c.dsa).eligible());
