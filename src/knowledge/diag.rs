@@ -148,3 +148,58 @@ mod tests {
         assert_eq!(e.text, "error: set dsa \"D1\" has no prefix\n");
     }
 }
+
+/// The candidate closest to `word` (case-insensitive edit distance of at
+/// most 2, and less than half the word), for "did you mean" hints.
+pub(super) fn closest<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
+    let w = word.to_ascii_lowercase();
+    candidates
+        .into_iter()
+        .filter(|c| !c.eq_ignore_ascii_case(word))
+        .map(|c| (edit_distance(&w, &c.to_ascii_lowercase()), c))
+        .filter(|&(d, _)| d <= 2 && d * 2 < w.chars().count().max(1))
+        .min_by_key(|&(d, _)| d)
+        .map(|(_, c)| c)
+}
+
+/// Levenshtein distance, by characters.
+pub(super) fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != *cb);
+            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod closest_tests {
+    use super::*;
+
+    #[test]
+    fn near_names_are_suggested_and_far_ones_not() {
+        let attrs = ["address", "prefix", "dsa-flags", "load-share-group"];
+        for (typo, want) in [
+            ("adress", Some("address")),
+            ("ADDRES", Some("address")),
+            ("prefx", Some("prefix")),
+            ("dsa-flag", Some("dsa-flags")),
+            ("load-share-grp", Some("load-share-group")),
+            ("lsg", None),
+            ("colour", None),
+            ("address", None),
+        ] {
+            assert_eq!(closest(typo, attrs), want, "{typo}");
+        }
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(edit_distance("", "ab"), 2);
+    }
+}

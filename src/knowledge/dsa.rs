@@ -70,17 +70,37 @@ const ATTRIBUTES: &[(&str, Form)] = &[
     ("dsa-router-tls", Form::Tls(|d, v| d.tls = Some(v))),
 ];
 
-/// CA attributes accepted and kept without effect on routing.
-const PASSIVE_ATTRS: &[&str] = &[
+/// CA attributes accepted and kept without effect on routing: the rest of
+/// CA's `set dsa` reference (OSI addresses, consoles, SNMP, DSP idle time,
+/// authentication levels), and a few seen in CA deployments.
+pub(super) const PASSIVE_ATTRS: &[&str] = &[
+    "tsap",
+    "ssap",
+    "osi-psap",
     "disp-psap",
+    "cmip-psap",
     "snmp-port",
     "console-port",
+    "remote-console-port",
+    "remote-console-ssl",
+    "console-password",
     "auth-levels",
     "dsp-idle-time",
     "ssl-auth-port",
     "cluster-name",
     "dsa-password-required",
 ];
+
+/// Passive attributes whose value is a secret: kept as `***`.
+const SECRET_ATTRS: &[&str] = &["console-password"];
+
+/// Every attribute name a `set dsa` block knows.
+pub(super) fn known_attributes() -> impl Iterator<Item = &'static str> {
+    ATTRIBUTES
+        .iter()
+        .map(|(a, _)| *a)
+        .chain(PASSIVE_ATTRS.iter().copied())
+}
 
 /// A block that parsed to its `;`, not yet checked whole.
 pub(super) struct Block {
@@ -111,12 +131,21 @@ pub(super) fn block(f: &mut File, warnings: &mut Vec<Diagnostic>) -> PResult<Blo
             Some((_, form)) => apply(&mut d, form, f, &attr, value, warnings)?,
             None => {
                 if !PASSIVE_ATTRS.contains(&attr.as_str()) {
+                    let hint = match super::diag::closest(&attr, known_attributes()) {
+                        Some(c) => format!(" (did you mean '{c}'?)"),
+                        None => String::new(),
+                    };
                     warnings.push(f.warn_at(
                         &attr_tok,
-                        format!("unknown attribute '{attr}' in set dsa \"{name}\", ignored"),
+                        format!("unknown attribute '{attr}' in set dsa \"{name}\", ignored{hint}"),
                     ));
                 }
-                d.other.push((attr, values::raw(value)));
+                let kept = if SECRET_ATTRS.contains(&attr.as_str()) {
+                    "***".to_string()
+                } else {
+                    values::raw(value)
+                };
+                d.other.push((attr, kept));
             }
         }
     }
@@ -174,7 +203,7 @@ fn apply(
         Form::Name(set) => set(d, values::single(f, value, attr)?),
         Form::Number(set) => set(d, values::number(f, value, attr)?),
         Form::Tls(set) => set(d, values::tls_mode(f, value, attr)?),
-        Form::Addresses(set) => set(d, values::addresses(f, value)?),
+        Form::Addresses(set) => set(d, values::addresses(f, value, warnings)?),
         Form::Flags(known, kind, set) => set(d, values::flags(f, value, known, kind, warnings)?),
     }
     Ok(())
@@ -211,19 +240,28 @@ impl Block {
             has_prefix,
         } = self;
         let name = &d.name;
-        if !has_prefix {
-            return Err(f.err_at(
+        // A required attribute missing, perhaps misspelt among the unknown.
+        let missing = |attr: &str| {
+            let typo = d
+                .other
+                .iter()
+                .map(|(a, _)| a.as_str())
+                .find(|a| super::diag::closest(a, [attr]).is_some());
+            let hint = match typo {
+                Some(t) => format!(" (is '{t}' a typo for '{attr}'?)"),
+                None => String::new(),
+            };
+            f.err_at(
                 at.line,
                 at.column,
-                format!("set dsa \"{name}\" has no prefix"),
-            ));
+                format!("set dsa \"{name}\" has no {attr}{hint}"),
+            )
+        };
+        if !has_prefix {
+            return Err(missing("prefix"));
         }
         if d.addresses.is_empty() {
-            return Err(f.err_at(
-                at.line,
-                at.column,
-                format!("set dsa \"{name}\" has no address"),
-            ));
+            return Err(missing("address"));
         }
         if d.load_share_group.is_some() && !d.load_share() {
             warnings.push(f.warn_at(

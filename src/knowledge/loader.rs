@@ -8,7 +8,7 @@
 //! one load reports every error. `set dsa` blocks are read in `dsa`, their
 //! attribute values in `values`.
 
-use super::diag::{Diagnostic, LoadError, Location};
+use super::diag::{self, Diagnostic, LoadError, Location};
 use super::dsa;
 use super::file::{text_of, File, PResult};
 use super::lexer::{lex, Tok, Token};
@@ -38,7 +38,19 @@ struct Loader<'a> {
     settings: super::RouterSettings,
     errors: Vec<Diagnostic>,
     warnings: Vec<Diagnostic>,
+    /// Names (lower case) of `set dsa` blocks that failed to load.
+    broken: Vec<String>,
 }
+
+/// The `set` commands the router reads (for "did you mean" hints).
+const KNOWN_SETS: &[&str] = &[
+    "dsa",
+    "precedence",
+    "write-precedence",
+    "dsa-router-cpu-threshold",
+    "dsa-router-memory-threshold",
+    "dsa-router-concurrency-limit",
+];
 
 pub(super) fn load(root: &Path, source: &dyn Source) -> Result<Snapshot, LoadError> {
     let mut l = Loader {
@@ -51,6 +63,7 @@ pub(super) fn load(root: &Path, source: &dyn Source) -> Result<Snapshot, LoadErr
         settings: super::RouterSettings::default(),
         errors: Vec::new(),
         warnings: Vec::new(),
+        broken: Vec::new(),
     };
     l.file(root, None);
     l.validate();
@@ -156,12 +169,53 @@ impl Loader<'_> {
                 f.pos += 1;
                 self.set(f)
             }
-            other => Err(f.err_at(
-                t.line,
-                t.column,
-                format!("expected 'set' or 'source', found {}", other.describe()),
-            )),
+            Tok::Word(w) if w.eq_ignore_ascii_case("clear") => {
+                f.pos += 1;
+                self.clear(f)
+            }
+            other => {
+                let hint = match other {
+                    Tok::Word(w) => diag::closest(w, ["set", "source", "clear"])
+                        .map(|c| format!(" (did you mean '{c}'?)"))
+                        .unwrap_or_default(),
+                    _ => String::new(),
+                };
+                Err(f.err_at(
+                    t.line,
+                    t.column,
+                    format!(
+                        "expected 'set', 'source' or 'clear', found {}{hint}",
+                        other.describe()
+                    ),
+                ))
+            }
         }
+    }
+
+    /// `clear dsas;`: CA's DSA initialization files start with it before
+    /// sourcing knowledge; it forgets the DSA knowledge loaded so far.
+    fn clear(&mut self, f: &mut File) -> PResult<()> {
+        let what = f.name("what to clear after 'clear'")?;
+        let key = text_of(&what).to_ascii_lowercase();
+        f.expect(Tok::Semi, &format!("';' after 'clear {key}'"))?;
+        if key == "dsas" {
+            if !self.dsas.is_empty() {
+                self.warnings.push(f.warn_at(
+                    &what,
+                    format!(
+                        "clear dsas: forgets the {} DSA block(s) loaded before it",
+                        self.dsas.len()
+                    ),
+                ));
+            }
+            self.dsas.clear();
+        } else {
+            self.warnings.push(f.warn_at(
+                &what,
+                format!("clear {key}: not used by the router, ignored"),
+            ));
+        }
+        Ok(())
     }
 
     fn set(&mut self, f: &mut File) -> PResult<()> {
@@ -169,12 +223,24 @@ impl Loader<'_> {
         let key = text_of(&what).to_ascii_lowercase();
         match key.as_str() {
             "dsa" => {
-                let block = dsa::block(f, &mut self.warnings)?;
+                // Its name, so that errors naming it elsewhere can be
+                // marked as following from this block's error.
+                let name = f.peek().map(|t| text_of(t).to_ascii_lowercase());
+                let block = match dsa::block(f, &mut self.warnings) {
+                    Ok(b) => b,
+                    Err(e) => {
+                        self.broken.extend(name);
+                        return Err(e);
+                    }
+                };
                 // The statement parsed to its ';': an incomplete block is
                 // reported, and loading goes on with the next statement.
                 match block.check(f, &mut self.warnings) {
                     Ok(d) => self.dsas.push((d, f.text.clone())),
-                    Err(e) => self.errors.push(e),
+                    Err(e) => {
+                        self.broken.extend(name);
+                        self.errors.push(e)
+                    }
                 }
                 Ok(())
             }
@@ -183,8 +249,13 @@ impl Loader<'_> {
             | "dsa-router-memory-threshold"
             | "dsa-router-concurrency-limit" => self.set_router_setting(f, &key),
             _ => {
-                self.warnings
-                    .push(f.warn_at(&what, format!("set {key}: not used by the router, ignored")));
+                let hint = diag::closest(&key, KNOWN_SETS.iter().copied())
+                    .map(|c| format!(" (did you mean 'set {c}'?)"))
+                    .unwrap_or_default();
+                self.warnings.push(f.warn_at(
+                    &what,
+                    format!("set {key}: not used by the router, ignored{hint}"),
+                ));
                 f.skip_statement()
             }
         }
@@ -269,35 +340,110 @@ impl Loader<'_> {
                 seen.insert(key, i);
             }
         }
+        // Root causes first, in file order; then the errors that may only
+        // follow from them (a precedence list naming a block that did not
+        // load, or that a missing ';' swallowed), marked as such.
+        let mut errors = std::mem::take(&mut self.errors);
+        errors.sort_by_key(|d| self.position(d));
+        self.errors = errors;
+        let caused = !self.errors.is_empty();
+        let names: Vec<String> = self.dsas.iter().map(|(d, _)| d.name.clone()).collect();
         for (list, what) in [
             (&self.precedence, "set precedence"),
             (&self.write_precedence, "set write-precedence"),
         ] {
             for n in list.iter().flatten() {
-                if !seen.contains_key(&n.name.to_ascii_lowercase()) {
-                    self.errors.push(Diagnostic::error(
+                let key = n.name.to_ascii_lowercase();
+                if seen.contains_key(&key) {
+                    continue;
+                }
+                let mut msg = format!(
+                    "unknown DSA \"{}\" in {what}: no set dsa block has that name",
+                    n.name
+                );
+                if let Some(c) = diag::closest(&n.name, names.iter().map(String::as_str)) {
+                    msg += &format!(" (did you mean \"{c}\"?)");
+                }
+                if self.broken.contains(&key) {
+                    msg += " (its set dsa block did not load: see the error above)";
+                } else if caused {
+                    msg += " (this may follow from an error above)";
+                }
+                self.errors.push(Diagnostic::error(
+                    msg,
+                    Some(n.at.clone()),
+                    Some(&n.line_text),
+                ));
+            }
+        }
+        self.near_duplicates();
+    }
+
+    /// A diagnostic's place: file (in load order), line, column.
+    fn position(&self, d: &Diagnostic) -> Option<(Option<usize>, usize, usize)> {
+        d.location.as_ref().map(|l| {
+            (
+                self.files.iter().position(|f| **f == *l.file),
+                l.line,
+                l.column,
+            )
+        })
+    }
+
+    /// A prefix or a load-share group with one member whose name is close
+    /// to another's: likely a typo that made a partition or group of its
+    /// own.
+    fn near_duplicates(&mut self) {
+        let mut found = Vec::new();
+        for (label, key) in [
+            (
+                "partition",
+                (|d: &DsaDef| Some(d.prefix.to_string())) as fn(&DsaDef) -> Option<String>,
+            ),
+            ("load-share group", |d: &DsaDef| d.load_share_group.clone()),
+        ] {
+            let mut count: Vec<(String, usize, usize)> = Vec::new();
+            for (i, (d, _)) in self.dsas.iter().enumerate() {
+                let Some(k) = key(d) else {
+                    continue;
+                };
+                match count
+                    .iter_mut()
+                    .find(|(c, _, _)| c.eq_ignore_ascii_case(&k))
+                {
+                    Some(e) => e.1 += 1,
+                    None => count.push((k, 1, i)),
+                }
+            }
+            for (k, n, i) in &count {
+                if *n != 1 {
+                    continue;
+                }
+                // Names that differ only in their digits are a series
+                // (GROUP1, GROUP2), not a typo.
+                let letters = |s: &str| -> String {
+                    s.chars()
+                        .filter(|c| !c.is_ascii_digit())
+                        .collect::<String>()
+                        .to_ascii_lowercase()
+                };
+                let others = count
+                    .iter()
+                    .filter(|(o, _, _)| o != k && letters(o) != letters(k))
+                    .map(|(o, _, _)| o.as_str());
+                if let Some(c) = diag::closest(k, others) {
+                    let (d, text) = &self.dsas[*i];
+                    found.push(Diagnostic::warning(
                         format!(
-                            "unknown DSA \"{}\" in {what}: no set dsa block has that name",
-                            n.name
+                            "{label} \"{k}\" has one DSA ({}) and is close to {label} \"{c}\": a typo?",
+                            d.name
                         ),
-                        Some(n.at.clone()),
-                        Some(&n.line_text),
+                        Some(d.defined_at.clone()),
+                        Some(text),
                     ));
                 }
             }
         }
-        // Errors in file order.
-        self.errors.sort_by(|a, b| {
-            let key = |d: &Diagnostic| {
-                d.location.as_ref().map(|l| {
-                    (
-                        self.files.iter().position(|f| **f == *l.file),
-                        l.line,
-                        l.column,
-                    )
-                })
-            };
-            key(a).cmp(&key(b))
-        });
+        self.warnings.extend(found);
     }
 }

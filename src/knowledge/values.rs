@@ -136,15 +136,24 @@ pub(super) fn dn(f: &File, value: &[Token]) -> PResult<Dn> {
 }
 
 /// `tcp "host" port N [, ipv4 "host" port N ...]`
-pub(super) fn addresses(f: &File, value: &[Token]) -> PResult<Vec<Address>> {
+pub(super) fn addresses(
+    f: &File,
+    value: &[Token],
+    warnings: &mut Vec<Diagnostic>,
+) -> PResult<Vec<Address>> {
     value
         .split(|t| t.tok == Tok::Comma)
-        .map(|part| address(f, part, value))
+        .map(|part| address(f, part, value, warnings))
         .collect()
 }
 
 /// One `family host port N` of the address list `list`.
-fn address(f: &File, part: &[Token], list: &[Token]) -> PResult<Address> {
+fn address(
+    f: &File,
+    part: &[Token],
+    list: &[Token],
+    warnings: &mut Vec<Diagnostic>,
+) -> PResult<Address> {
     let Some(first) = part.first() else {
         let at = list.last().map(|t| (t.line, t.column)).unwrap_or((1, 1));
         return Err(f.err_at(at.0, at.1, "empty address in list".into()));
@@ -170,7 +179,21 @@ fn address(f: &File, part: &[Token], list: &[Token]) -> PResult<Address> {
                 tok: Tok::Word(_) | Tok::Str(_),
                 ..
             },
-        ) => text_of(t).to_string(),
+        ) => {
+            let written = text_of(t);
+            let host = written.trim();
+            if host.is_empty() {
+                return Err(f.err_at(t.line, t.column, "empty host name".into()));
+            }
+            if host.len() != written.len() {
+                // As printed in some CA knowledge-base articles.
+                warnings.push(f.warn_at(
+                    t,
+                    format!("host \"{written}\" has spaces around it; using \"{host}\""),
+                ));
+            }
+            host.to_string()
+        }
         Some(t) => {
             return Err(f.err_at(
                 t.line,

@@ -101,7 +101,14 @@ const ERRORS: &[(&[(&str, &str)], &str)] = &[
     (&[("r.dxg", "set dsa A = { prefix = \"cn=x,,o=y\" address = tcp h port 1 };\n")], "r.dxg:1:30: invalid DN"),
     (&[("r.dxg", "set dsa A = { prefix = <c AU><o> address = tcp h port 1 };\n")], "r.dxg:1:32: invalid DN"),
     (&[("r.dxg", "set dsa A = { prefix = <c AU> prefix = <c NZ> address = tcp h port 1 };\n")], "r.dxg:1:31: 'prefix' given twice"),
-    (&[("r.dxg", "sett dsa A = { };\n")], "r.dxg:1:1: expected 'set' or 'source'"),
+    (&[("r.dxg", "sett dsa A = { };\n")], "r.dxg:1:1: expected 'set', 'source' or 'clear', found 'sett' (did you mean 'set'?)"),
+    // A misspelt required attribute: the cause named in the error.
+    (&[("r.dxg", "set dsa A = { prefix = <c AU> adress = tcp h port 1 };\n")], "r.dxg:1:9: set dsa \"A\" has no address (is 'adress' a typo for 'address'?)"),
+    // The root cause first, the knock-on error after it and marked.
+    (&[("r.dxg", "source \"a.dxc\";\nset write-precedence = A;\n"), ("a.dxc", "set dsa A = { prefix = <c AU> adress = tcp h port 1 };\n")], "a.dxc:1:9: set dsa \"A\" has no address"),
+    (&[("r.dxg", "set write-precedence = B;\nset dsa A = { prefix = <c AU> address = tcp h port 1 }\nset dsa B = { prefix = <c NZ> address = tcp h port 2 };\n")], "r.dxg:3:1: expected ';' after '}'"),
+    (&[("r.dxg", "set dsa Alpha = { prefix = <c AU> address = tcp h port 1 };\nset precedence = Alpah;\n")], "r.dxg:2:18: unknown DSA \"Alpah\" in set precedence: no set dsa block has that name (did you mean \"Alpha\"?)"),
+    (&[("r.dxg", "set dsa A = { prefix = <c AU> address = tcp \" \" port 1 };\n")], "r.dxg:1:45: empty host name"),
     (&[("r.dxg", "set dsa A = { prefix = <c AU> address = tcp h port 1 }\n")], "r.dxg:1:55: expected ';' after '}' (at end of file)"),
     (&[("r.dxg", "set dsa A = { prefix = <c AU> address = tcp h port 1 dsa-flags = load-share, };\n")], "r.dxg:1:76: expected a dsa-flag after ','"),
 ];
@@ -136,6 +143,100 @@ fn errors_name_file_line_and_column() {
             assert!(rendered.contains(line.as_str()));
         }
     }
+}
+
+#[test]
+fn knock_on_errors_are_marked() {
+    let src = Memory::default()
+        .with("r.dxg", "set write-precedence = B;\nset dsa A = { prefix = <c AU> address = tcp h port 1 }\nset dsa B = { prefix = <c NZ> address = tcp h port 2 };\n");
+    let err = knowledge::load_from(Path::new("r.dxg"), &src).unwrap_err();
+    assert_eq!(err.errors.len(), 2, "{err}");
+    assert!(
+        err.errors[1]
+            .message
+            .ends_with("(this may follow from an error above)"),
+        "{err}"
+    );
+}
+
+/// Every attribute of CA's `set dsa` reference, in its documented order,
+/// and `clear dsas;` as CA's DSA initialization files use it.
+const CA_FULL: &str = r#"set dsa "OLD" = { prefix = <c NZ> address = tcp "old" port 1 };
+clear dsas;
+set dsa "D1" =
+{
+    prefix              = <c AU><o DEMOCORP>
+    native-prefix       = <c AU><o DEMOCORP>
+    dsa-name            = <c AU><o DEMOCORP><cn D1>
+    dsa-password        = "secret"
+    ldap-dsa-name       = <c AU><o DEMOCORP><cn router>
+    ldap-dsa-password   = "routerpw"
+    address             = tcp " dsa-d1 " port 19389
+    tsap                = "TSAP"
+    ssap                = "SSAP"
+    osi-psap            = "PSAP"
+    disp-psap           = DISP
+    cmip-psap           = "CMIP"
+    snmp-port           = 19390
+    console-port        = 19391
+    remote-console-port = 19392
+    remote-console-ssl  = true
+    console-password    = "console-secret"
+    auth-levels         = anonymous, clear-password, ssl-auth
+    dsp-idle-time       = 600
+    dsa-flags           = multi-write, load-share
+    trust-flags         = trust-conveyed-originator, allow-check-password
+    link-flags          = dsp-ldap
+    load-share-group    = "GROUP1"
+};
+"#;
+
+#[test]
+fn the_whole_documented_set_dsa_grammar_loads() {
+    let src = Memory::default().with("r.dxg", CA_FULL);
+    let snap = knowledge::load_from(Path::new("r.dxg"), &src).unwrap();
+    let names: Vec<&str> = snap.dsas.iter().map(|d| d.name.as_str()).collect();
+    assert_eq!(names, ["D1"], "clear dsas forgets OLD");
+    let d1 = &snap.dsas[0];
+    assert_eq!(d1.addresses[0].host, "dsa-d1", "spaces trimmed");
+    let msgs: Vec<&str> = snap.warnings.iter().map(|w| w.message.as_str()).collect();
+    assert!(!msgs.iter().any(|m| m.contains("unknown")), "{msgs:?}");
+    assert!(
+        msgs.iter().any(|m| m.contains("has spaces around it")),
+        "{msgs:?}"
+    );
+    assert!(
+        msgs.iter().any(|m| m.contains("clear dsas: forgets the 1")),
+        "{msgs:?}"
+    );
+    // The console password is kept only as ***.
+    assert!(d1
+        .other
+        .iter()
+        .any(|(k, v)| k == "console-password" && v == "***"));
+    assert!(!format!("{d1:?}").contains("console-secret"));
+}
+
+#[test]
+fn typos_get_did_you_mean_and_lone_near_names_warn() {
+    let text = "set dsa A = { prefix = <o CUSTOMER> address = tcp h port 1 adress = tcp h port 2 };
+                set dsa B = { prefix = <o CUSTOMR> address = tcp h port 3 };
+                set dsa C = { prefix = <o X> address = tcp h port 4 dsa-flags = load-share load-share-group = GROUP1 };
+                set dsa D = { prefix = <o X> address = tcp h port 5 dsa-flags = load-share load-share-group = GROUP2 };
+                set precedense = A;
+";
+    let snap =
+        knowledge::load_from(Path::new("r.dxg"), &Memory::default().with("r.dxg", text)).unwrap();
+    let msgs: Vec<&str> = snap.warnings.iter().map(|w| w.message.as_str()).collect();
+    for want in [
+        "unknown attribute 'adress' in set dsa \"A\", ignored (did you mean 'address'?)",
+        "set precedense: not used by the router, ignored (did you mean 'set precedence'?)",
+        "partition \"o=CUSTOMR\" has one DSA (B) and is close to partition \"o=CUSTOMER\": a typo?",
+    ] {
+        assert!(msgs.contains(&want), "missing {want:?} in {msgs:?}");
+    }
+    // GROUP1 and GROUP2 are a series, not a typo.
+    assert!(!msgs.iter().any(|m| m.contains("GROUP")), "{msgs:?}");
 }
 
 #[test]
