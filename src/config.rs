@@ -145,6 +145,9 @@ pub struct HealthConfig {
     pub timeout: Duration,
     pub fall: u32,
     pub rise: u32,
+    /// Failback hold-down: a DSA that went down serves again only after
+    /// its probes have succeeded for this long (and `rise` in a row).
+    pub failback_hold: Duration,
     /// Probe search base (default: the root DSE, "").
     pub base: String,
     /// Probe filter (default `(objectClass=*)`).
@@ -160,6 +163,7 @@ impl Default for HealthConfig {
             timeout: Duration::from_secs(1),
             fall: 3,
             rise: 2,
+            failback_hold: Duration::ZERO,
             base: String::new(),
             filter: "(objectClass=*)".into(),
             bind: None,

@@ -114,6 +114,11 @@ impl std::fmt::Debug for Count {
 pub struct Track {
     pub oks: u32,
     pub fails: u32,
+    /// Down, with probes succeeding since then: the failback hold-down
+    /// runs from here.
+    pub recovering_since: Option<std::time::Instant>,
+    /// Remaining hold-down waived by an administrator (`ctl enable`).
+    pub hold_waived: bool,
     pub reason: String,
     pub since: SystemTime,
     pub probe_latency: Option<Duration>,
@@ -136,6 +141,8 @@ impl DsaState {
             track: Mutex::new(Track {
                 oks: 0,
                 fails: 0,
+                recovering_since: None,
+                hold_waived: false,
                 reason: "not probed yet".into(),
                 since: SystemTime::now(),
                 probe_latency: None,
@@ -185,12 +192,16 @@ impl DsaState {
         t.reason = reason;
         t.since = SystemTime::now();
         t.oks = 0;
+        t.recovering_since = None;
+        t.hold_waived = false;
         self.down_epoch.fetch_add(1, Ordering::Relaxed);
         self.down_signal.notify_waiters();
     }
 
-    /// A probe succeeded; up again after `rise` in a row.
-    pub fn probe_ok(&self, latency: Duration, rise: u32) {
+    /// A probe succeeded; up again after `rise` in a row and, once it has
+    /// been down, after probes have succeeded for `hold` (the failback
+    /// hold-down) unless an administrator waived it.
+    pub fn probe_ok(&self, latency: Duration, rise: u32, hold: Duration) {
         let mut t = self.track();
         t.fails = 0;
         t.probe_latency = Some(latency);
@@ -201,18 +212,56 @@ impl DsaState {
             return;
         }
         t.oks += 1;
-        if t.oks >= rise.max(1) {
-            self.set_up(true);
-            t.reason = format!("{} probe(s) succeeded", t.oks);
-            t.since = SystemTime::now();
-            tracing::info!(dsa = %self.name, reason = %t.reason, "DSA up");
+        let since = *t
+            .recovering_since
+            .get_or_insert_with(std::time::Instant::now);
+        let left = hold.saturating_sub(since.elapsed());
+        if t.oks < rise.max(1) {
+            if !hold.is_zero() && !t.hold_waived {
+                t.reason = format!(
+                    "answering again; back in service after the failback hold-down ({} s left)",
+                    left.as_secs().max(1)
+                );
+            }
+            return;
         }
+        if left.is_zero() || t.hold_waived {
+            self.set_up(true);
+            t.reason = if hold.is_zero() || t.hold_waived {
+                format!("{} probe(s) succeeded", t.oks)
+            } else {
+                format!(
+                    "probes succeeded for the failback hold-down ({} s)",
+                    hold.as_secs()
+                )
+            };
+            t.since = SystemTime::now();
+            t.recovering_since = None;
+            t.hold_waived = false;
+            tracing::info!(dsa = %self.name, reason = %t.reason, "DSA up");
+        } else {
+            t.reason = format!(
+                "answering again; back in service after the failback hold-down ({} s left)",
+                left.as_secs().max(1)
+            );
+        }
+    }
+
+    /// Time left before a recovering DSA serves again (failback
+    /// hold-down), if it is recovering.
+    pub fn failback_left(&self, hold: Duration) -> Option<Duration> {
+        let t = self.track();
+        if self.is_up() || t.hold_waived {
+            return None;
+        }
+        t.recovering_since.map(|s| hold.saturating_sub(s.elapsed()))
     }
 
     /// A probe (or an operation timeout) failed; down after `fall` in a row.
     pub fn probe_failed(&self, reason: &str, fall: u32) {
         let mut t = self.track();
         t.oks = 0;
+        t.recovering_since = None;
         if !self.is_up() {
             return;
         }
@@ -228,6 +277,7 @@ impl DsaState {
     pub fn passive_down(&self, reason: &str) {
         let mut t = self.track();
         t.oks = 0;
+        t.recovering_since = None;
         if self.is_up() {
             self.go_down(&mut t, reason.to_string());
         }
@@ -239,6 +289,30 @@ impl DsaState {
 
     pub fn set_admin(&self, a: Admin) {
         self.admin.store(a as u8, Ordering::Relaxed);
+        if a == Admin::Enabled {
+            self.waive_hold();
+        }
+    }
+
+    /// An administrator enabled the DSA: a DSA answering its probes again
+    /// serves at once, whatever is left of the failback hold-down; one
+    /// still failing serves after its next good probes.
+    fn waive_hold(&self) {
+        let mut t = self.track();
+        if self.is_up() {
+            return;
+        }
+        if t.recovering_since.is_some() {
+            self.set_up(true);
+            t.reason =
+                "enabled by an administrator while answering probes (failback hold-down waived)"
+                    .into();
+            t.since = SystemTime::now();
+            t.recovering_since = None;
+            tracing::info!(dsa = %self.name, reason = %t.reason, "DSA up");
+        } else {
+            t.hold_waived = true;
+        }
     }
 
     pub fn admin(&self) -> Admin {

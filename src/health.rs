@@ -132,7 +132,7 @@ pub(crate) async fn run(
                     };
                     match &result {
                         Ok(c) => {
-                            st.probe_ok(started.elapsed(), cfg.rise);
+                            st.probe_ok(started.elapsed(), cfg.rise, cfg.failback_hold);
                             if st.advertised_stale(advertised::REFRESH) {
                                 match advertised::read(c, cfg.timeout).await {
                                     Ok(a) => st.set_advertised(a),

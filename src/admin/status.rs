@@ -25,6 +25,9 @@ pub struct DsaReport {
     /// Unix seconds of the last health state change.
     pub last_change_unix: u64,
     pub probe_latency_ms: Option<f64>,
+    /// Seconds until a recovering DSA serves again (failback hold-down).
+    #[serde(default)]
+    pub failback_in_s: Option<f64>,
     pub addresses: Vec<String>,
 }
 
@@ -74,6 +77,11 @@ impl From<ReloadOutcome> for ReloadInfo {
 
 pub fn status(router: &Context) -> Status {
     let r = router.routing();
+    let hold = router
+        .cfg
+        .health
+        .as_ref()
+        .map_or(std::time::Duration::ZERO, |h| h.failback_hold);
     let partitions = r
         .table
         .partitions_sorted()
@@ -113,6 +121,7 @@ pub fn status(router: &Context) -> Status {
                             .map(|d| d.as_secs())
                             .unwrap_or(0),
                         probe_latency_ms: t.probe_latency.map(|d| d.as_secs_f64() * 1000.0),
+                        failback_in_s: st.failback_left(hold).map(|d| d.as_secs_f64()),
                         addresses: r.pools[i].addrs.clone(),
                     }
                 })

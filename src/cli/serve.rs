@@ -67,6 +67,12 @@ pub struct LimitArgs {
     /// Good probes in a row that bring a DSA back up.
     #[arg(long, default_value_t = 2)]
     pub rise: u32,
+    /// Failback hold-down: a DSA that went down serves again only after its
+    /// probes have succeeded for this long (CA Directory restores a failed
+    /// DSA after five minutes); `ctl enable NAME` brings it back at once.
+    /// `0` returns it after `--rise` good probes.
+    #[arg(long, default_value = "5m")]
+    pub failback_hold: String,
     /// Probe search base (default: the root DSE).
     #[arg(long, default_value = "")]
     pub probe_base: String,
@@ -138,6 +144,10 @@ pub fn parse_duration(s: &str) -> Result<Duration> {
 
 impl LimitArgs {
     pub fn config(&self) -> Result<Config> {
+        let failback_hold = match self.failback_hold.trim() {
+            "0" | "0s" | "0m" => Duration::ZERO,
+            s => parse_duration(s)?,
+        };
         Ok(Config {
             dsa_concurrency_limit: self.dsa_concurrency_limit,
             thresholds: crate::config::Thresholds::validate(
@@ -166,6 +176,7 @@ impl LimitArgs {
                 timeout: Duration::from_secs_f64(self.probe_timeout.max(0.01)),
                 fall: self.fall.max(1),
                 rise: self.rise.max(1),
+                failback_hold,
                 base: self.probe_base.clone(),
                 filter: self.probe_filter.clone(),
                 bind: None,

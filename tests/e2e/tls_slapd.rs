@@ -57,6 +57,8 @@ impl Router {
                 "0.2",
                 "--probe-timeout",
                 "1",
+                "--failback-hold",
+                "0",
             ];
             args.extend_from_slice(extra);
             let child = Command::new(BIN)

@@ -202,6 +202,9 @@ impl RouterProc {
             ("--probe-timeout", "0.2"),
             ("--fall", "3"),
             ("--rise", "2"),
+            // Back after `--rise` good probes (the hold-down has a test of
+            // its own).
+            ("--failback-hold", "0"),
             // Failover on the multi-threaded scheduler too (the other
             // suites run the default, one thread).
             ("--threads", "2"),
@@ -709,6 +712,61 @@ async fn wait_for(limit: Duration, mut cond: impl FnMut() -> bool) -> Option<Dur
 }
 
 // ------------------------------------------------------------ 1. kill -9
+
+/// Failback hold-down: a DSA killed and restarted at once answers its
+/// probes again but serves only after they have succeeded for the
+/// hold-down (here 3 s; the default is CA's five minutes); `/status` shows
+/// the time left; `ctl enable` brings it back at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_dsa_serves_again_only_after_the_failback_hold_down() {
+    let _g = SERIAL.lock().await;
+    let mut env =
+        blocking(|| Env::start_with(SEED, |_, _| Vec::new(), &[("--failback-hold", "3")]));
+    for enable in [false, true] {
+        blocking(|| env.dsa("D1").kill9());
+        let down = wait_for(Duration::from_secs(10), || {
+            env.router.status().state("D1") == "down"
+        })
+        .await;
+        assert!(down.is_some(), "D1 never went down");
+        let restarted = Instant::now();
+        blocking(|| env.dsa("D1").restart());
+        // Answering again: recovering, still out of service.
+        let recovering = wait_for(Duration::from_secs(10), || {
+            env.router.status().dsa("D1")["failback_in_s"].is_number()
+        })
+        .await;
+        assert!(recovering.is_some(), "{}", env.router.status().0);
+        let d1 = env.router.status().dsa("D1");
+        assert_eq!(d1["state"], "down", "{d1}");
+        assert!(
+            d1["reason"]
+                .as_str()
+                .unwrap_or("")
+                .contains("failback hold-down"),
+            "{d1}"
+        );
+        if enable {
+            let (code, out, err) = env.router.ctl(&["enable", "D1"]);
+            assert_eq!(code, 0, "ctl enable: {out} {err}");
+            let d1 = env.router.status().dsa("D1");
+            assert_eq!(d1["state"], "up", "ctl enable brings it back at once: {d1}");
+            assert!(restarted.elapsed() < Duration::from_millis(2900));
+        } else {
+            let up = wait_for(Duration::from_secs(15), || {
+                env.router.status().state("D1") == "up"
+            })
+            .await;
+            assert!(up.is_some(), "D1 never came back");
+            let took = restarted.elapsed();
+            assert!(
+                took >= Duration::from_millis(2900),
+                "D1 served again {took:?} after its restart, before the 3 s hold-down"
+            );
+            println!("failback: D1 up {took:?} after its restart (hold-down 3 s)");
+        }
+    }
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn kill9_of_a_dsa_under_load_loses_no_read_and_it_comes_back() {

@@ -46,6 +46,11 @@ impl Router {
             if serve_has_admin_option() && !extra.contains(&"--admin") {
                 args.extend(["--admin", "none"]);
             }
+            // DSAs that come back serve after `--rise` good probes, unless
+            // the test is about the failback hold-down.
+            if !extra.contains(&"--failback-hold") {
+                args.extend(["--failback-hold", "0"]);
+            }
             args.extend_from_slice(extra);
             let child = Command::new(env!("CARGO_BIN_EXE_dsa-router"))
                 .args(&args)
