@@ -78,6 +78,22 @@ pub async fn run_with_ldaps(
                 continue;
             }
         };
+        let looped = stream
+            .local_addr()
+            .ok()
+            .and_then(|l| crate::upstream::conn::own_outbound(&peer, &l));
+        if let Some(dsa) = looped {
+            // This router connected to itself: its knowledge names it as
+            // DSA `dsa`. Refused, so that nothing loops.
+            tracing::error!(client = %peer, dsa = %dsa, "loop: DSA {dsa}'s address is this router's own; refusing the connection (give serve --name {dsa}, or fix the address)");
+            router.metrics.refused(crate::metrics::Refusal::Connections);
+            refuse_with(
+                stream,
+                Code::LoopDetect,
+                "dsa-router: loop detected: this router connected to itself",
+            );
+            continue;
+        }
         let ip = peer.ip();
         let per_ip_limit = router.cfg.max_clients_per_ip;
         if per_ip_limit > 0 {
@@ -164,10 +180,14 @@ pub async fn run_with_ldaps(
 }
 
 /// Send a Notice of Disconnection and close, without holding up the loop.
-fn refuse(mut stream: tokio::net::TcpStream, msg: &'static str) {
+fn refuse(stream: tokio::net::TcpStream, msg: &'static str) {
+    refuse_with(stream, Code::Unavailable, msg)
+}
+
+fn refuse_with(mut stream: tokio::net::TcpStream, code: Code, msg: &'static str) {
     tokio::spawn(async move {
         let mut b = BytesMut::new();
-        response::notice_of_disconnection(Code::Unavailable, msg, &mut b);
+        response::notice_of_disconnection(code, msg, &mut b);
         let _ = tokio::time::timeout(std::time::Duration::from_secs(1), stream.write_all(&b)).await;
     });
 }

@@ -115,6 +115,40 @@ pub struct LimitArgs {
     pub own_connection: crate::config::OwnConnection,
 }
 
+/// The DSAs of `snap` with an address that is `listen` on this host: the
+/// same port, and an address of this host that `listen` covers (the same
+/// address, any address for `0.0.0.0`/`::`, loopback for loopback).
+fn own_block_by_address(snap: &crate::knowledge::Snapshot, listen: &str) -> Vec<String> {
+    use std::net::{ToSocketAddrs, UdpSocket};
+    let Ok(mut l) = listen.to_socket_addrs() else {
+        return Vec::new();
+    };
+    let Some(l) = l.next() else {
+        return Vec::new();
+    };
+    // An address of this host can be bound to.
+    let local = |ip: std::net::IpAddr| ip.is_loopback() || UdpSocket::bind((ip, 0)).is_ok();
+    let covers = |a: std::net::SocketAddr| {
+        a.port() == l.port()
+            && local(a.ip())
+            && (l.ip().is_unspecified()
+                || a.ip() == l.ip()
+                || (a.ip().is_loopback() && l.ip().is_loopback()))
+    };
+    snap.dsas
+        .iter()
+        .filter(|d| {
+            d.addresses.iter().any(|a| {
+                (a.host.as_str(), a.port)
+                    .to_socket_addrs()
+                    .map(|mut it| it.any(covers))
+                    .unwrap_or(false)
+            })
+        })
+        .map(|d| d.name.clone())
+        .collect()
+}
+
 /// `300`, `300s`, `5m`, `1h`.
 pub fn parse_duration(s: &str) -> Result<Duration> {
     let s = s.trim();
@@ -334,13 +368,29 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
                 .and_then(|d| crate::upstream::pool::socket_addrs(d).into_iter().next())
         })
         .unwrap_or_else(|| "127.0.0.1:3389".to_string());
+    // Without --name, the router's own block is the one whose address is
+    // this router's listen address: never a target of its own.
+    let name = args.name.clone().or_else(|| {
+        let found = own_block_by_address(&snap, &listen);
+        match found.as_slice() {
+            [one] => {
+                tracing::warn!(dsa = %one, %listen, "no --name: DSA {one}'s address is this router's listen address, so it is taken as the router's own block and never a target (pass --name {one} to say so)");
+                Some(one.clone())
+            }
+            [] => None,
+            many => {
+                tracing::warn!(%listen, dsas = ?many, "no --name: several DSAs have this router's listen address; none is taken as the router's own (pass --name); connections from the router to itself are refused");
+                None
+            }
+        }
+    });
     let router = match args
         .limits
         .config()
         .and_then(|mut c| args.tls.apply(&mut c).map(|_| c))
         .and_then(|mut c| {
             c.listen = listen;
-            Context::new(c, snap, args.name.clone())
+            Context::new(c, snap, name)
         }) {
         Ok(r) => Arc::new(r),
         Err(e) => {

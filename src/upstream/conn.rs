@@ -21,6 +21,7 @@ use crate::wire::response;
 use bytes::{Bytes, BytesMut};
 use std::collections::HashMap;
 use std::io;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -39,6 +40,70 @@ pub struct Conn {
     stop: CancellationToken,
     /// Counts it as a client's own connection on its DSA.
     own: Mutex<Option<crate::dsa_state::Count>>,
+    /// Its local port, registered in [`OUTBOUND`] while it lives.
+    _local: Option<Registered>,
+}
+
+/// Local ports of this process's connections to DSAs, with the DSA's
+/// name, registered before they connect: a client connection from one of
+/// them is the router talking to itself (knowledge that makes it a target
+/// of its own).
+static OUTBOUND: std::sync::LazyLock<dashmap::DashMap<u16, String>> =
+    std::sync::LazyLock::new(dashmap::DashMap::new);
+
+/// The DSA this process connected to as `peer`, if `peer` is one of its
+/// own outbound connections: from this host (`local` is the accepting
+/// socket's address) and from a port of ours.
+pub(crate) fn own_outbound(peer: &SocketAddr, local: &SocketAddr) -> Option<String> {
+    let same_host =
+        peer.ip() == local.ip() || (peer.ip().is_loopback() && local.ip().is_loopback());
+    if !same_host {
+        return None;
+    }
+    OUTBOUND.get(&peer.port()).map(|n| n.value().clone())
+}
+
+/// A port registered in [`OUTBOUND`], unregistered when dropped.
+struct Registered(u16);
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        OUTBOUND.remove(&self.0);
+    }
+}
+
+/// Connect to `to` from a port registered in [`OUTBOUND`] before the
+/// connection exists (so that accepting it can never win the race).
+async fn connect_registered(to: SocketAddr, dsa: &str) -> io::Result<(TcpStream, Registered)> {
+    let sock = if to.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    let any: SocketAddr = if to.is_ipv4() {
+        (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
+    } else {
+        (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+    };
+    sock.bind(any)?;
+    let port = sock.local_addr()?.port();
+    OUTBOUND.insert(port, dsa.to_string());
+    let reg = Registered(port);
+    let s = sock.connect(to).await?;
+    Ok((s, reg))
+}
+
+/// Connect to the first address `a` (`host:port`) resolves to that
+/// answers.
+async fn connect_any(a: &str, dsa: &str) -> io::Result<(TcpStream, Registered)> {
+    let mut last = io::Error::new(io::ErrorKind::NotFound, format!("{a}: no address"));
+    for to in tokio::net::lookup_host(a).await? {
+        match connect_registered(to, dsa).await {
+            Ok(c) => return Ok(c),
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
 }
 
 impl Conn {
@@ -53,11 +118,12 @@ impl Conn {
         let timeout = limits.connect_timeout;
         let mut last = io::Error::new(io::ErrorKind::NotFound, "no address");
         for a in addrs {
-            match tokio::time::timeout(timeout, TcpStream::connect(a.as_str())).await {
-                Ok(Ok(s)) => {
+            match tokio::time::timeout(timeout, connect_any(a, &dsa.name)).await {
+                Ok(Ok((s, reg))) => {
                     let _ = s.set_nodelay(true);
+                    let local = Some(reg);
                     let Some(tls) = tls else {
-                        return Ok(Self::start(dsa, s, limits));
+                        return Ok(Self::start(dsa, s, limits, local));
                     };
                     match tls.connect(s, a, timeout).await {
                         Ok(t) => {
@@ -67,6 +133,7 @@ impl Conn {
                                 rd,
                                 |_| WriteEnd::Stream(wr),
                                 limits,
+                                local,
                             ));
                         }
                         // Logged by the caller, once, as the reason the DSA
@@ -84,10 +151,21 @@ impl Conn {
         Err(last)
     }
 
-    fn start(dsa: Arc<DsaState>, stream: TcpStream, limits: Limits) -> Arc<Conn> {
+    fn start(
+        dsa: Arc<DsaState>,
+        stream: TcpStream,
+        limits: Limits,
+        local: Option<Registered>,
+    ) -> Arc<Conn> {
         let _ = stream.set_nodelay(true);
         let (rd, wr) = stream.into_split();
-        Self::start_halves::<_, OwnedWriteHalf>(dsa, rd, |ob| WriteEnd::direct(wr, ob), limits)
+        Self::start_halves::<_, OwnedWriteHalf>(
+            dsa,
+            rd,
+            |ob| WriteEnd::direct(wr, ob),
+            limits,
+            local,
+        )
     }
 
     /// Start the reader and writer tasks; `wire` makes the writer's end,
@@ -97,6 +175,7 @@ impl Conn {
         rd: R,
         wire: impl FnOnce(&Outbox) -> WriteEnd<W>,
         limits: Limits,
+        local: Option<Registered>,
     ) -> Arc<Conn>
     where
         R: AsyncRead + Unpin + Send + 'static,
@@ -110,6 +189,7 @@ impl Conn {
             alive: AtomicBool::new(true),
             stop: CancellationToken::new(),
             own: Mutex::new(None),
+            _local: local,
         });
         let wire = wire(&conn.out);
         tokio::spawn(writer(wire, conn.clone()));
@@ -519,7 +599,7 @@ mod tests {
         let (ours, theirs) = tokio::io::duplex(1 << 16);
         let (rd, wr) = tokio::io::split(ours);
         let dsa = Arc::new(DsaState::new("D1"));
-        let conn = Conn::start_halves(dsa, rd, |_| WriteEnd::Stream(wr), limits(op_timeout));
+        let conn = Conn::start_halves(dsa, rd, |_| WriteEnd::Stream(wr), limits(op_timeout), None);
         (conn, theirs)
     }
 

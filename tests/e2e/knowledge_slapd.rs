@@ -149,3 +149,122 @@ fn read_only_dsas_get_no_updates() {
     assert!(!exists(&ro.url, "refused"));
     assert!(exists(&router.url, "alice"), "reads are served");
 }
+
+// ------------------------------------------------------------ self-routing
+
+/// The seed knowledge in `dir`, the router block R1 at `port`.
+fn seed_with_router_at(dir: &Path, port: u16) -> PathBuf {
+    let seed = Path::new(env!("CARGO_MANIFEST_DIR")).join("knowledge");
+    for e in fs::read_dir(&seed).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "dxc" || x == "dxg") {
+            let mut text = fs::read_to_string(&p).unwrap();
+            if p.file_name().is_some_and(|n| n == "R1.dxc") {
+                text = text.replace("port 3389", &format!("port {port}"));
+            }
+            fs::write(dir.join(p.file_name().unwrap()), text).unwrap();
+        }
+    }
+    dir.join("router.dxg")
+}
+
+#[test]
+fn without_name_the_router_recognises_its_own_block_by_address() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = support::slapd::pick_port();
+    let k = seed_with_router_at(dir.path(), port);
+    let admin = format!("127.0.0.1:{}", support::slapd::pick_port());
+    let listen = format!("127.0.0.1:{port}");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dsa-router"))
+        .args([
+            "serve",
+            "--knowledge",
+            k.to_str().unwrap(),
+            "--listen",
+            &listen,
+        ])
+        .args(["--admin", &admin, "--probe-interval", "0"])
+        .env("NO_COLOR", "1")
+        .stderr(fs::File::create(dir.path().join("log")).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    let st = loop {
+        if let Ok(r) = ureq::get(&format!("http://{admin}/status")).call() {
+            break serde_json::from_str::<serde_json::Value>(&r.into_string().unwrap()).unwrap();
+        }
+        assert!(std::time::Instant::now() < deadline, "router did not start");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    let log = fs::read_to_string(dir.path().join("log")).unwrap();
+    assert!(log.contains("taken as the router's own block"), "{log}");
+    assert_eq!(st["router"], "R1", "{st}");
+    let targets: Vec<&str> = st["partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["dsas"].as_array().unwrap())
+        .map(|d| d["name"].as_str().unwrap())
+        .collect();
+    assert!(!targets.contains(&"R1"), "R1 is a target: {targets:?}");
+    assert_eq!(targets.len(), 6, "{targets:?}");
+}
+
+#[test]
+fn a_router_that_would_route_to_itself_refuses_the_loop() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = support::slapd::pick_port();
+    // "SELF" holds the partition at the router's own address, and --name
+    // names another block: knowledge that routes the router to itself.
+    let k = dir.path().join("router.dxg");
+    fs::write(
+        &k,
+        format!(
+            "set dsa R9 = {{ prefix = <c NZ> address = tcp \"192.0.2.1\" port 389 }};\n\
+             set dsa SELF = {{ prefix = <c AU><o DEMOCORP> address = tcp \"127.0.0.1\" port {port} }};\n"
+        ),
+    )
+    .unwrap();
+    let log_path = dir.path().join("log");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dsa-router"))
+        .args(["serve", "--knowledge", k.to_str().unwrap()])
+        .args(["--listen", &format!("127.0.0.1:{port}"), "--name", "R9"])
+        .args(["--admin", "none"])
+        .env("NO_COLOR", "1")
+        .stderr(fs::File::create(&log_path).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while !fs::read_to_string(&log_path)
+        .unwrap()
+        .contains("dsa-router listening")
+    {
+        assert!(std::time::Instant::now() < deadline, "router did not start");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let url = format!("ldap://127.0.0.1:{port}");
+    let t0 = std::time::Instant::now();
+    let out = ldap_tool(
+        "ldapsearch",
+        &["-x", "-H", &url, "-b", DEMOCORP, "-s", "base", "1.1"],
+        None,
+    );
+    assert!(
+        t0.elapsed() < std::time::Duration::from_secs(10),
+        "{:?}",
+        t0.elapsed()
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(out.code, Some(52), "{}", show("search", &out));
+    let log = fs::read_to_string(&log_path).unwrap();
+    assert!(
+        log.contains("loop: DSA SELF's address is this router's own"),
+        "{log}"
+    );
+    // Bounded: a few refused connections, not hundreds.
+    let loops = log.matches("loop: DSA SELF").count();
+    assert!(loops <= 10, "{loops} loop connections:\n{log}");
+}
