@@ -102,6 +102,51 @@ pub(super) fn known_attributes() -> impl Iterator<Item = &'static str> {
         .chain(PASSIVE_ATTRS.iter().copied())
 }
 
+/// `set dsa-router-dsa NAME = { tls = ... concurrency-limit = N };`: the
+/// router's own settings for a DSA, in a file only the router reads, so
+/// that the DSA's CA knowledge stays as a DXserver reads it.
+pub(super) struct RouterDsa {
+    pub name: String,
+    pub at: Location,
+    pub line_text: std::sync::Arc<String>,
+    pub tls: Option<TlsMode>,
+    pub concurrency_limit: Option<u32>,
+}
+
+/// Parse a block after `set dsa-router-dsa`, to its `;`.
+pub(super) fn router_block(f: &mut File) -> PResult<RouterDsa> {
+    let name_tok = f.name("a DSA name")?;
+    let name = text_of(&name_tok).to_string();
+    f.expect(Tok::Eq, "'=' after the DSA name")?;
+    f.expect(Tok::LBrace, "'{'")?;
+    let mut r = RouterDsa {
+        name: name.clone(),
+        at: f.loc(name_tok.line, name_tok.column),
+        line_text: f.text.clone(),
+        tls: None,
+        concurrency_limit: None,
+    };
+    while let Some((attr_tok, value)) = attribute(f, &name)? {
+        let attr = text_of(&attr_tok).to_ascii_lowercase();
+        match attr.trim_start_matches("dsa-router-") {
+            "tls" => r.tls = Some(values::tls_mode(f, value, &attr)?),
+            "concurrency-limit" => r.concurrency_limit = Some(values::number(f, value, &attr)?),
+            other => {
+                let hint = super::diag::closest(other, ["tls", "concurrency-limit"])
+                    .map(|c| format!(" (did you mean '{c}'?)"))
+                    .unwrap_or_default();
+                return Err(f.err_at(
+                    attr_tok.line,
+                    attr_tok.column,
+                    format!("unknown setting '{attr}' in set dsa-router-dsa \"{name}\": it takes tls and concurrency-limit{hint}"),
+                ));
+            }
+        }
+    }
+    f.expect(Tok::Semi, "';' after '}'")?;
+    Ok(r)
+}
+
 /// A block that parsed to its `;`, not yet checked whole.
 pub(super) struct Block {
     def: DsaDef,

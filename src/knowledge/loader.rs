@@ -40,11 +40,14 @@ struct Loader<'a> {
     warnings: Vec<Diagnostic>,
     /// Names (lower case) of `set dsa` blocks that failed to load.
     broken: Vec<String>,
+    /// `set dsa-router-dsa` blocks, applied once every DSA is loaded.
+    router_dsas: Vec<dsa::RouterDsa>,
 }
 
 /// The `set` commands the router reads (for "did you mean" hints).
 const KNOWN_SETS: &[&str] = &[
     "dsa",
+    "dsa-router-dsa",
     "precedence",
     "write-precedence",
     "dsa-router-cpu-threshold",
@@ -64,6 +67,7 @@ pub(super) fn load(root: &Path, source: &dyn Source) -> Result<Snapshot, LoadErr
         errors: Vec::new(),
         warnings: Vec::new(),
         broken: Vec::new(),
+        router_dsas: Vec::new(),
     };
     l.file(root, None);
     l.validate();
@@ -245,6 +249,11 @@ impl Loader<'_> {
                 Ok(())
             }
             "precedence" | "write-precedence" => self.set_precedence(f, &what, &key),
+            "dsa-router-dsa" => {
+                let r = dsa::router_block(f)?;
+                self.router_dsas.push(r);
+                Ok(())
+            }
             "dsa-router-cpu-threshold"
             | "dsa-router-memory-threshold"
             | "dsa-router-concurrency-limit" => self.set_router_setting(f, &key),
@@ -376,7 +385,43 @@ impl Loader<'_> {
                 ));
             }
         }
+        self.apply_router_dsas(caused);
         self.near_duplicates();
+    }
+
+    /// The router's own settings for DSAs, kept apart from CA knowledge.
+    fn apply_router_dsas(&mut self, caused: bool) {
+        for r in std::mem::take(&mut self.router_dsas) {
+            let key = r.name.to_ascii_lowercase();
+            let names: Vec<String> = self.dsas.iter().map(|(d, _)| d.name.clone()).collect();
+            let Some((d, _)) = self
+                .dsas
+                .iter_mut()
+                .find(|(d, _)| d.name.eq_ignore_ascii_case(&r.name))
+            else {
+                let mut msg = format!(
+                    "unknown DSA \"{}\" in set dsa-router-dsa: no set dsa block has that name",
+                    r.name
+                );
+                if let Some(c) = diag::closest(&r.name, names.iter().map(String::as_str)) {
+                    msg += &format!(" (did you mean \"{c}\"?)");
+                }
+                if self.broken.contains(&key) {
+                    msg += " (its set dsa block did not load: see the error above)";
+                } else if caused {
+                    msg += " (this may follow from an error above)";
+                }
+                self.errors
+                    .push(Diagnostic::error(msg, Some(r.at), Some(&r.line_text)));
+                continue;
+            };
+            if r.tls.is_some() {
+                d.tls = r.tls;
+            }
+            if r.concurrency_limit.is_some() {
+                d.concurrency_limit = r.concurrency_limit;
+            }
+        }
     }
 
     /// A diagnostic's place: file (in load order), line, column.

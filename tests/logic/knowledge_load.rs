@@ -295,3 +295,48 @@ fn check_command_reports_errors_in_sourced_files_and_exits_nonzero() {
     assert!(stdout.contains("partition o=CUSTOMER,c=AU"), "{stdout}");
     assert!(stdout.contains("router R1"), "{stdout}");
 }
+
+/// The router's own settings for a DSA in a file only the router sources:
+/// the DSA's CA knowledge stays exactly as a DXserver reads it.
+#[test]
+fn router_settings_live_apart_from_ca_knowledge() {
+    let src = Memory::default()
+        .with(
+            "k/router.dxg",
+            "source \"D1.dxc\";\nsource \"router-only.dxc\";\n",
+        )
+        .with(
+            "k/D1.dxc",
+            "set dsa \"D1\" = { prefix = <c AU> dsa-name = <c AU><cn D1> address = tcp h port 1 };\n",
+        )
+        .with(
+            "k/router-only.dxc",
+            "set dsa-router-dsa \"d1\" = { tls = starttls concurrency-limit = 7 };\n",
+        );
+    let snap = knowledge::load_from(Path::new("k/router.dxg"), &src).unwrap();
+    let d1 = &snap.dsas[0];
+    assert_eq!(d1.tls, Some(knowledge::TlsMode::StartTls));
+    assert_eq!(d1.concurrency_limit, Some(7));
+    assert!(snap.warnings.is_empty(), "{:?}", snap.warnings);
+
+    for (text, want) in [
+        (
+            "set dsa-router-dsa \"D2\" = { tls = ldaps };\n",
+            "unknown DSA \"D2\" in set dsa-router-dsa: no set dsa block has that name",
+        ),
+        (
+            "set dsa-router-dsa \"D1\" = { tlss = ldaps };\n",
+            "unknown setting 'tlss' in set dsa-router-dsa \"D1\": it takes tls and concurrency-limit (did you mean 'tls'?)",
+        ),
+    ] {
+        let src = Memory::default()
+            .with("k/router.dxg", "source \"D1.dxc\";\nsource \"router-only.dxc\";\n")
+            .with(
+                "k/D1.dxc",
+                "set dsa \"D1\" = { prefix = <c AU> address = tcp h port 1 };\n",
+            )
+            .with("k/router-only.dxc", text);
+        let err = knowledge::load_from(Path::new("k/router.dxg"), &src).unwrap_err();
+        assert!(err.errors[0].message.starts_with(want), "{err}");
+    }
+}
