@@ -199,19 +199,39 @@ pub(super) async fn place(
         };
         let mut pending = build(&placed);
         pending._guard = Some(guard);
+        // A DSA holding the partition under its native prefix gets the
+        // request's DNs there (and the conveyed identity).
+        let native = pool.native.clone();
+        let mapped = native
+            .as_ref()
+            .and_then(|m| m.request(pdu, h))
+            .map(|b| b.freeze());
+        if let (Some(m), Some(p)) = (&native, placed.proxy.as_mut()) {
+            if let Some(n) = p.strip_prefix("dn:").and_then(|d| m.to_native(d)) {
+                *p = format!("dn:{n}");
+            }
+        }
+        if native.is_some() {
+            pending.extra().map = native;
+        }
         if pending.persistent {
-            pending.count = Some(Box::new(Count::new(&routing.states.0[dsa], |s| {
-                &s.persistent
-            })));
+            pending.extra().count = Some(Count::new(&routing.states.0[dsa], |s| &s.persistent));
         }
         let delivery = match &pending.sink {
             Sink::To(d) => Some(d.clone()),
             _ => None,
         };
         let control = placed.proxy.as_deref().map(frame::proxy_authz_control);
+        let (pdu, h) = match mapped
+            .as_ref()
+            .and_then(|b| Some((b, frame::header(b).ok()?)))
+        {
+            Some((b, mh)) => (&b[..], mh),
+            None => (pdu, *h),
+        };
         let sent = placed
             .conn
-            .submit(pending, pdu, h, control.as_deref(), |conn, id| {
+            .submit(pending, pdu, &h, control.as_deref(), |conn, id| {
                 delivery.as_ref().is_none_or(|d| d.placed(conn, id))
             });
         match sent {

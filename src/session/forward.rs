@@ -153,7 +153,7 @@ impl Session {
                 hold: retry.is_some() && matches!(req.op, Op::Search { scope: 0, .. }),
                 held: Vec::new(),
                 persistent: needs.persistent,
-                count: None,
+                extra: None,
                 retry,
                 op: crate::metrics::op_index(req.op.name()) as u8,
                 metrics: Some(metrics),

@@ -203,7 +203,7 @@ impl Session {
                     hold: false,
                     held: Vec::new(),
                     persistent: false,
-                    count: None,
+                    extra: None,
                     retry,
                     op: crate::metrics::op_index("search") as u8,
                     metrics: None,

@@ -395,8 +395,8 @@ impl Conn {
             ));
         }
         let is_final = tag::is_final_response(h.op_tag);
-        let mut map = self.lock();
-        let Some(p) = map.get_mut(&h.msgid) else {
+        let mut map_lock = self.lock();
+        let Some(p) = map_lock.get_mut(&h.msgid) else {
             return Ok(()); // abandoned or timed out: drop
         };
         if !is_final {
@@ -412,25 +412,36 @@ impl Conn {
             };
             let d = d.clone();
             let held = std::mem::take(&mut p.held);
+            let map = p.map().cloned();
             // Delivered with the lock released: a delivery may end other
             // operations of this connection (a spanning search that reached
             // its size limit abandons its other parts, a client that
             // overflowed abandons all it has). Only this reader delivers,
             // so order is kept; an abandon racing this entry costs the
             // client one entry of an operation it gave up.
-            drop(map);
+            drop(map_lock);
             for held in held {
                 if let Ok(hh) = frame::header(&held) {
-                    d.deliver(&held, &hh, batch);
+                    match map.as_deref().and_then(|m| native_back(m, &held, &hh)) {
+                        Some((b, bh)) => d.deliver(&b, &bh, batch),
+                        None => d.deliver(&held, &hh, batch),
+                    }
                 }
             }
-            d.deliver(&pdu, &h, batch);
+            match map.as_deref().and_then(|m| native_back(m, &pdu, &h)) {
+                Some((b, bh)) => d.deliver(&b, &bh, batch),
+                None => d.deliver(&pdu, &h, batch),
+            }
             return Ok(());
         }
-        let Some(p) = map.remove(&h.msgid) else {
+        let Some(p) = map_lock.remove(&h.msgid) else {
             return Ok(());
         };
-        drop(map);
+        drop(map_lock);
+        let (pdu, h) = match p.map().and_then(|m| native_back(m, &pdu, &h)) {
+            Some(mapped) => mapped,
+            None => (pdu, h),
+        };
         let code = response::result_code(&pdu, &h);
         if matches!(p.sink, Sink::To(_)) {
             self.dsa.served.fetch_add(1, Ordering::Relaxed);
@@ -464,6 +475,19 @@ impl Conn {
         }
         Ok(())
     }
+}
+
+/// A response from a DSA that holds its partition under a native prefix,
+/// with its DNs moved back to the knowledge prefix.
+/// `None` when nothing changes.
+fn native_back(
+    m: &crate::wire::dnmap::PrefixMap,
+    pdu: &[u8],
+    h: &Header,
+) -> Option<(Bytes, Header)> {
+    let b = m.response(pdu, h)?.freeze();
+    let bh = frame::header(&b).ok()?;
+    Some((b, bh))
 }
 
 /// Drain what senders could not write at once, in batches.

@@ -24,6 +24,16 @@ pub enum Sink {
     Detached,
 }
 
+/// What few pending operations need.
+#[derive(Default)]
+pub struct Extra {
+    /// Counts it on its DSA while it runs (persistent searches).
+    pub count: Option<crate::dsa_state::Count>,
+    /// Its DSA holds the partition under a native prefix: responses' DNs
+    /// are moved back to the knowledge prefix.
+    pub map: Option<Arc<crate::wire::dnmap::PrefixMap>>,
+}
+
 /// Access-log context, present only when the access log is on.
 pub struct LogCtx {
     pub client: SocketAddr,
@@ -50,8 +60,8 @@ pub struct Pending {
     /// It may run without end (persistent search, refreshAndPersist): it
     /// never times out and its silence says nothing about the DSA.
     pub persistent: bool,
-    /// Counts it on its DSA while it runs (persistent searches).
-    pub count: Option<Box<crate::dsa_state::Count>>,
+    /// What few operations need (boxed: most have none).
+    pub extra: Option<Box<Extra>>,
     /// Operation kind (index into `metrics::OPS`) and where to count it.
     pub op: u8,
     pub metrics: Option<Arc<Metrics>>,
@@ -71,7 +81,7 @@ impl Pending {
             hold: false,
             held: Vec::new(),
             persistent: false,
-            count: None,
+            extra: None,
             op: 0,
             metrics: None,
             _guard: None,
@@ -87,6 +97,16 @@ impl Pending {
                 self.started.elapsed().as_micros() as u64,
             );
         }
+    }
+
+    /// The extras, made when first needed.
+    pub fn extra(&mut self) -> &mut Extra {
+        self.extra.get_or_insert_with(Box::default)
+    }
+
+    /// The prefix map of its DSA, if any.
+    pub fn map(&self) -> Option<&Arc<crate::wire::dnmap::PrefixMap>> {
+        self.extra.as_ref().and_then(|e| e.map.as_ref())
     }
 
     pub(super) fn retryable(&self) -> bool {

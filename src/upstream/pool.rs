@@ -14,6 +14,7 @@ pub(crate) use crate::config::Limits;
 use crate::dsa_state::DsaState;
 use crate::error::{Error, Kind};
 use crate::knowledge::{DsaDef, Secret};
+use crate::wire::dnmap::PrefixMap;
 use crate::wire::frame;
 use bytes::{Bytes, BytesMut};
 use ldap3_proto::proto::{LdapBindCred, LdapBindRequest, LdapMsg, LdapOp};
@@ -53,6 +54,8 @@ pub struct Pool {
     limits: Limits,
     /// TLS towards this DSA, when knowledge asks for it.
     pub tls: Option<crate::tls::DsaTls>,
+    /// The DSA holds the partition under its `native-prefix`.
+    pub native: Option<Arc<PrefixMap>>,
 }
 
 /// `host:port` strings of a DSA's addresses, in order.
@@ -76,12 +79,26 @@ impl Pool {
         limits: Limits,
         tls: Option<crate::tls::DsaTls>,
     ) -> Pool {
+        let native = def
+            .native_prefix
+            .as_ref()
+            .filter(|n| **n != def.prefix)
+            .map(|n| {
+                Arc::new(PrefixMap {
+                    prefix: def.prefix.clone(),
+                    native: n.clone(),
+                })
+            });
         let router_identity = match (&def.ldap_dsa_name, &def.ldap_dsa_password) {
             (Some(dn), pw) if def.trusts_conveyed_originator() => {
                 let pw = pw.clone().unwrap_or_else(|| Secret::new(""));
+                // Under the partition's prefix, it names an entry of the
+                // DSA's native tree.
+                let dn = dn.to_string();
+                let dn = native.as_ref().and_then(|m| m.to_native(&dn)).unwrap_or(dn);
                 Some(BindPdu::new(
-                    dn.to_string(),
-                    bind_pdu(&dn.to_string(), pw.expose().as_bytes()).freeze(),
+                    dn.clone(),
+                    bind_pdu(&dn, pw.expose().as_bytes()).freeze(),
                 ))
             }
             _ => None,
@@ -94,6 +111,7 @@ impl Pool {
             routed: Slot::default(),
             limits,
             tls,
+            native,
         }
     }
 
@@ -149,10 +167,17 @@ impl Pool {
                 ),
             ));
         }
+        // A replayed bind names the DSA's native tree.
+        let mapped = identity.and_then(|b| {
+            let m = self.native.as_ref()?;
+            let h = frame::header(&b.pdu).ok()?;
+            let pdu = m.request(&b.pdu, &h)?;
+            Some(BindPdu::new(m.to_native(&b.dn)?, pdu.freeze()))
+        });
         let c = connect_bound(
             &self.dsa,
             &self.addrs,
-            identity,
+            mapped.as_ref().or(identity),
             self.limits,
             self.tls.as_ref(),
         )

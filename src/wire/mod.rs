@@ -11,6 +11,7 @@
 //! * `response`: the PDUs the router writes itself (with `ldap3_proto`).
 
 pub mod ber;
+pub mod dnmap;
 pub mod frame;
 pub mod ppolicy;
 pub mod request;

@@ -268,3 +268,123 @@ fn a_router_that_would_route_to_itself_refuses_the_loop() {
     let loops = log.matches("loop: DSA SELF").count();
     assert!(loops <= 10, "{loops} loop connections:\n{log}");
 }
+
+// ------------------------------------------------------------ native-prefix
+
+#[test]
+fn a_dsa_with_a_native_prefix_stores_under_it_and_clients_see_the_knowledge_prefix() {
+    const NATIVE: &str = "o=NATIVE,c=AU";
+    let s = Slapd::start(SlapdConfig::seeded("NATIVE", &[NATIVE]));
+    let dir = tempfile::tempdir().unwrap();
+    let k = dir.path().join("router.dxg");
+    fs::write(
+        &k,
+        format!(
+            "set dsa \"N1\" =\n{{\n\
+             \x20   prefix        = <c AU><o DEMOCORP>\n\
+             \x20   native-prefix = <c AU><o NATIVE>\n\
+             \x20   address       = tcp \"127.0.0.1\" port {port}\n\
+             }};\n",
+            port = s.port
+        ),
+    )
+    .unwrap();
+    let router = Router::start(&k, dir.path());
+    let admin = admin_dn(DEMOCORP);
+    let search = |url: &str, base: &str, filter: &str| {
+        ldap_tool(
+            "ldapsearch",
+            &["-x", "-LLL", "-H", url, "-b", base, filter, "1.1"],
+            None,
+        )
+    };
+    // A search: DNs under the knowledge prefix.
+    let out = search(&router.url, DEMOCORP, "(uid=alice)");
+    assert!(out.success(), "{}", show("search", &out));
+    assert_eq!(
+        out.stdout.trim(),
+        format!("dn: uid=alice,ou=people,{DEMOCORP}"),
+        "{}",
+        out.stdout
+    );
+    // An add (bound as the administrator, whose DN is mapped too): stored
+    // under the DSA's own prefix.
+    let out = add(&router.url, "newbie");
+    assert!(out.success(), "{}", show("add", &out));
+    let direct = search(&s.url, NATIVE, "(uid=newbie)");
+    assert_eq!(
+        direct.stdout.trim(),
+        format!("dn: uid=newbie,ou=people,{NATIVE}"),
+        "{}",
+        direct.stdout
+    );
+    // A modify DN with a new superior: moved within the DSA's tree.
+    let out = ldap_tool(
+        "ldapmodrdn",
+        &[
+            "-x",
+            "-H",
+            &router.url,
+            "-D",
+            &admin,
+            "-w",
+            ADMIN_PW,
+            "-s",
+            &format!("ou=restricted,{DEMOCORP}"),
+            &format!("uid=newbie,ou=people,{DEMOCORP}"),
+            "uid=newbie",
+        ],
+        None,
+    );
+    assert!(out.success(), "{}", show("modrdn", &out));
+    let direct = ldap_tool(
+        "ldapsearch",
+        &[
+            "-x",
+            "-LLL",
+            "-H",
+            &s.url,
+            "-D",
+            &admin_dn(NATIVE),
+            "-w",
+            ADMIN_PW,
+            "-b",
+            NATIVE,
+            "(uid=newbie)",
+            "1.1",
+        ],
+        None,
+    );
+    assert_eq!(
+        direct.stdout.trim(),
+        format!("dn: uid=newbie,ou=restricted,{NATIVE}"),
+        "{}",
+        direct.stdout
+    );
+    // A bound user (bind DN mapped) and a missing entry's matchedDN.
+    let alice = format!("uid=alice,ou=people,{DEMOCORP}");
+    let out = ldap_tool(
+        "ldapsearch",
+        &[
+            "-x",
+            "-H",
+            &router.url,
+            "-D",
+            &alice,
+            "-w",
+            "alicepw",
+            "-b",
+            &format!("uid=nobody,ou=people,{DEMOCORP}"),
+            "-s",
+            "base",
+        ],
+        None,
+    );
+    assert_eq!(out.code, Some(32), "{}", show("missing entry", &out));
+    assert!(
+        out.stdout
+            .contains(&format!("matchedDN: ou=people,{DEMOCORP}")),
+        "{}",
+        out.stdout
+    );
+}
