@@ -34,6 +34,9 @@ pub struct DsaReport {
 #[derive(Debug, Serialize, Deserialize)]
 pub struct PartitionStatus {
     pub prefix: String,
+    /// The slot, in a horizontal partition (its DSAs grouped by slot).
+    #[serde(default)]
+    pub slot: Option<u32>,
     pub dsas: Vec<DsaReport>,
 }
 
@@ -88,6 +91,7 @@ pub fn status(router: &Context) -> Status {
         .into_iter()
         .map(|p| PartitionStatus {
             prefix: p.prefix.to_string(),
+            slot: p.hash.as_ref().map(|h| h.slot),
             dsas: p
                 .order
                 .iter()

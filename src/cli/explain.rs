@@ -53,6 +53,21 @@ pub struct Explanation {
     pub error: Option<&'static str>,
     /// The diagnostic message a client would get with `error`.
     pub message: Option<String>,
+    /// In a horizontal partition: how the slot was computed.
+    pub slot: Option<SlotInfo>,
+}
+
+/// The slot computation of a horizontal partition.
+#[derive(Debug, Serialize)]
+pub struct SlotInfo {
+    /// The attribute hashed (`*`: the RDN's).
+    pub attribute: String,
+    /// The value as normalised for hashing (`null` for the prefix entry).
+    pub value: Option<String>,
+    pub algorithm: &'static str,
+    pub hash: Option<u64>,
+    pub total: u32,
+    pub slot: u32,
 }
 
 impl Explanation {
@@ -67,6 +82,7 @@ impl Explanation {
             targets: Vec::new(),
             reason: String::new(),
             error: None,
+            slot: None,
             message: None,
         }
     }
@@ -89,6 +105,24 @@ impl Explanation {
             "partition: {}",
             self.partition.as_deref().unwrap_or("(none)")
         );
+        if let Some(s) = &self.slot {
+            match (&s.value, s.hash) {
+                (Some(v), Some(h)) => {
+                    let _ = writeln!(
+                        out,
+                        "slot:      {} of {}({}): {}(\"{v}\") = {h}, mod {} = {}",
+                        s.slot, s.algorithm, s.total, s.algorithm, s.total, s.slot
+                    );
+                }
+                _ => {
+                    let _ = writeln!(
+                        out,
+                        "slot:      {} of {}({}) (the partition's own entry: slot 0 answers)",
+                        s.slot, s.algorithm, s.total
+                    );
+                }
+            }
+        }
         if !self.dsas.is_empty() {
             let _ = writeln!(
                 out,
@@ -173,6 +207,24 @@ pub fn explain_route(
         }
     };
     x.partition = Some(p.prefix.to_string());
+    if let Some(h) = &p.hash {
+        let rdn = parsed
+            .depth()
+            .checked_sub(p.prefix.depth() + 1)
+            .map(|d| &parsed.rdns()[d]);
+        let ava = rdn.and_then(|r| match &h.attr {
+            Some(a) => r.avas().iter().find(|v| v.attr.eq_ignore_ascii_case(a)),
+            None => r.avas().first(),
+        });
+        x.slot = Some(SlotInfo {
+            attribute: h.attr.clone().unwrap_or_else(|| "*".into()),
+            value: ava.map(|v| crate::knowledge::hash::normalise(&v.value)),
+            algorithm: h.algo.name(),
+            hash: ava.map(|v| crate::knowledge::hash::hash(h.algo, &v.value)),
+            total: h.total,
+            slot: h.slot,
+        });
+    }
     let list = if op.is_write() {
         &p.write_order
     } else {

@@ -149,7 +149,22 @@ pub fn render_check(snap: &Snapshot, table: &Table) -> String {
         );
     }
     for p in table.partitions_sorted() {
-        let _ = writeln!(out, "partition {}", p.prefix);
+        match &p.hash {
+            Some(h) => {
+                let _ = writeln!(
+                    out,
+                    "partition {} slot {} of {} over {} ({})",
+                    p.prefix,
+                    h.slot,
+                    h.total,
+                    h.attr.as_deref().unwrap_or("*"),
+                    h.algo.name()
+                );
+            }
+            None => {
+                let _ = writeln!(out, "partition {}", p.prefix);
+            }
+        }
         for (pos, &i) in p.order.iter().enumerate() {
             let d = &snap.dsas[i];
             let group = match p.group_of(i).and_then(|g| g.name.as_deref()) {

@@ -172,6 +172,12 @@ pub(super) fn block(f: &mut File, warnings: &mut Vec<Diagnostic>) -> PResult<Blo
                 format!("'{attr}' given twice in set dsa \"{name}\""),
             ));
         }
+        if attr == "prefix" {
+            let (dn, hash) = split_hash(f, value)?;
+            d.prefix = values::dn(f, dn)?;
+            d.hash = hash;
+            continue;
+        }
         match ATTRIBUTES.iter().find(|(a, _)| *a == attr) {
             Some((_, form)) => apply(&mut d, form, f, &attr, value, warnings)?,
             None => {
@@ -200,6 +206,26 @@ pub(super) fn block(f: &mut File, warnings: &mut Vec<Diagnostic>) -> PResult<Blo
         name: name_tok,
         has_prefix: seen.contains("prefix"),
     })
+}
+
+/// A prefix's trailing horizontal-partition part, `<uid "[hash1(3)=0]">`,
+/// apart from the DN before it.
+fn split_hash<'t>(
+    f: &File,
+    value: &'t [Token],
+) -> PResult<(&'t [Token], Option<crate::knowledge::hash::HashPart>)> {
+    let Some((last, dn)) = value.split_last() else {
+        return Ok((value, None));
+    };
+    let Tok::Angle(a) = &last.tok else {
+        return Ok((value, None));
+    };
+    let inner = a.trim().trim_start_matches('<').trim_end_matches('>');
+    match crate::knowledge::hash::HashPart::parse(inner) {
+        None => Ok((value, None)),
+        Some(Ok(h)) => Ok((dn, Some(h))),
+        Some(Err(e)) => Err(f.err_at(last.line, last.column, e)),
+    }
 }
 
 /// The next `attribute = value` of the block (`None` after its `}`). A
@@ -258,6 +284,7 @@ fn empty(name: String, defined_at: Location) -> DsaDef {
     DsaDef {
         name,
         prefix: Dn::root(),
+        hash: None,
         native_prefix: None,
         dsa_name: None,
         dsa_password: None,

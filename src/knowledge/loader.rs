@@ -386,7 +386,72 @@ impl Loader<'_> {
             }
         }
         self.apply_router_dsas(caused);
+        self.horizontal_sets();
         self.near_duplicates();
+    }
+
+    /// Horizontal partitions: the DSAs sharing a prefix with a hash part
+    /// are one set; it needs one algorithm, one total and one attribute,
+    /// every slot covered, and no DSA of that prefix without a part.
+    fn horizontal_sets(&mut self) {
+        let mut sets: Vec<(String, Vec<usize>)> = Vec::new();
+        for (i, (d, _)) in self.dsas.iter().enumerate() {
+            let key = d.prefix.normalized();
+            match sets.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, v)) => v.push(i),
+                None => sets.push((key, vec![i])),
+            }
+        }
+        for (_, members) in sets {
+            let parts: Vec<(usize, &crate::knowledge::hash::HashPart)> = members
+                .iter()
+                .filter_map(|&i| self.dsas[i].0.hash.as_ref().map(|h| (i, h)))
+                .collect();
+            let Some(&(first_i, first)) = parts.first() else {
+                continue;
+            };
+            let mut errs = Vec::new();
+            let at = |i: usize| (self.dsas[i].0.defined_at.clone(), self.dsas[i].1.clone());
+            let prefix = self.dsas[first_i].0.prefix.to_string();
+            for &i in &members {
+                let d = &self.dsas[i].0;
+                match &d.hash {
+                    None => errs.push((i, format!(
+                        "DSA \"{}\" holds {prefix} whole, but DSA \"{}\" holds it as a horizontal partition ({}): a prefix is partitioned by hash on all its DSAs or on none",
+                        d.name, self.dsas[first_i].0.name, first.describe()
+                    ))),
+                    Some(h) if (h.algo, h.total, &h.attr) != (first.algo, first.total, &first.attr) => {
+                        errs.push((i, format!(
+                            "DSA \"{}\" partitions {prefix} as {}, but DSA \"{}\" as {}: one set has one attribute, algorithm and total",
+                            d.name, h.describe(), self.dsas[first_i].0.name, first.describe()
+                        )))
+                    }
+                    Some(_) => {}
+                }
+            }
+            if errs.is_empty() {
+                let missing: Vec<String> = (0..first.total)
+                    .filter(|s| !parts.iter().any(|(_, h)| h.slot == *s))
+                    .map(|s| s.to_string())
+                    .collect();
+                if !missing.is_empty() {
+                    errs.push((
+                        first_i,
+                        format!(
+                            "horizontal partition of {prefix} ({} of {}): no DSA holds slot(s) {}",
+                            first.algo.name(),
+                            first.total,
+                            missing.join(", ")
+                        ),
+                    ));
+                }
+            }
+            for (i, msg) in errs {
+                let (loc, text) = at(i);
+                self.errors
+                    .push(Diagnostic::error(msg, Some(loc), Some(&text)));
+            }
+        }
     }
 
     /// The router's own settings for DSAs, kept apart from CA knowledge.

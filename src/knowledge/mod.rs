@@ -29,6 +29,7 @@
 mod diag;
 mod dsa;
 mod file;
+pub mod hash;
 mod lexer;
 mod loader;
 mod values;
@@ -109,6 +110,10 @@ impl fmt::Display for Address {
 pub struct DsaDef {
     pub name: String,
     pub prefix: Dn,
+    /// A horizontal partition's part of `prefix` (`<uid "[hash1(3)=0]">`):
+    /// the DSA holds the entries just below `prefix` whose value hashes to
+    /// its slot.
+    pub hash: Option<crate::knowledge::hash::HashPart>,
     pub native_prefix: Option<Dn>,
     pub dsa_name: Option<Dn>,
     pub dsa_password: Option<Secret>,

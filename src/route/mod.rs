@@ -54,6 +54,10 @@ pub struct Partition {
     pub write_order: Vec<DsaIdx>,
     /// DSAs marked `read-only`, in the ordered list's order.
     pub read_only: Vec<DsaIdx>,
+    /// One slot of a horizontal partition of `prefix`: it holds the entries
+    /// just below `prefix` (and their subtrees) whose RDN value hashes to
+    /// it; slot 0 also answers for the `prefix` entry itself.
+    pub hash: Option<crate::knowledge::hash::HashPart>,
     /// Rotation among equally loaded targets.
     rotor: AtomicUsize,
 }
@@ -114,9 +118,14 @@ impl Table {
             if Some(i) == router_idx {
                 continue;
             }
-            match partitions.iter_mut().find(|p| p.prefix == d.prefix) {
+            let slot = d.hash.as_ref().map(|h| h.slot);
+            match partitions
+                .iter_mut()
+                .find(|p| p.prefix == d.prefix && p.hash.as_ref().map(|h| h.slot) == slot)
+            {
                 Some(p) => p.order.push(i),
                 None => partitions.push(Partition {
+                    hash: d.hash.clone(),
                     prefix: d.prefix.clone(),
                     order: vec![i],
                     groups: Vec::new(),
@@ -177,20 +186,34 @@ impl Table {
         &self.partitions
     }
 
-    /// Partitions in a stable, readable order (by prefix string).
+    /// Partitions in a stable, readable order (by prefix string, then
+    /// slot).
     pub fn partitions_sorted(&self) -> Vec<&Partition> {
         let mut v: Vec<&Partition> = self.partitions.iter().collect();
-        v.sort_by_key(|p| p.prefix.normalized());
+        v.sort_by_key(|p| (p.prefix.normalized(), p.hash.as_ref().map(|h| h.slot)));
         v
     }
 
-    /// The partition that holds `dn` (spec 3.1), or what lies below it.
+    /// The partition that holds `dn` (spec 3.1), or what lies below it. In
+    /// a horizontal partition, the slot of the RDN just below the prefix
+    /// (the prefix entry itself: slot 0).
     pub fn lookup(&self, dn: &Dn) -> Lookup<'_> {
         match self
             .partitions
             .iter()
             .find(|p| p.prefix.is_ancestor_or_self_of(dn))
         {
+            Some(p) if p.hash.is_some() => {
+                let want = self.slot_of(p, dn).unwrap_or(0);
+                let slot = self
+                    .partitions
+                    .iter()
+                    .find(|q| {
+                        q.prefix == p.prefix && q.hash.as_ref().is_some_and(|h| h.slot == want)
+                    })
+                    .unwrap_or(p);
+                Lookup::Partition(slot)
+            }
             Some(p) => Lookup::Partition(p),
             None => Lookup::NoPartition {
                 below: self
@@ -200,6 +223,17 @@ impl Table {
                     .collect(),
             },
         }
+    }
+}
+
+impl Table {
+    /// The slot `dn` hashes to in `p`'s horizontal partition: `None` for
+    /// the prefix entry itself, or when its RDN at that level lacks the
+    /// hashed attribute.
+    pub fn slot_of(&self, p: &Partition, dn: &Dn) -> Option<u32> {
+        let h = p.hash.as_ref()?;
+        let depth = dn.depth().checked_sub(p.prefix.depth() + 1)?;
+        h.slot_of(&dn.rdns()[depth])
     }
 }
 
@@ -224,34 +258,49 @@ impl Table {
     ///   for a one-level search only a partition whose prefix is a child of
     ///   the base, with base scope (its prefix entry is the child).
     pub fn spanning(&self, base: &Dn, scope: u8) -> Vec<Span<'_>> {
+        // Below the base: deeper partitions, and the slots of a horizontal
+        // partition whose prefix is the base (their entries are children
+        // of the base).
         let below = |q: &Partition| {
-            q.prefix.depth() > base.depth() && base.is_ancestor_or_self_of(&q.prefix)
+            (q.prefix.depth() > base.depth() && base.is_ancestor_or_self_of(&q.prefix))
+                || (q.hash.is_some() && q.prefix == *base)
         };
-        // The common case, on every search: nothing below the base.
-        if scope == 0 || !self.partitions.iter().any(below) {
-            return Vec::new();
-        }
         let holder = match self.lookup(base) {
             Lookup::Partition(p) => Some(p),
             Lookup::NoPartition { .. } => None,
         };
+        let others = |q: &Partition| below(q) && !holder.is_some_and(|h| std::ptr::eq(q, h));
+        // The common case, on every search: nothing below the base.
+        if scope == 0 || !self.partitions.iter().any(others) {
+            return Vec::new();
+        }
         let mut spans: Vec<Span<'_>> = self
             .partitions_sorted()
             .into_iter()
             .filter(|q| !holder.is_some_and(|h| std::ptr::eq(*q, h)))
             .filter(|q| below(q))
-            .filter_map(|q| match scope {
-                1 if q.prefix.depth() == base.depth() + 1 => Some(Span {
-                    partition: q,
-                    base: Some(&q.prefix),
-                    scope: 0,
-                }),
-                1 => None,
-                _ => Some(Span {
-                    partition: q,
-                    base: Some(&q.prefix),
-                    scope: 2,
-                }),
+            .filter_map(|q| {
+                // Every slot of a horizontal partition holds its prefix
+                // entry: only slot 0 returns it.
+                let sibling_slot = q.hash.as_ref().is_some_and(|h| h.slot != 0);
+                match scope {
+                    1 if q.prefix == *base => Some(Span {
+                        partition: q,
+                        base: Some(&q.prefix),
+                        scope: 1,
+                    }),
+                    1 if q.prefix.depth() == base.depth() + 1 && !sibling_slot => Some(Span {
+                        partition: q,
+                        base: Some(&q.prefix),
+                        scope: 0,
+                    }),
+                    1 => None,
+                    _ => Some(Span {
+                        partition: q,
+                        base: Some(&q.prefix),
+                        scope: if sibling_slot { 3 } else { 2 },
+                    }),
+                }
             })
             .collect();
         if spans.is_empty() {

@@ -101,6 +101,13 @@ impl Session {
                 return self.reply(req, Code::NoSuchObject, "", &msg).await;
             }
         };
+        // A modify DN that would move the entry to another partition (or
+        // slot of a horizontal partition): no one DSA can do it.
+        if let Op::ModDn { .. } = req.op {
+            if let Some(msg) = moves_between_dsas(&routing, p, &dn, pdu, h) {
+                return self.reply(req, Code::AffectsMultipleDSAs, "", &msg).await;
+            }
+        }
         // State the DSA keeps per connection (wire::state): such requests
         // run on a connection of the client's own, and those that continue
         // earlier state (pages, VLV windows, a transaction) go to the DSA
@@ -173,5 +180,50 @@ impl Session {
                 self.answer(req, &e).await;
             }
         }
+    }
+}
+
+/// Why a modify DN of `dn` (in partition `p`) cannot be done by one DSA,
+/// if it cannot: its new DN lies in another partition or slot.
+fn moves_between_dsas(
+    routing: &crate::context::Routing,
+    p: &crate::route::Partition,
+    dn: &Dn,
+    pdu: &[u8],
+    h: &Header,
+) -> Option<String> {
+    let (newrdn, sup) = crate::wire::request::moddn_target(pdu, h)?;
+    let parent = match sup {
+        Some(s) => Dn::parse_ldap(&s).ok()?,
+        None => dn.ancestor(dn.depth().saturating_sub(1)),
+    };
+    let rdn = Dn::parse_ldap(&newrdn).ok()?;
+    let mut rdns = rdn.rdns().to_vec();
+    rdns.extend_from_slice(parent.rdns());
+    let new = Dn::from_rdns(rdns);
+    match routing.table.lookup(&new) {
+        Lookup::Partition(q) if std::ptr::eq(p, q) => None,
+        Lookup::Partition(q) => Some(format!(
+            "dsa-router: the new DN {new} belongs to {}, not to {} where {dn} is: a modify DN cannot move an entry between DSAs",
+            describe(q),
+            describe(p)
+        )),
+        Lookup::NoPartition { .. } => Some(format!(
+            "dsa-router: no partition holds the new DN {new}"
+        )),
+    }
+}
+
+/// A partition, with its slot when it is one of a horizontal partition.
+pub(super) fn describe(p: &crate::route::Partition) -> String {
+    match &p.hash {
+        Some(h) => format!(
+            "partition {} slot {} ({} of {})",
+            p.prefix,
+            h.slot,
+            h.algo.name(),
+            h.total
+        ),
+        None => format!("partition {}", p.prefix),
     }
 }

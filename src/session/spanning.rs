@@ -108,8 +108,13 @@ impl Session {
                 let base = s
                     .base
                     .map_or_else(|| base_text.to_string(), |b| b.to_string());
+                // A slot of a horizontal partition is named with its slot.
+                let label = match &s.partition.hash {
+                    Some(h) => format!("{} slot {}", s.partition.prefix, h.slot),
+                    None => s.partition.prefix.to_string(),
+                };
                 fanout::Part::new(
-                    s.partition.prefix.to_string(),
+                    label,
                     continuation_urls(routing, s.partition, &base, s.scope),
                 )
             })

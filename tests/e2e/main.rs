@@ -13,6 +13,7 @@
 mod support;
 
 mod fanout_slapd;
+mod horizontal_slapd;
 mod interop_slapd;
 mod knowledge_slapd;
 mod malformed;

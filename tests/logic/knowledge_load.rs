@@ -109,6 +109,11 @@ const ERRORS: &[(&[(&str, &str)], &str)] = &[
     (&[("r.dxg", "set write-precedence = B;\nset dsa A = { prefix = <c AU> address = tcp h port 1 }\nset dsa B = { prefix = <c NZ> address = tcp h port 2 };\n")], "r.dxg:3:1: expected ';' after '}'"),
     (&[("r.dxg", "set dsa Alpha = { prefix = <c AU> address = tcp h port 1 };\nset precedence = Alpah;\n")], "r.dxg:2:18: unknown DSA \"Alpah\" in set precedence: no set dsa block has that name (did you mean \"Alpha\"?)"),
     (&[("r.dxg", "set dsa A = { prefix = <c AU> address = tcp \" \" port 1 };\n")], "r.dxg:1:45: empty host name"),
+    // Horizontal partitions: every slot held, one total, all or none.
+    (&[("r.dxg", "set dsa A = { prefix = <c AU><uid \"[hash1(3)=0]\"> address = tcp h port 1 };\nset dsa B = { prefix = <c AU><uid \"[hash1(3)=2]\"> address = tcp h port 2 };\n")], "r.dxg:1:9: horizontal partition of c=AU (hash1 of 3): no DSA holds slot(s) 1"),
+    (&[("r.dxg", "set dsa A = { prefix = <c AU><uid \"[hash1(2)=0]\"> address = tcp h port 1 };\nset dsa B = { prefix = <c AU><uid \"[hash2(2)=1]\"> address = tcp h port 2 };\n")], "r.dxg:2:9: DSA \"B\" partitions c=AU as <uid \"[hash2(2)=1]\">, but DSA \"A\" as <uid \"[hash1(2)=0]\">"),
+    (&[("r.dxg", "set dsa A = { prefix = <c AU><uid \"[hash1(1)=0]\"> address = tcp h port 1 };\nset dsa B = { prefix = <c AU> address = tcp h port 2 };\n")], "r.dxg:2:9: DSA \"B\" holds c=AU whole"),
+    (&[("r.dxg", "set dsa A = { prefix = <c AU><uid \"[hash1(2)=2]\"> address = tcp h port 1 };\n")], "r.dxg:1:30: horizontal-partition slot 2 is not in 0..2"),
     (&[("r.dxg", "set dsa A = { prefix = <c AU> address = tcp h port 1 }\n")], "r.dxg:1:55: expected ';' after '}' (at end of file)"),
     (&[("r.dxg", "set dsa A = { prefix = <c AU> address = tcp h port 1 dsa-flags = load-share, };\n")], "r.dxg:1:76: expected a dsa-flag after ','"),
 ];

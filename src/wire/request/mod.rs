@@ -246,6 +246,24 @@ pub fn passwd_modify_user(value: &[u8]) -> Option<String> {
         .and_then(|f| string(Some(f)))
 }
 
+/// A ModifyDNRequest's newrdn and newSuperior (if any).
+pub fn moddn_target(
+    pdu: &[u8],
+    h: &crate::wire::frame::Header,
+) -> Option<(String, Option<String>)> {
+    let op = ber::tlv(pdu.get(h.op_start..h.op_end)?).ok()?;
+    let mut f = op.cons()?;
+    let _entry = f.next()?;
+    let newrdn = string(f.next())?;
+    let _delete = f.next()?;
+    let sup = f.next().filter(|t| t.is(CONTEXT, 0)).and_then(|t| {
+        t.prim()
+            .and_then(|v| std::str::from_utf8(v).ok())
+            .map(str::to_string)
+    });
+    Some((newrdn, sup))
+}
+
 /// The newPasswd of a Password Modify request value (RFC 3062), if given.
 pub fn passwd_modify_new(value: &[u8]) -> Option<Vec<u8>> {
     passwd_modify_field(value, 2)

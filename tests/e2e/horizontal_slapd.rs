@@ -1,0 +1,240 @@
+//! Horizontal partitions (CA Directory's `<uid "[hash1(N)=S]">` prefix
+//! part) against real slapd: one flat namespace spread by the hash of each
+//! entry's uid over slot 0 (DSA A) and slot 1 (B1 and B2, a load-share
+//! group).
+//!
+//! Needs slapd and ldap-utils (`scripts/install-deps.sh`).
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+use crate::support;
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::fs;
+
+use dsa_router::knowledge::hash::{slot, Algo};
+use support::router::Router;
+use support::slapd::{ldap_tool, Slapd, SlapdConfig, ToolOutput, ADMIN_PW};
+
+const BASE: &str = "o=HP,c=AU";
+const USERS: usize = 2000;
+
+fn show(what: &str, out: &ToolOutput) -> String {
+    format!(
+        "{what}: exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.code, out.stdout, out.stderr
+    )
+}
+
+/// A slapd holding only the suffix entry.
+fn empty(name: &str) -> Slapd {
+    let ldif = format!("dn: {BASE}\nobjectClass: organization\no: HP\n\n");
+    Slapd::start(SlapdConfig::new(name, &[BASE], ldif))
+}
+
+fn user(i: usize) -> String {
+    format!("user{i:04}")
+}
+
+fn entry(i: usize) -> String {
+    let u = user(i);
+    format!("dn: uid={u},{BASE}\nobjectClass: inetOrgPerson\nuid: {u}\ncn: User {i}\nsn: {i}\n\n")
+}
+
+fn admin() -> String {
+    format!("cn=admin,{BASE}")
+}
+
+fn ldapadd(url: &str, ldif: &str) -> ToolOutput {
+    ldap_tool(
+        "ldapadd",
+        &["-x", "-H", url, "-D", &admin(), "-w", ADMIN_PW],
+        Some(ldif),
+    )
+}
+
+/// The uids under BASE on `url` (directly or through the router).
+fn uids(url: &str, extra: &[&str]) -> (ToolOutput, Vec<String>) {
+    let mut args = vec!["-x", "-LLL", "-H", url, "-b", BASE];
+    args.extend_from_slice(extra);
+    args.extend(["(objectClass=*)", "uid"]);
+    let out = ldap_tool("ldapsearch", &args, None);
+    let v = out
+        .stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("uid: "))
+        .map(str::to_string)
+        .collect();
+    (out, v)
+}
+
+#[test]
+fn users_spread_by_hash_over_slots_and_searches_see_them_once() {
+    let a = empty("HASH-A");
+    let mut b1 = empty("HASH-B1");
+    let mut b2 = empty("HASH-B2");
+    let dir = tempfile::tempdir().unwrap();
+    let mut k = String::new();
+    for (name, s, part, flags) in [
+        ("A", &a, 0, "multi-write"),
+        ("B1", &b1, 1, "multi-write, load-share"),
+        ("B2", &b2, 1, "multi-write, load-share"),
+    ] {
+        let _ = write!(
+            k,
+            "set dsa \"{name}\" =\n{{\n\
+             \x20   prefix           = <c AU><o HP><uid \"[hash1(2)={part}]\">\n\
+             \x20   address          = tcp \"127.0.0.1\" port {port}\n\
+             \x20   dsa-flags        = {flags}\n\
+             \x20   load-share-group = \"SLOT{part}\"\n\
+             }};\n",
+            port = s.port
+        );
+    }
+    let path = dir.path().join("router.dxg");
+    fs::write(&path, k).unwrap();
+    let check = std::process::Command::new(env!("CARGO_BIN_EXE_dsa-router"))
+        .args(["check", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let summary = String::from_utf8_lossy(&check.stdout);
+    assert!(
+        summary.contains("partition o=HP,c=AU slot 1 of 2 over uid (hash1)"),
+        "{summary}"
+    );
+    let router = Router::start_with(&path, dir.path(), &["--probe-interval", "0.2"]);
+
+    // 2,000 users added through the router land on the DSA of their slot.
+    let ldif: String = (0..USERS).map(entry).collect();
+    let out = ldapadd(&router.url, &ldif);
+    assert!(
+        out.success(),
+        "{}",
+        show("ldapadd through the router", &out)
+    );
+    let (_, on_a) = uids(&a.url, &[]);
+    let (_, on_b1) = uids(&b1.url, &[]);
+    for u in &on_a {
+        assert_eq!(slot(Algo::Hash1, u, 2), 0, "{u} is on A");
+    }
+    for u in &on_b1 {
+        assert_eq!(slot(Algo::Hash1, u, 2), 1, "{u} is on B1");
+    }
+    assert_eq!(on_a.len() + on_b1.len(), USERS);
+    let share = on_a.len() as f64 / USERS as f64;
+    assert!((0.45..=0.55).contains(&share), "slot 0 holds {share:.3}");
+    println!("slot 0: {} users, slot 1: {}", on_a.len(), on_b1.len());
+    // Replication within slot 1, by hand: B2 gets B1's entries.
+    let slot1: String = (0..USERS)
+        .filter(|&i| slot(Algo::Hash1, &user(i), 2) == 1)
+        .map(entry)
+        .collect();
+    let out = ldapadd(&b2.url, &slot1);
+    assert!(out.success(), "{}", show("ldapadd B2", &out));
+
+    // A subtree search at the parent: every user once, and the parent
+    // entry once; paged the same; a filter on one uid finds it.
+    let want: BTreeSet<String> = (0..USERS).map(user).collect();
+    for extra in [&[][..], &["-E", "pr=100/noprompt"][..]] {
+        let (out, got) = uids(&router.url, extra);
+        assert!(out.success(), "{}", show("search at the parent", &out));
+        assert_eq!(got.len(), USERS, "{extra:?}: entries");
+        assert_eq!(got.iter().cloned().collect::<BTreeSet<_>>(), want);
+        assert_eq!(out.stdout.matches(&format!("dn: {BASE}\n")).count(), 1);
+    }
+    let out = ldap_tool(
+        "ldapsearch",
+        &[
+            "-x",
+            "-LLL",
+            "-H",
+            &router.url,
+            "-b",
+            BASE,
+            "(uid=user0042)",
+            "1.1",
+        ],
+        None,
+    );
+    assert_eq!(out.stdout.trim(), format!("dn: uid=user0042,{BASE}"));
+    // A one-level search at the parent: every user once.
+    let (out, got) = uids(&router.url, &["-s", "one"]);
+    assert!(out.success(), "{}", show("one-level", &out));
+    assert_eq!(got.len(), USERS);
+
+    // A modify DN that would change the slot: affectsMultipleDSAs (71).
+    let from = (0..USERS)
+        .find(|&i| slot(Algo::Hash1, &user(i), 2) == 0)
+        .unwrap();
+    let to = (0..100)
+        .map(|i| format!("moved{i}"))
+        .find(|n| slot(Algo::Hash1, n, 2) == 1)
+        .unwrap();
+    let out = ldap_tool(
+        "ldapmodrdn",
+        &[
+            "-x",
+            "-H",
+            &router.url,
+            "-D",
+            &admin(),
+            "-w",
+            ADMIN_PW,
+            &format!("uid={},{BASE}", user(from)),
+            &format!("uid={to}"),
+        ],
+        None,
+    );
+    assert_eq!(out.code, Some(71), "{}", show("modrdn across slots", &out));
+
+    // Slot 1 loses one DSA: its entries are still read (from the other).
+    let one = (0..USERS)
+        .find(|&i| slot(Algo::Hash1, &user(i), 2) == 1)
+        .unwrap();
+    let zero = from;
+    let read = |i: usize| {
+        ldap_tool(
+            "ldapsearch",
+            &[
+                "-x",
+                "-LLL",
+                "-H",
+                &router.url,
+                "-b",
+                &format!("uid={},{BASE}", user(i)),
+                "-s",
+                "base",
+                "1.1",
+            ],
+            None,
+        )
+    };
+    b1.kill9();
+    for _ in 0..4 {
+        let out = read(one);
+        assert!(
+            out.success(),
+            "{}",
+            show("read of slot 1 with B1 down", &out)
+        );
+    }
+    // Both: slot 1's entries are unavailable, slot 0's are read, and a
+    // search at the parent fails by the default policy (unavailable).
+    b2.kill9();
+    let out = read(one);
+    assert_eq!(
+        out.code,
+        Some(52),
+        "{}",
+        show("read of slot 1, both down", &out)
+    );
+    let out = read(zero);
+    assert!(out.success(), "{}", show("read of slot 0", &out));
+    let (out, _) = uids(&router.url, &[]);
+    assert_eq!(out.code, Some(52), "{}", show("search at the parent", &out));
+    assert!(
+        out.stderr.contains("partition o=HP,c=AU slot 1"),
+        "{}",
+        show("search", &out)
+    );
+}
