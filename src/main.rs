@@ -30,6 +30,9 @@ enum Cmd {
     Serve(Box<dsa_router::cli::serve::ServeArgs>),
     /// Control a running router through its admin API.
     Ctl(dsa_router::admin::ctl::CtlArgs),
+    /// Horizontal partitions: split LDIF per slot, check placement.
+    #[command(subcommand)]
+    Hash(dsa_router::cli::hash::HashCmd),
     /// Run one in-memory test DSA (for tests and experiments).
     #[cfg(feature = "dev-tools")]
     #[command(hide = true)]
@@ -67,6 +70,7 @@ fn main() -> ExitCode {
         Cmd::Check { root, name } => dsa_router::cli::check(&root, name.as_deref()),
         Cmd::Explain(args) => dsa_router::cli::explain(&args),
         Cmd::Ctl(args) => dsa_router::admin::ctl::run(&args),
+        Cmd::Hash(cmd) => dsa_router::cli::hash::run(&cmd),
         Cmd::Serve(args) => dsa_router::cli::serve::serve(&args),
         #[cfg(feature = "dev-tools")]
         Cmd::Testdsa {

@@ -3,6 +3,7 @@
 //! the data path, on a run-time view made from the command line.
 
 mod explain;
+pub mod hash;
 pub mod serve;
 
 pub use explain::{explain_route, Explanation, OpKind};

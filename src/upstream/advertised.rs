@@ -51,12 +51,12 @@ fn request() -> BytesMut {
     b
 }
 
-/// The entry of a base search (if any), or why it failed.
-type Reply = Result<Option<Bytes>, Error>;
+/// The entries of a search, or why it failed.
+type Reply = Result<Vec<Bytes>, Error>;
 
-/// Collects the entry of a base search and wakes the reader at its end.
+/// Collects the entries of a search and wakes the reader at its end.
 struct Collect {
-    entry: Mutex<Option<Bytes>>,
+    entries: Mutex<Vec<Bytes>>,
     done: Mutex<Option<oneshot::Sender<Reply>>>,
 }
 
@@ -72,12 +72,14 @@ impl Collect {
 impl Delivery for Collect {
     fn deliver(&self, pdu: &[u8], h: &Header, _batch: &mut Batch) {
         if h.op_tag == tag::SEARCH_ENTRY {
-            *self.entry.lock().unwrap_or_else(|p| p.into_inner()) =
-                Some(Bytes::copy_from_slice(pdu));
+            self.entries
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(Bytes::copy_from_slice(pdu));
         }
     }
     fn finish(&self, _pdu: Bytes, _h: &Header, _batch: &mut Batch) {
-        let e = self.entry.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let e = std::mem::take(&mut *self.entries.lock().unwrap_or_else(|p| p.into_inner()));
         self.send(Ok(e));
     }
     fn fail(&self, e: &Error) {
@@ -91,34 +93,70 @@ impl Delivery for Collect {
     }
 }
 
-/// Read what `conn`'s DSA advertises, within `timeout`.
-pub(crate) async fn read(conn: &Arc<Conn>, timeout: Duration) -> Result<Advertised, Error> {
-    let pdu = request();
-    let h = frame::header(&pdu).map_err(|e| Error::new(Kind::BadResponse, e.to_string()))?;
+/// Run the search `pdu` on `conn` and collect its entries, within
+/// `timeout`.
+async fn collect(conn: &Arc<Conn>, pdu: &[u8], timeout: Duration) -> Result<Vec<Bytes>, Error> {
+    let h = frame::header(pdu).map_err(|e| Error::new(Kind::BadResponse, e.to_string()))?;
     let (tx, rx) = oneshot::channel();
     let c = Arc::new(Collect {
-        entry: Mutex::new(None),
+        entries: Mutex::new(Vec::new()),
         done: Mutex::new(Some(tx)),
     });
     let id = conn
-        .submit(Pending::new(Sink::To(c)), &pdu, &h, None, |_, _| true)
+        .submit(Pending::new(Sink::To(c)), pdu, &h, None, |_, _| true)
         .map_err(|_| Error::new(Kind::ConnectionLost { write: false }, "connection closed"))?;
-    let entry = match tokio::time::timeout(timeout, rx).await {
-        Ok(Ok(r)) => r?,
-        Ok(Err(_)) => None,
+    match tokio::time::timeout(timeout, rx).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(_)) => Ok(Vec::new()),
         Err(_) => {
             conn.abandon(id);
-            return Err(Error::new(
+            Err(Error::new(
                 Kind::Timeout { write: false },
-                "root DSE read timed out",
-            ));
+                "search timed out",
+            ))
         }
-    };
-    let attrs = entry
-        .as_deref()
-        .and_then(crate::wire::response::entry_attrs)
+    }
+}
+
+/// Read what `conn`'s DSA advertises, within `timeout`.
+pub(crate) async fn read(conn: &Arc<Conn>, timeout: Duration) -> Result<Advertised, Error> {
+    let entries = collect(conn, &request(), timeout).await?;
+    let attrs = entries
+        .first()
+        .and_then(|e| crate::wire::response::entry_attrs(e))
         .unwrap_or_default();
     Ok(Advertised::from_attrs(&attrs))
+}
+
+/// The DNs of the entries one level below `base` on `conn`'s DSA (the
+/// `hash check` tool).
+pub(crate) async fn one_level(
+    conn: &Arc<Conn>,
+    base: &str,
+    timeout: Duration,
+) -> Result<Vec<String>, Error> {
+    let msg = LdapMsg {
+        msgid: 1,
+        op: LdapOp::SearchRequest(LdapSearchRequest {
+            base: base.to_string(),
+            scope: LdapSearchScope::OneLevel,
+            aliases: LdapDerefAliases::Never,
+            sizelimit: 0,
+            timelimit: 0,
+            typesonly: false,
+            filter: LdapFilter::Present("objectClass".into()),
+            attrs: vec!["1.1".into()],
+        }),
+        ctrl: Vec::new(),
+    };
+    let tag: lber::structure::StructureTag = msg.into();
+    let mut b = BytesMut::new();
+    let _ = lber::write::encode_into(&mut b, tag);
+    let entries = collect(conn, &b, timeout).await?;
+    Ok(entries
+        .iter()
+        .filter_map(|e| crate::wire::response::entry_dn(e))
+        .collect())
 }
 
 #[cfg(test)]

@@ -207,6 +207,14 @@ pub fn extended_value(pdu: &[u8]) -> Option<Vec<u8>> {
     }
 }
 
+/// The DN of a SearchResultEntry PDU.
+pub fn entry_dn(pdu: &[u8]) -> Option<String> {
+    match decode_msg(pdu)?.op {
+        LdapOp::SearchResultEntry(e) => Some(e.dn),
+        _ => None,
+    }
+}
+
 /// The diagnosticMessage of a result PDU.
 pub fn diagnostic(pdu: &[u8], _h: &super::frame::Header) -> Option<String> {
     decode_msg(pdu).and_then(|m| ldap_result(&m.op).map(|r| r.message.clone()))

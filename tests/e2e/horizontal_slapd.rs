@@ -238,3 +238,96 @@ fn users_spread_by_hash_over_slots_and_searches_see_them_once() {
         show("search", &out)
     );
 }
+
+/// Knowledge for two slots on `ports` (slot 0, slot 1).
+fn two_slots(dir: &std::path::Path, ports: [u16; 2]) -> std::path::PathBuf {
+    let mut k = String::new();
+    for (slot, port) in ports.iter().enumerate() {
+        let _ = writeln!(
+            k,
+            "set dsa \"S{slot}\" = {{ prefix = <c AU><o HP><uid \"[hash1(2)={slot}]\"> address = tcp \"127.0.0.1\" port {port} }};"
+        );
+    }
+    let path = dir.join("hash.dxg");
+    fs::write(&path, k).unwrap();
+    path
+}
+
+fn hash_tool(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_dsa-router"))
+        .arg("hash")
+        .args(args)
+        .env("DSA_ROUTER_HASH_PASSWORD", ADMIN_PW)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn split_ldif_loads_per_slot_and_check_finds_a_misplaced_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut ldif = format!("dn: {BASE}\nobjectClass: organization\no: HP\n\n");
+    for i in 0..300 {
+        ldif.push_str(&entry(i));
+    }
+    let src = dir.path().join("all.ldif");
+    fs::write(&src, &ldif).unwrap();
+    // Split with knowledge whose addresses do not matter yet.
+    let k = two_slots(dir.path(), [1, 2]);
+    let out = hash_tool(&[
+        "split",
+        k.to_str().unwrap(),
+        src.to_str().unwrap(),
+        "--out",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let read = |slot: u32| {
+        fs::read_to_string(dir.path().join(format!("o=HP_c=AU.slot{slot}.ldif"))).unwrap()
+    };
+    // Each slot's file loads into its DSA.
+    let s0 = Slapd::start(SlapdConfig::new("SPLIT0", &[BASE], read(0)));
+    let s1 = Slapd::start(SlapdConfig::new("SPLIT1", &[BASE], read(1)));
+    let (_, on0) = uids(&s0.url, &[]);
+    let (_, on1) = uids(&s1.url, &[]);
+    assert_eq!(on0.len() + on1.len(), 300);
+    assert!(on0.iter().all(|u| slot(Algo::Hash1, u, 2) == 0));
+    assert!(on1.iter().all(|u| slot(Algo::Hash1, u, 2) == 1));
+    // The check tool: nothing misplaced.
+    let k = two_slots(dir.path(), [s0.port, s1.port]);
+    let admin = admin();
+    let out = hash_tool(&["check", k.to_str().unwrap(), "--bind-dn", &admin]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("checked 300 entries: 0 misplaced"), "{text}");
+    // One entry put on the wrong DSA by hand: reported, exit 1.
+    let stray = (0..300)
+        .find(|&i| slot(Algo::Hash1, &user(i), 2) == 0)
+        .unwrap();
+    let mut moved = entry(stray);
+    moved = moved.replace(&user(stray), "stray-copy");
+    let wrong = (0..100)
+        .map(|i| format!("stray{i}"))
+        .find(|n| slot(Algo::Hash1, n, 2) == 0)
+        .unwrap();
+    moved = moved.replace("stray-copy", &wrong);
+    let out = ldapadd(&s1.url, &moved);
+    assert!(out.success(), "{}", show("ldapadd stray", &out));
+    let out = hash_tool(&["check", k.to_str().unwrap(), "--bind-dn", &admin]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains(&format!(
+            "misplaced: uid={wrong},{BASE} is on DSA S1 (slot 1) but hashes to slot 0"
+        )),
+        "{text}"
+    );
+    assert!(text.contains("checked 301 entries: 1 misplaced"), "{text}");
+}
