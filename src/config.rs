@@ -27,6 +27,12 @@ pub struct Config {
     /// Connections of clients' own per DSA (0: no limit); a client that
     /// would need one more gets `busy`.
     pub max_own_connections: u32,
+    /// Read-your-writes: after a client's write, its reads of the same
+    /// partition go to the DSA that took the write for this long (zero:
+    /// off).
+    pub read_your_writes: Duration,
+    /// Whose writes the affinity follows.
+    pub affinity_scope: AffinityScope,
     /// Response PDUs queued for one client before it counts as stalled.
     pub client_queue: usize,
     /// Response bytes queued for one client before it counts as stalled.
@@ -92,6 +98,8 @@ impl Default for Config {
             max_response_pdu: 16 << 20,
             max_outstanding: 256,
             max_own_connections: 0,
+            read_your_writes: Duration::from_secs(5),
+            affinity_scope: AffinityScope::Connection,
             client_queue: 1 << 20,
             client_queue_bytes: 16 << 20,
             idle_timeout: Duration::from_secs(900),
@@ -124,6 +132,17 @@ impl Config {
             max_own_connections: self.max_own_connections,
         }
     }
+}
+
+/// Whose writes read-your-writes affinity follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum AffinityScope {
+    /// The client connection's own writes.
+    #[default]
+    Connection,
+    /// The bound identity's writes, from any of its connections (anonymous
+    /// clients: their connection).
+    Identity,
 }
 
 /// What a failed partition does to a search spanning partitions.

@@ -34,6 +34,10 @@ pub struct Context {
     dsa_ca: arc_swap::ArcSwapOption<crate::tls::DsaCa>,
     /// The outcome of the last reload, for `/status`.
     pub last_reload: std::sync::Mutex<Option<ReloadOutcome>>,
+    /// Read-your-writes affinity of bound identities (`--affinity-scope
+    /// identity`): (DN, partition) to the DSA that took the last write
+    /// and until when.
+    pub affinity: dashmap::DashMap<(String, String), (String, std::time::Instant)>,
 }
 
 /// What the last reload did.
@@ -80,6 +84,7 @@ impl Context {
             tls,
             dsa_ca: arc_swap::ArcSwapOption::new(dsa_ca),
             last_reload: std::sync::Mutex::new(None),
+            affinity: dashmap::DashMap::new(),
         })
     }
 

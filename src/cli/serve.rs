@@ -29,6 +29,17 @@ pub struct LimitArgs {
     /// would need one more gets `busy`. 0: no limit.
     #[arg(long, default_value_t = 0)]
     pub max_own_connections: u32,
+    /// Read-your-writes: after a client's write, its reads of the same
+    /// partition go to the DSA that took the write for this long, while
+    /// that DSA is eligible (multi-write DSAs replicate with a lag). `0`
+    /// turns it off.
+    #[arg(long, default_value = "5s")]
+    pub read_your_writes: String,
+    /// Whose writes the affinity follows: `connection` (the client
+    /// connection's own) or `identity` (the bound DN's, from any of its
+    /// connections).
+    #[arg(long, value_enum, default_value = "connection")]
+    pub affinity_scope: crate::config::AffinityScope,
     /// Writes (a PDU, or the responses of one DSA read) queued for one
     /// client before it counts as stalled and is disconnected.
     #[arg(long, default_value_t = 1 << 20)]
@@ -149,6 +160,14 @@ fn own_block_by_address(snap: &crate::knowledge::Snapshot, listen: &str) -> Vec<
         .collect()
 }
 
+/// [`parse_duration`], or zero (`0`, `0s`, `0m`: off).
+fn parse_duration_or_zero(s: &str) -> Result<Duration> {
+    match s.trim() {
+        "0" | "0s" | "0m" | "0ms" => Ok(Duration::ZERO),
+        s => parse_duration(s),
+    }
+}
+
 /// `300`, `300s`, `5m`, `1h`.
 pub fn parse_duration(s: &str) -> Result<Duration> {
     let s = s.trim();
@@ -178,10 +197,8 @@ pub fn parse_duration(s: &str) -> Result<Duration> {
 
 impl LimitArgs {
     pub fn config(&self) -> Result<Config> {
-        let failback_hold = match self.failback_hold.trim() {
-            "0" | "0s" | "0m" => Duration::ZERO,
-            s => parse_duration(s)?,
-        };
+        let failback_hold = parse_duration_or_zero(&self.failback_hold)?;
+        let read_your_writes = parse_duration_or_zero(&self.read_your_writes)?;
         Ok(Config {
             dsa_concurrency_limit: self.dsa_concurrency_limit,
             thresholds: crate::config::Thresholds::validate(
@@ -196,6 +213,8 @@ impl LimitArgs {
             max_request_pdu: self.max_request_pdu.max(64),
             max_response_pdu: self.max_response_pdu.max(64),
             max_own_connections: self.max_own_connections,
+            read_your_writes,
+            affinity_scope: self.affinity_scope,
             max_outstanding: self.max_outstanding.max(1),
             client_queue: self.client_queue.max(1),
             client_queue_bytes: self.client_queue_bytes.max(4096),

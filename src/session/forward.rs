@@ -114,16 +114,24 @@ impl Session {
         // that holds it: paged results cookies are opaque and may repeat
         // across DSAs.
         let needs = state::needs(req);
+        // Reads after this client's write go to the DSA that took it
+        // (read-your-writes), while it is eligible.
+        let pkey = partition_key(p);
+        let affine = (!is_write && !needs.sticky)
+            .then(|| self.affinity_dsa(&routing, p, &pkey))
+            .flatten();
         let sticky = needs
             .sticky
             .then(|| self.state_sticky(&routing, p))
-            .flatten();
+            .flatten()
+            .or(affine);
         let log = cfg.access_log.then(|| {
             Box::new(LogCtx {
                 client: self.peer,
                 op: req.op.name(),
                 dn: dn_text.to_string(),
                 partition: p.prefix.to_string(),
+                affinity: affine.map(|_| "read-your-writes"),
             })
         });
         let delivery = Arc::new(out::ToClient {
@@ -170,6 +178,10 @@ impl Session {
         .await;
         match placed {
             Ok(t) => {
+                if is_write {
+                    let name = routing.snap.dsas[t.dsa].name.clone();
+                    self.note_write(pkey, name);
+                }
                 if needs.sticky {
                     self.state_dsa
                         .insert(p.prefix.normalized(), routing.snap.dsas[t.dsa].name.clone());
@@ -225,5 +237,82 @@ pub(super) fn describe(p: &crate::route::Partition) -> String {
             h.total
         ),
         None => format!("partition {}", p.prefix),
+    }
+}
+
+/// A partition's key for affinity maps (prefix, and slot when hashed).
+fn partition_key(p: &crate::route::Partition) -> String {
+    match &p.hash {
+        Some(h) => format!("{}#{}", p.prefix.normalized(), h.slot),
+        None => p.prefix.normalized(),
+    }
+}
+
+impl Session {
+    /// The DSA a read of partition `p` keeps to after this client's write
+    /// there (read-your-writes), while the window lasts and it is
+    /// eligible.
+    fn affinity_dsa(
+        &self,
+        routing: &crate::context::Routing,
+        p: &crate::route::Partition,
+        key: &str,
+    ) -> Option<usize> {
+        if self.router.cfg.read_your_writes.is_zero() {
+            return None;
+        }
+        let now = std::time::Instant::now();
+        let name = match self.identity_key() {
+            Some(dn) => self
+                .router
+                .affinity
+                .get(&(dn, key.to_string()))
+                .filter(|e| e.1 > now)
+                .map(|e| e.0.clone()),
+            None => self
+                .affinity
+                .get(key)
+                .filter(|(_, until)| *until > now)
+                .map(|(n, _)| n.clone()),
+        }?;
+        routing
+            .snap
+            .dsa_index(&name)
+            .filter(|&i| p.order.contains(&i) && routing.states.0[i].status().eligible())
+    }
+
+    /// A write of partition `key` went to DSA `dsa`.
+    fn note_write(&mut self, key: String, dsa: String) {
+        let window = self.router.cfg.read_your_writes;
+        if window.is_zero() {
+            return;
+        }
+        let until = std::time::Instant::now() + window;
+        match self.identity_key() {
+            Some(dn) => {
+                let map = &self.router.affinity;
+                if map.len() > 100_000 {
+                    let now = std::time::Instant::now();
+                    map.retain(|_, v| v.1 > now);
+                }
+                map.insert((dn, key), (dsa, until));
+            }
+            None => {
+                self.affinity.insert(key, (dsa, until));
+            }
+        }
+    }
+
+    /// The identity affinity follows across connections, with
+    /// `--affinity-scope identity` and a bound client.
+    fn identity_key(&self) -> Option<String> {
+        match (&self.router.cfg.affinity_scope, &self.identity) {
+            (crate::config::AffinityScope::Identity, super::Identity::Bound(b))
+                if !b.dn.is_empty() =>
+            {
+                Dn::parse_ldap(&b.dn).ok().map(|d| d.normalized())
+            }
+            _ => None,
+        }
     }
 }

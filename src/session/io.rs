@@ -36,6 +36,7 @@ pub async fn run(
         private: HashMap::new(),
         state_dsa: HashMap::new(),
         sasl: None,
+        affinity: HashMap::new(),
         rebind: None,
         next_rebind: None,
         tls,

@@ -160,6 +160,7 @@ impl Session {
                     op: "search",
                     dn: base.clone(),
                     partition: p.prefix.to_string(),
+                    affinity: None,
                 })
             });
             let mut sub = search::rebase(pdu, h, &sh, &base, s.scope, control.as_deref());

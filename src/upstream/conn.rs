@@ -455,6 +455,7 @@ impl Conn {
                 dn = %log.dn,
                 partition = %log.partition,
                 dsa = %self.dsa.name,
+                affinity = log.affinity,
                 result = code.unwrap_or(255),
                 latency_us = p.started.elapsed().as_micros() as u64,
             );

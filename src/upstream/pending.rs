@@ -40,6 +40,9 @@ pub struct LogCtx {
     pub op: &'static str,
     pub dn: String,
     pub partition: String,
+    /// Why the target was chosen, when not by the usual selection
+    /// (`read-your-writes`).
+    pub affinity: Option<&'static str>,
 }
 
 /// An operation awaiting its responses.

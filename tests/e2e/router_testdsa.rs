@@ -929,3 +929,57 @@ async fn interleaved_paged_searches_on_one_connection() {
     }
     assert!(errors.is_empty(), "{errors:#?}");
 }
+
+/// Read-your-writes: D1 and H1 share reads and do not replicate (test
+/// DSAs), so a read right after a write misses it whenever it lands on the
+/// DSA that did not take the write, unless the router keeps the client's
+/// reads on that DSA for a while after its write (the default, 5 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_after_a_write_see_it_with_read_your_writes() {
+    for affinity in [true, false] {
+        let h = Builder::default()
+            .democorp(&["D1", "H1"])
+            .cfg(|c| {
+                if !affinity {
+                    c.read_your_writes = Duration::ZERO;
+                }
+            })
+            .start()
+            .await;
+        let mut l = ldap(&h.url()).await;
+        let r = within("bind", l.simple_bind(ALICE, "alicepw"))
+            .await
+            .unwrap();
+        assert_eq!(r.rc, 0);
+        let mut misses = 0;
+        for i in 0..200 {
+            let dn = format!("cn=ryw{i},ou=People,o=DEMOCORP,c=AU");
+            let r = within(
+                "add",
+                l.add(
+                    &dn,
+                    vec![
+                        ("objectClass", HashSet::from(["top", "person"])),
+                        ("sn", HashSet::from(["Test"])),
+                    ],
+                ),
+            )
+            .await
+            .unwrap();
+            assert_eq!(r.rc, 0, "add {dn}: {r:?}");
+            let (rc, found, _) = sees(&mut l, &dn, Scope::Base).await;
+            if rc != 0 || found.is_empty() {
+                misses += 1;
+            }
+        }
+        if affinity {
+            assert_eq!(misses, 0, "reads after writes missed with affinity on");
+        } else {
+            assert!(
+                misses > 20,
+                "only {misses} misses without affinity: the test would not see it break"
+            );
+        }
+        println!("read-your-writes {affinity}: {misses} misses in 200");
+    }
+}
