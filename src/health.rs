@@ -93,6 +93,15 @@ pub(crate) async fn run(
                 let existing = conns.get(&d.name).filter(|c| c.is_alive()).cloned();
                 let (pdu, bind, cfg) = (pdu.clone(), bind.clone(), cfg.clone());
                 let limits = router.cfg.limits();
+                // The hold-down keeps a recovering DSA out while another
+                // serves its partitions; a partition with no other eligible
+                // DSA takes it back at once.
+                let covered = routing.table.partitions().iter().filter(|p| p.order.contains(&i)).all(|p| {
+                    p.order
+                        .iter()
+                        .any(|&j| j != i && routing.states.0[j].status().eligible())
+                });
+                let hold = if covered { cfg.failback_hold } else { std::time::Duration::ZERO };
                 async move {
                     let started = Instant::now();
                     let conn = match existing {
@@ -132,7 +141,7 @@ pub(crate) async fn run(
                     };
                     match &result {
                         Ok(c) => {
-                            st.probe_ok(started.elapsed(), cfg.rise, cfg.failback_hold);
+                            st.probe_ok(started.elapsed(), cfg.rise, hold);
                             if st.advertised_stale(advertised::REFRESH) {
                                 match advertised::read(c, cfg.timeout).await {
                                     Ok(a) => st.set_advertised(a),

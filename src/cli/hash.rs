@@ -10,7 +10,8 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-#[derive(clap::Subcommand, Debug)]
+/// (No `Debug`: it holds a password.)
+#[derive(clap::Subcommand)]
 pub enum HashCmd {
     /// Split an LDIF file per slot of the knowledge's horizontal
     /// partitions: DIR/<prefix>.slot<N>.ldif. The prefix entry goes to

@@ -181,17 +181,27 @@ pub(super) fn block(f: &mut File, warnings: &mut Vec<Diagnostic>) -> PResult<Blo
         match ATTRIBUTES.iter().find(|(a, _)| *a == attr) {
             Some((_, form)) => apply(&mut d, form, f, &attr, value, warnings)?,
             None => {
+                // A misspelt password attribute: its value is a secret too,
+                // and the warning does not show its line.
+                let secretish = SECRET_ATTRS
+                    .iter()
+                    .chain(&["dsa-password", "ldap-dsa-password"])
+                    .any(|s| *s == attr || super::diag::closest(&attr, [*s]).is_some());
                 if !PASSIVE_ATTRS.contains(&attr.as_str()) {
                     let hint = match super::diag::closest(&attr, known_attributes()) {
                         Some(c) => format!(" (did you mean '{c}'?)"),
                         None => String::new(),
                     };
-                    warnings.push(f.warn_at(
+                    let mut w = f.warn_at(
                         &attr_tok,
                         format!("unknown attribute '{attr}' in set dsa \"{name}\", ignored{hint}"),
-                    ));
+                    );
+                    if secretish {
+                        w.source_line = None;
+                    }
+                    warnings.push(w);
                 }
-                let kept = if SECRET_ATTRS.contains(&attr.as_str()) {
+                let kept = if secretish {
                     "***".to_string()
                 } else {
                     values::raw(value)

@@ -51,6 +51,9 @@ impl Session {
         let step = self.sasl.take();
         self.become_anonymous();
         if *version != 3 {
+            if let Some(s) = step {
+                s.conn.close();
+            }
             self.reply(
                 req,
                 Code::ProtocolError,

@@ -292,10 +292,15 @@ async fn connection(
                     .is_some_and(|c| c.is_alive());
             let got = match (&**identity, *own_conn) {
                 (Identity::Anonymous, false) => pool.shared(false).await.map(|c| (c, None, true)),
-                (Identity::Bound(b), false) if pool.proxies() && !b.own_conn && !sasl_here => pool
-                    .shared(true)
-                    .await
-                    .map(|c| (c, Some(b.authz.clone()), true)),
+                // An identity the router does not know (a SASL bind whose
+                // WhoAmI failed) is never conveyed.
+                (Identity::Bound(b), false)
+                    if pool.proxies() && !b.own_conn && !sasl_here && !b.authz.is_empty() =>
+                {
+                    pool.shared(true)
+                        .await
+                        .map(|c| (c, Some(b.authz.clone()), true))
+                }
                 (identity, _) => own_connection(identity, own, name, pool)
                     .await
                     .map(|c| (c, None, false)),

@@ -30,7 +30,9 @@ impl Session {
                 Dn::parse_ldap(&b.dn)
                     .ok()
                     .and_then(|dn| match routing.table.lookup(&dn) {
-                        Lookup::Partition(p) => Some(p.prefix.to_string()),
+                        // The identity's own DN: in a horizontal
+                        // partition, its slot.
+                        Lookup::Partition(_) => Some(b.dn.clone()),
                         Lookup::NoPartition { .. } => None,
                     })
             }
@@ -68,8 +70,12 @@ impl Session {
                 self.reply(req, Code::CannotCancel, "", &msg).await
             }
             Some(Running::Fan(fan)) => {
-                fan.cancel();
-                self.reply(req, Code::Success, "", "").await
+                if fan.cancel() {
+                    self.reply(req, Code::Success, "", "").await
+                } else {
+                    let msg = format!("dsa-router: operation {id} has ended; too late to cancel");
+                    self.reply(req, Code::TooLate, "", &msg).await
+                }
             }
             Some(Running::Op(conn, upstream)) => {
                 let mut b = BytesMut::new();

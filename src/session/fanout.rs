@@ -287,8 +287,13 @@ impl Fan {
 
     /// The client cancelled the search (RFC 3909): stop every part, answer
     /// `canceled`.
-    pub fn cancel(self: &Arc<Self>) {
+    /// False when it had already ended.
+    pub fn cancel(self: &Arc<Self>) -> bool {
+        if self.is_finished() {
+            return false;
+        }
         self.finish(Code::Canceled, "dsa-router: cancelled by the client");
+        true
     }
 
     /// The client abandoned the search (or is gone): stop every part,

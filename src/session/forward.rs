@@ -120,11 +120,22 @@ impl Session {
         let affine = (!is_write && !needs.sticky)
             .then(|| self.affinity_dsa(&routing, p, &pkey))
             .flatten();
+        // A SASL identity lives on the connection it was made on: in that
+        // DSA's partition, operations go to that DSA.
+        let sasl_home = match &self.identity {
+            super::Identity::Bound(b) if b.bind.is_none() => p.order.iter().copied().find(|&i| {
+                self.private
+                    .contains_key(&routing.snap.dsas[i].name.to_ascii_lowercase())
+                    && routing.states.0[i].status().eligible()
+            }),
+            _ => None,
+        };
         let sticky = needs
             .sticky
             .then(|| self.state_sticky(&routing, p))
             .flatten()
-            .or(affine);
+            .or(affine)
+            .or(sasl_home);
         let log = cfg.access_log.then(|| {
             Box::new(LogCtx {
                 client: self.peer,
@@ -180,11 +191,11 @@ impl Session {
             Ok(t) => {
                 if is_write {
                     let name = routing.snap.dsas[t.dsa].name.clone();
-                    self.note_write(pkey, name);
+                    self.note_write(pkey.clone(), name);
                 }
                 if needs.sticky {
                     self.state_dsa
-                        .insert(p.prefix.normalized(), routing.snap.dsas[t.dsa].name.clone());
+                        .insert(pkey.clone(), routing.snap.dsas[t.dsa].name.clone());
                 }
             }
             Err(e) => {
@@ -240,8 +251,9 @@ pub(super) fn describe(p: &crate::route::Partition) -> String {
     }
 }
 
-/// A partition's key for affinity maps (prefix, and slot when hashed).
-fn partition_key(p: &crate::route::Partition) -> String {
+/// A partition's key for affinity and state maps (prefix, and slot when
+/// hashed).
+pub(super) fn partition_key(p: &crate::route::Partition) -> String {
     match &p.hash {
         Some(h) => format!("{}#{}", p.prefix.normalized(), h.slot),
         None => p.prefix.normalized(),

@@ -148,6 +148,9 @@ pub async fn run(
     for (_, c) in s.private.drain() {
         c.close();
     }
+    if let Some(step) = s.sasl.take() {
+        step.conn.close();
+    }
     done.cancel();
     // The writer flushes what is queued; a client that does not read gets
     // a few seconds, then its connection is dropped.

@@ -220,7 +220,8 @@ impl Session {
             match placed {
                 Ok(t) if paged => {
                     let name = routing.snap.dsas[t.dsa].name.clone();
-                    self.state_dsa.insert(p.prefix.normalized(), name);
+                    self.state_dsa
+                        .insert(super::forward::partition_key(p), name);
                 }
                 Ok(_) => {}
                 Err(e) => {
@@ -238,7 +239,7 @@ impl Session {
     /// there.
     pub(super) fn state_sticky(&self, routing: &Routing, p: &Partition) -> Option<usize> {
         self.state_dsa
-            .get(&p.prefix.normalized())
+            .get(&super::forward::partition_key(p))
             .and_then(|n| routing.snap.dsa_index(n))
             .filter(|&i| p.order.contains(&i) && routing.states.0[i].status().eligible())
     }

@@ -41,15 +41,18 @@ pub struct Conn {
     /// Counts it as a client's own connection on its DSA.
     own: Mutex<Option<crate::dsa_state::Count>>,
     /// Its local port, registered in [`OUTBOUND`] while it lives.
-    _local: Option<Registered>,
+    local: Mutex<Option<Registered>>,
 }
 
 /// Local ports of this process's connections to DSAs, with the DSA's
 /// name, registered before they connect: a client connection from one of
 /// them is the router talking to itself (knowledge that makes it a target
 /// of its own).
-static OUTBOUND: std::sync::LazyLock<dashmap::DashMap<u16, String>> =
+static OUTBOUND: std::sync::LazyLock<dashmap::DashMap<u16, (String, u64)>> =
     std::sync::LazyLock::new(dashmap::DashMap::new);
+
+/// Tells registrations of the same port apart.
+static SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// The DSA this process connected to as `peer`, if `peer` is one of its
 /// own outbound connections: from this host (`local` is the accepting
@@ -60,15 +63,16 @@ pub(crate) fn own_outbound(peer: &SocketAddr, local: &SocketAddr) -> Option<Stri
     if !same_host {
         return None;
     }
-    OUTBOUND.get(&peer.port()).map(|n| n.value().clone())
+    OUTBOUND.get(&peer.port()).map(|n| n.value().0.clone())
 }
 
-/// A port registered in [`OUTBOUND`], unregistered when dropped.
-struct Registered(u16);
+/// A port registered in [`OUTBOUND`], unregistered when dropped (only its
+/// own registration: the port may have been taken again since).
+struct Registered(u16, u64);
 
 impl Drop for Registered {
     fn drop(&mut self) {
-        OUTBOUND.remove(&self.0);
+        OUTBOUND.remove_if(&self.0, |_, v| v.1 == self.1);
     }
 }
 
@@ -87,8 +91,9 @@ async fn connect_registered(to: SocketAddr, dsa: &str) -> io::Result<(TcpStream,
     };
     sock.bind(any)?;
     let port = sock.local_addr()?.port();
-    OUTBOUND.insert(port, dsa.to_string());
-    let reg = Registered(port);
+    let serial = SERIAL.fetch_add(1, Ordering::Relaxed);
+    OUTBOUND.insert(port, (dsa.to_string(), serial));
+    let reg = Registered(port, serial);
     let s = sock.connect(to).await?;
     Ok((s, reg))
 }
@@ -189,7 +194,7 @@ impl Conn {
             alive: AtomicBool::new(true),
             stop: CancellationToken::new(),
             own: Mutex::new(None),
-            _local: local,
+            local: Mutex::new(local),
         });
         let wire = wire(&conn.out);
         tokio::spawn(writer(wire, conn.clone()));
@@ -197,11 +202,12 @@ impl Conn {
         conn
     }
 
-    /// Count it as a client's own connection while it lives.
-    pub fn count_as_own(self: &Arc<Self>) {
+    /// Count it as a client's own connection while it lives (with the
+    /// count reserved for it).
+    pub fn count_as_own(self: &Arc<Self>, count: crate::dsa_state::Count) {
         let mut own = self.own.lock().unwrap_or_else(|p| p.into_inner());
         if own.is_none() {
-            *own = Some(crate::dsa_state::Count::new(&self.dsa, |s| &s.own_conns));
+            *own = Some(count);
         }
     }
 
@@ -304,6 +310,8 @@ impl Conn {
     fn fail_all(&self, why: &str) {
         self.alive.store(false, Ordering::Relaxed);
         self.stop.cancel();
+        // The socket is closed: its port is no longer ours.
+        drop(self.local.lock().unwrap_or_else(|p| p.into_inner()).take());
         let drained: Vec<(i32, Pending)> = self.lock().drain().collect();
         let name = &self.dsa.name;
         for (_, p) in drained {
@@ -438,7 +446,8 @@ impl Conn {
             return Ok(());
         };
         drop(map_lock);
-        let (pdu, h) = match p.map().and_then(|m| native_back(m, &pdu, &h)) {
+        let map = p.map().cloned();
+        let (pdu, h) = match map.as_deref().and_then(|m| native_back(m, &pdu, &h)) {
             Some(mapped) => mapped,
             None => (pdu, h),
         };
@@ -468,7 +477,10 @@ impl Conn {
             Sink::To(d) => {
                 for held in p.held {
                     if let Ok(hh) = frame::header(&held) {
-                        d.deliver(&held, &hh, batch);
+                        match map.as_deref().and_then(|m| native_back(m, &held, &hh)) {
+                            Some((b, bh)) => d.deliver(&b, &bh, batch),
+                            None => d.deliver(&held, &hh, batch),
+                        }
                     }
                 }
                 d.finish(pdu, &h, batch);

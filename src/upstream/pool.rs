@@ -151,13 +151,16 @@ impl Pool {
     /// A connection of the client's own (anonymous, or bound by replaying
     /// the client's bind).
     pub async fn private(&self, identity: Option<&BindPdu>) -> Result<Arc<Conn>, Error> {
+        // A slot is reserved before connecting, so that concurrent clients
+        // cannot overshoot the limit; the connection takes it over.
         let max = self.limits.max_own_connections;
+        let reserved = crate::dsa_state::Count::new(&self.dsa, |s| &s.own_conns);
         if max > 0
             && self
                 .dsa
                 .own_conns
                 .load(std::sync::atomic::Ordering::Relaxed)
-                >= max as i64
+                > max as i64
         {
             return Err(Error::router(
                 Kind::Busy,
@@ -182,7 +185,7 @@ impl Pool {
             self.tls.as_ref(),
         )
         .await?;
-        c.count_as_own();
+        c.count_as_own(reserved);
         Ok(c)
     }
 

@@ -360,7 +360,13 @@ fn a_changed_password_is_what_later_replays_carry() {
         .collect();
     text.push_str("set write-precedence = D1;\n");
     fs::write(&k, text).unwrap();
-    let router = Router::start_with(&k, dir.path(), &["--own-connection", "always"]);
+    // Reads spread over the group (no read-your-writes affinity after the
+    // password change), so that the other DSAs replay the bind.
+    let router = Router::start_with(
+        &k,
+        dir.path(),
+        &["--own-connection", "always", "--read-your-writes", "0"],
+    );
     let alice = user_dn(DEMOCORP, "alice");
     let new_pw = "alice-new-pw";
     let got = rt().block_on(async {
