@@ -254,8 +254,19 @@ fn check(root: &Path, bind_dn: Option<&str>, password: &str) -> ExitCode {
                     continue;
                 }
             };
+            // A DSA holding the partition under a native prefix: its DNs
+            // as clients see them.
+            let map = d
+                .native_prefix
+                .as_ref()
+                .filter(|n| **n != p.prefix)
+                .map(|n| crate::wire::dnmap::PrefixMap {
+                    prefix: p.prefix.clone(),
+                    native: n.clone(),
+                });
             for dn in dns {
                 checked += 1;
+                let dn = map.as_ref().and_then(|m| m.to_client(&dn)).unwrap_or(dn);
                 let Ok(parsed) = Dn::parse_ldap(&dn) else {
                     continue;
                 };

@@ -264,7 +264,7 @@ impl Session {
     /// The DSA a read of partition `p` keeps to after this client's write
     /// there (read-your-writes), while the window lasts and it is
     /// eligible.
-    fn affinity_dsa(
+    pub(super) fn affinity_dsa(
         &self,
         routing: &crate::context::Routing,
         p: &crate::route::Partition,

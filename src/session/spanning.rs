@@ -146,10 +146,11 @@ impl Session {
                 break;
             }
             let p = s.partition;
+            // Paged: the DSA of the cookie; else read-your-writes affinity.
             let sticky = if paged {
                 self.state_sticky(routing, p)
             } else {
-                None
+                self.affinity_dsa(routing, p, &super::forward::partition_key(p))
             };
             let base = s
                 .base

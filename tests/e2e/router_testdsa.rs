@@ -946,12 +946,10 @@ async fn reads_after_a_write_see_it_with_read_your_writes() {
             })
             .start()
             .await;
+        // Anonymous: the spanning search also reaches CUSTOMER, whose DSAs
+        // do not know DEMOCORP identities.
         let mut l = ldap(&h.url()).await;
-        let r = within("bind", l.simple_bind(ALICE, "alicepw"))
-            .await
-            .unwrap();
-        assert_eq!(r.rc, 0);
-        let mut misses = 0;
+        let (mut misses, mut spanning_misses) = (0, 0);
         for i in 0..200 {
             let dn = format!("cn=ryw{i},ou=People,o=DEMOCORP,c=AU");
             let r = within(
@@ -971,15 +969,39 @@ async fn reads_after_a_write_see_it_with_read_your_writes() {
             if rc != 0 || found.is_empty() {
                 misses += 1;
             }
+            // And, every other time (so that reads do not keep one parity
+            // of the rotation), a search spanning DEMOCORP and CUSTOMER.
+            if i % 2 == 1 {
+                continue;
+            }
+            let r = within(
+                "spanning search",
+                l.search("c=AU", Scope::Subtree, &format!("(cn=ryw{i})"), vec!["cn"]),
+            )
+            .await
+            .unwrap();
+            if r.1.rc != 0 || r.0.len() != 1 {
+                spanning_misses += 1;
+            }
         }
         if affinity {
             assert_eq!(misses, 0, "reads after writes missed with affinity on");
+            assert_eq!(
+                spanning_misses, 0,
+                "spanning searches missed with affinity on"
+            );
         } else {
             assert!(
                 misses > 20,
                 "only {misses} misses without affinity: the test would not see it break"
             );
+            assert!(
+                spanning_misses > 10,
+                "only {spanning_misses} spanning misses without affinity"
+            );
         }
-        println!("read-your-writes {affinity}: {misses} misses in 200");
+        println!(
+            "read-your-writes {affinity}: {misses} misses in 200, {spanning_misses} in 100 spanning searches"
+        );
     }
 }
