@@ -58,6 +58,10 @@ pub struct Partition {
     /// just below `prefix` (and their subtrees) whose RDN value hashes to
     /// it; slot 0 also answers for the `prefix` entry itself.
     pub hash: Option<crate::knowledge::hash::HashPart>,
+    /// Its key in per-client maps (state and read-your-writes affinity):
+    /// the normalized prefix, with `#slot` in a horizontal partition.
+    /// Made once, so that requests do not build it.
+    pub key: String,
     /// Rotation among equally loaded targets.
     rotor: AtomicUsize,
 }
@@ -125,6 +129,10 @@ impl Table {
             {
                 Some(p) => p.order.push(i),
                 None => partitions.push(Partition {
+                    key: match &d.hash {
+                        Some(h) => format!("{}#{}", d.prefix.normalized(), h.slot),
+                        None => d.prefix.normalized(),
+                    },
                     hash: d.hash.clone(),
                     prefix: d.prefix.clone(),
                     order: vec![i],

@@ -18,8 +18,7 @@ use std::sync::Arc;
 impl Session {
     /// Whether `dn` is the schema entry the router's root DSE names.
     fn is_subschema(&self, routing: &crate::context::Routing, dn: &Dn) -> bool {
-        let shown = super::local::advertised_by_dsas(routing, false);
-        Dn::parse_ldap(&shown.subschema).is_ok_and(|s| s.normalized() == dn.normalized())
+        Dn::parse_ldap(&super::local::subschema(routing)).is_ok_and(|s| s == *dn)
     }
 
     /// Route and forward one operation. `target` overrides the DN the
@@ -116,9 +115,8 @@ impl Session {
         let needs = state::needs(req);
         // Reads after this client's write go to the DSA that took it
         // (read-your-writes), while it is eligible.
-        let pkey = partition_key(p);
         let affine = (!is_write && !needs.sticky)
-            .then(|| self.affinity_dsa(&routing, p, &pkey))
+            .then(|| self.affinity_dsa(&routing, p))
             .flatten();
         // A SASL identity lives on the connection it was made on: in that
         // DSA's partition, operations go to that DSA.
@@ -191,11 +189,11 @@ impl Session {
             Ok(t) => {
                 if is_write {
                     let name = routing.snap.dsas[t.dsa].name.clone();
-                    self.note_write(pkey.clone(), name);
+                    self.note_write(p.key.clone(), name);
                 }
                 if needs.sticky {
                     self.state_dsa
-                        .insert(pkey.clone(), routing.snap.dsas[t.dsa].name.clone());
+                        .insert(p.key.clone(), routing.snap.dsas[t.dsa].name.clone());
                 }
             }
             Err(e) => {
@@ -251,15 +249,6 @@ pub(super) fn describe(p: &crate::route::Partition) -> String {
     }
 }
 
-/// A partition's key for affinity and state maps (prefix, and slot when
-/// hashed).
-pub(super) fn partition_key(p: &crate::route::Partition) -> String {
-    match &p.hash {
-        Some(h) => format!("{}#{}", p.prefix.normalized(), h.slot),
-        None => p.prefix.normalized(),
-    }
-}
-
 impl Session {
     /// The DSA a read of partition `p` keeps to after this client's write
     /// there (read-your-writes), while the window lasts and it is
@@ -268,8 +257,8 @@ impl Session {
         &self,
         routing: &crate::context::Routing,
         p: &crate::route::Partition,
-        key: &str,
     ) -> Option<usize> {
+        let key = p.key.as_str();
         if self.router.cfg.read_your_writes.is_zero() {
             return None;
         }

@@ -211,7 +211,6 @@ pub(super) fn advertised_by_dsas(routing: &crate::context::Routing, tls: bool) -
     // SASL binds and schema reads go to the home partition: its DSAs'
     // mechanisms (those all of them offer) and schema entry.
     let mut sasl_mechanisms: Option<Vec<String>> = None;
-    let mut subschema = None;
     if let Some(home) = routing.table.home() {
         for &i in &home.order {
             let Some(a) = routing.states.0[i].advertised() else {
@@ -224,17 +223,29 @@ pub(super) fn advertised_by_dsas(routing: &crate::context::Routing, tls: bool) -
                     .filter(|x| a.sasl_mechanisms.contains(x))
                     .collect(),
             });
-            if subschema.is_none() {
-                subschema = a.subschema.clone();
-            }
         }
     }
     Shown {
         controls,
         extensions,
         sasl_mechanisms: sasl_mechanisms.unwrap_or_default(),
-        subschema: subschema.unwrap_or_else(|| "cn=Subschema".to_string()),
+        subschema: subschema(routing),
     }
+}
+
+/// The schema entry the router's root DSE names: the home partition's
+/// (`cn=Subschema` until one of its DSAs was read).
+pub(super) fn subschema(routing: &crate::context::Routing) -> String {
+    routing
+        .table
+        .home()
+        .and_then(|home| {
+            home.order
+                .iter()
+                .filter_map(|&i| routing.states.0[i].advertised())
+                .find_map(|a| a.subschema.clone())
+        })
+        .unwrap_or_else(|| "cn=Subschema".to_string())
 }
 
 fn bytes(v: Vec<String>) -> Vec<Vec<u8>> {

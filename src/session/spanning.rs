@@ -150,7 +150,7 @@ impl Session {
             let sticky = if paged {
                 self.state_sticky(routing, p)
             } else {
-                self.affinity_dsa(routing, p, &super::forward::partition_key(p))
+                self.affinity_dsa(routing, p)
             };
             let base = s
                 .base
@@ -221,8 +221,7 @@ impl Session {
             match placed {
                 Ok(t) if paged => {
                     let name = routing.snap.dsas[t.dsa].name.clone();
-                    self.state_dsa
-                        .insert(super::forward::partition_key(p), name);
+                    self.state_dsa.insert(p.key.clone(), name);
                 }
                 Ok(_) => {}
                 Err(e) => {
@@ -240,7 +239,7 @@ impl Session {
     /// there.
     pub(super) fn state_sticky(&self, routing: &Routing, p: &Partition) -> Option<usize> {
         self.state_dsa
-            .get(&super::forward::partition_key(p))
+            .get(&p.key)
             .and_then(|n| routing.snap.dsa_index(n))
             .filter(|&i| p.order.contains(&i) && routing.states.0[i].status().eligible())
     }

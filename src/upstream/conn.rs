@@ -10,7 +10,7 @@
 //! (Some 450 lines of code; the rest of the file is its paused-time tests,
 //! which need the private connection set-up.)
 
-use super::delivery::Batch;
+use super::delivery::{Batch, Delivery};
 use super::pending::{Pending, Sink};
 use crate::config::Limits;
 use crate::dsa_state::DsaState;
@@ -428,18 +428,8 @@ impl Conn {
             // so order is kept; an abandon racing this entry costs the
             // client one entry of an operation it gave up.
             drop(map_lock);
-            for held in held {
-                if let Ok(hh) = frame::header(&held) {
-                    match map.as_deref().and_then(|m| native_back(m, &held, &hh)) {
-                        Some((b, bh)) => d.deliver(&b, &bh, batch),
-                        None => d.deliver(&held, &hh, batch),
-                    }
-                }
-            }
-            match map.as_deref().and_then(|m| native_back(m, &pdu, &h)) {
-                Some((b, bh)) => d.deliver(&b, &bh, batch),
-                None => d.deliver(&pdu, &h, batch),
-            }
+            deliver_held(&*d, map.as_deref(), held, batch);
+            deliver(&*d, map.as_deref(), &pdu, &h, batch);
             return Ok(());
         }
         let Some(p) = map_lock.remove(&h.msgid) else {
@@ -475,18 +465,40 @@ impl Conn {
                 let _ = w.send(pdu);
             }
             Sink::To(d) => {
-                for held in p.held {
-                    if let Ok(hh) = frame::header(&held) {
-                        match map.as_deref().and_then(|m| native_back(m, &held, &hh)) {
-                            Some((b, bh)) => d.deliver(&b, &bh, batch),
-                            None => d.deliver(&held, &hh, batch),
-                        }
-                    }
-                }
+                deliver_held(&*d, map.as_deref(), p.held, batch);
                 d.finish(pdu, &h, batch);
             }
         }
         Ok(())
+    }
+}
+
+/// Deliver a non-final response, its DNs mapped back when its DSA holds
+/// the partition under a native prefix.
+fn deliver(
+    d: &dyn Delivery,
+    map: Option<&crate::wire::dnmap::PrefixMap>,
+    pdu: &[u8],
+    h: &Header,
+    batch: &mut Batch,
+) {
+    match map.and_then(|m| native_back(m, pdu, h)) {
+        Some((b, bh)) => d.deliver(&b, &bh, batch),
+        None => d.deliver(pdu, h, batch),
+    }
+}
+
+/// Deliver the entries held back for a base-scope read.
+fn deliver_held(
+    d: &dyn Delivery,
+    map: Option<&crate::wire::dnmap::PrefixMap>,
+    held: Vec<Bytes>,
+    batch: &mut Batch,
+) {
+    for pdu in held {
+        if let Ok(h) = frame::header(&pdu) {
+            deliver(d, map, &pdu, &h, batch);
+        }
     }
 }
 

@@ -15,6 +15,18 @@ fn encode(msg: LdapMsg, out: &mut BytesMut) {
     let _ = lber::write::encode_into(out, tag);
 }
 
+/// A message of the router's own: `op` under `msgid`, no controls.
+fn encode_op(msgid: i32, op: LdapOp, out: &mut BytesMut) {
+    encode(
+        LdapMsg {
+            msgid,
+            op,
+            ctrl: Vec::new(),
+        },
+        out,
+    );
+}
+
 fn res(code: Code, matched: &str, message: &str) -> LdapResult {
     LdapResult {
         code,
@@ -51,14 +63,7 @@ pub fn result(
             value: None,
         }),
     };
-    encode(
-        LdapMsg {
-            msgid,
-            op,
-            ctrl: Vec::new(),
-        },
-        out,
-    );
+    encode_op(msgid, op, out);
 }
 
 /// An ExtendedResponse with a value (WhoAmI).
@@ -75,14 +80,7 @@ pub fn extended(
         name: name.map(str::to_string),
         value,
     });
-    encode(
-        LdapMsg {
-            msgid,
-            op,
-            ctrl: Vec::new(),
-        },
-        out,
-    );
+    encode_op(msgid, op, out);
 }
 
 /// An ExtendedRequest the router sends itself (a cancel re-addressed to
@@ -92,14 +90,7 @@ pub fn extended_request(msgid: i32, oid: &str, value: Option<Vec<u8>>, out: &mut
         name: oid.to_string(),
         value,
     });
-    encode(
-        LdapMsg {
-            msgid,
-            op,
-            ctrl: Vec::new(),
-        },
-        out,
-    );
+    encode_op(msgid, op, out);
 }
 
 /// The unsolicited Notice of Disconnection (RFC 4511 4.4.1).
@@ -123,28 +114,15 @@ pub fn entry(msgid: i32, dn: &str, attrs: Vec<(String, Vec<Vec<u8>>)>, out: &mut
             .map(|(atype, vals)| LdapPartialAttribute { atype, vals })
             .collect(),
     });
-    encode(
-        LdapMsg {
-            msgid,
-            op,
-            ctrl: Vec::new(),
-        },
-        out,
-    );
+    encode_op(msgid, op, out);
 }
 
 /// A SearchResultReference (continuation reference) to `urls`.
 pub fn search_reference(msgid: i32, urls: &[String], out: &mut BytesMut) {
-    encode(
-        LdapMsg {
-            msgid,
-            op: LdapOp::SearchResultReference(ldap3_proto::proto::LdapSearchResultReference {
-                uris: urls.to_vec(),
-            }),
-            ctrl: Vec::new(),
-        },
-        out,
-    );
+    let op = LdapOp::SearchResultReference(ldap3_proto::proto::LdapSearchResultReference {
+        uris: urls.to_vec(),
+    });
+    encode_op(msgid, op, out);
 }
 
 /// A successful SearchResultDone carrying the encoded `control`.
