@@ -33,6 +33,8 @@ pub struct Config {
     pub read_your_writes: Duration,
     /// Whose writes the affinity follows.
     pub affinity_scope: AffinityScope,
+    /// Tail latency: hedged reads and outlier ejection.
+    pub tail: TailConfig,
     /// Response PDUs queued for one client before it counts as stalled.
     pub client_queue: usize,
     /// Response bytes queued for one client before it counts as stalled.
@@ -100,6 +102,7 @@ impl Default for Config {
             max_own_connections: 0,
             read_your_writes: Duration::from_secs(5),
             affinity_scope: AffinityScope::Connection,
+            tail: TailConfig::default(),
             client_queue: 1 << 20,
             client_queue_bytes: 16 << 20,
             idle_timeout: Duration::from_secs(900),
@@ -130,6 +133,33 @@ impl Config {
             max_response_pdu: self.max_response_pdu,
             fall: self.health.as_ref().map(|h| h.fall).unwrap_or(3),
             max_own_connections: self.max_own_connections,
+        }
+    }
+}
+
+/// Hedged reads and outlier ejection (knowledge `set dsa-router-...`
+/// overrides them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TailConfig {
+    /// Hedges allowed, in percent of reads (0: no hedging).
+    pub hedge_budget: u32,
+    /// The least time a read waits before it is hedged (the partition's
+    /// recent 95th percentile when that is longer).
+    pub hedge_floor: Duration,
+    /// The largest share of a group's DSAs ejected at once, in percent (0:
+    /// no ejection).
+    pub max_ejection: u32,
+    /// An outlier's first ejection time; each repeat adds as much again.
+    pub ejection_time: Duration,
+}
+
+impl Default for TailConfig {
+    fn default() -> TailConfig {
+        TailConfig {
+            hedge_budget: 5,
+            hedge_floor: Duration::from_millis(10),
+            max_ejection: 50,
+            ejection_time: Duration::from_secs(10),
         }
     }
 }

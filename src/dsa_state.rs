@@ -45,6 +45,11 @@ pub struct DsaState {
     down_epoch: AtomicU64,
     pub down_signal: tokio::sync::Notify,
     track: Mutex<Track>,
+    /// Latency of its reads, gathered by the tail-latency task.
+    pub reads: ReadStats,
+    /// Taken out of selection as an outlier (see `tail`), and why.
+    ejected: std::sync::atomic::AtomicBool,
+    ejection: Mutex<Option<String>>,
     /// What its root DSE advertised, and when it was read.
     advertised: Mutex<Option<(std::time::Instant, Arc<Advertised>)>>,
 }
@@ -77,6 +82,70 @@ impl Advertised {
             }
         }
         a
+    }
+}
+
+/// Buckets of [`ReadStats`]: bucket `i` holds latencies below
+/// `50 µs × 2^((i+1)/2)` (the last holds everything above).
+pub(crate) const LATENCY_BUCKETS: usize = 32;
+
+/// Read latencies of one DSA since the tail-latency task last took them:
+/// a histogram in half-octave buckets and the sum (for the mean). One
+/// relaxed add each per completed read.
+#[derive(Debug)]
+pub struct ReadStats {
+    buckets: [AtomicU32; LATENCY_BUCKETS],
+    sum_us: AtomicU64,
+    /// Its reads' races lost to their hedges.
+    lost: AtomicU32,
+}
+
+impl Default for ReadStats {
+    fn default() -> ReadStats {
+        ReadStats {
+            buckets: std::array::from_fn(|_| AtomicU32::new(0)),
+            sum_us: AtomicU64::new(0),
+            lost: AtomicU32::new(0),
+        }
+    }
+}
+
+/// The bucket of a latency of `us` microseconds.
+pub(crate) fn latency_bucket(us: u64) -> usize {
+    if us < 50 {
+        return 0;
+    }
+    let halves = ((us as f64 / 50.0).log2() * 2.0) as usize;
+    halves.min(LATENCY_BUCKETS - 1)
+}
+
+/// The upper bound of bucket `i`, in microseconds.
+pub(crate) fn bucket_upper_us(i: usize) -> u64 {
+    (50.0 * 2f64.powf((i + 1) as f64 / 2.0)).ceil() as u64
+}
+
+impl ReadStats {
+    /// One read answered after `us` microseconds.
+    pub fn record(&self, us: u64) {
+        self.buckets[latency_bucket(us)].fetch_add(1, Ordering::Relaxed);
+        self.sum_us.fetch_add(us, Ordering::Relaxed);
+    }
+
+    /// One of its reads was answered first by its hedge, elsewhere.
+    pub fn lose(&self) {
+        self.lost.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Races lost since last taken.
+    pub fn take_lost(&self) -> u32 {
+        self.lost.swap(0, Ordering::Relaxed)
+    }
+
+    /// Take what was gathered (the counts start again from zero): the
+    /// bucket counts and the sum of latencies.
+    pub fn take(&self) -> ([u32; LATENCY_BUCKETS], u64) {
+        let b = std::array::from_fn(|i| self.buckets[i].swap(0, Ordering::Relaxed));
+        (b, self.sum_us.swap(0, Ordering::Relaxed))
     }
 }
 
@@ -148,7 +217,39 @@ impl DsaState {
                 probe_latency: None,
             }),
             advertised: Mutex::new(None),
+            reads: ReadStats::default(),
+            ejected: std::sync::atomic::AtomicBool::new(false),
+            ejection: Mutex::new(None),
         }
+    }
+
+    /// Take it out of selection as an outlier: reads waiting on it are
+    /// re-sent elsewhere, as when it goes down.
+    pub fn eject(&self, reason: String) {
+        tracing::warn!(dsa = %self.name, reason = %reason, "DSA ejected as an outlier");
+        *self.ejection.lock().unwrap_or_else(|p| p.into_inner()) = Some(reason);
+        self.ejected.store(true, Ordering::Relaxed);
+        self.down_epoch.fetch_add(1, Ordering::Relaxed);
+        self.down_signal.notify_waiters();
+    }
+
+    /// Back in selection after its ejection time.
+    pub fn readmit(&self) {
+        if self.ejected.swap(false, Ordering::Relaxed) {
+            tracing::info!(dsa = %self.name, "DSA back in selection after its ejection time");
+        }
+        *self.ejection.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+
+    /// Why it is ejected, if it is.
+    pub fn ejection(&self) -> Option<String> {
+        if !self.ejected.load(Ordering::Relaxed) {
+            return None;
+        }
+        self.ejection
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     fn track(&self) -> std::sync::MutexGuard<'_, Track> {
@@ -327,6 +428,9 @@ impl DsaState {
         match self.admin() {
             Admin::Disabled => DsaStatus::Disabled,
             Admin::Draining => DsaStatus::Draining,
+            Admin::Enabled if self.is_up() && self.ejected.load(Ordering::Relaxed) => {
+                DsaStatus::Ejected
+            }
             Admin::Enabled if self.is_up() => DsaStatus::Up,
             Admin::Enabled => DsaStatus::Down,
         }

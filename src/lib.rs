@@ -70,6 +70,7 @@ pub(crate) mod outbox;
 pub mod route;
 pub mod server;
 pub mod session;
+pub(crate) mod tail;
 pub mod tls;
 pub(crate) mod upstream;
 pub mod wire;

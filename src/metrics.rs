@@ -47,6 +47,13 @@ pub struct Metrics {
     hist_count: Vec<AtomicU64>,
     refusals: Vec<AtomicU64>,
     pub retries: AtomicU64,
+    /// Hedged reads: hedges sent, hedges that answered first, slow reads
+    /// the hedge budget left unhedged.
+    pub hedges_sent: AtomicU64,
+    pub hedges_won: AtomicU64,
+    pub hedge_refusals: AtomicU64,
+    /// DSAs taken out of selection as outliers.
+    pub ejections: AtomicU64,
     pub clients: AtomicI64,
     pub clients_total: AtomicU64,
     pub reloads_ok: AtomicU64,
@@ -66,6 +73,10 @@ impl Default for Metrics {
             hist_count: zeros(OPS.len()),
             refusals: zeros(REFUSALS.len()),
             retries: AtomicU64::new(0),
+            hedges_sent: AtomicU64::new(0),
+            hedges_won: AtomicU64::new(0),
+            hedge_refusals: AtomicU64::new(0),
+            ejections: AtomicU64::new(0),
             clients: AtomicI64::new(0),
             clients_total: AtomicU64::new(0),
             reloads_ok: AtomicU64::new(0),
@@ -165,7 +176,31 @@ impl Metrics {
                 self.refusals[i].load(Ordering::Relaxed)
             );
         }
-        let simple: [(&str, &str, &str, i64); 5] = [
+        let simple: [(&str, &str, &str, i64); 9] = [
+            (
+                "dsa_router_hedges_total",
+                "counter",
+                "Slow reads also sent to another DSA of their group.",
+                self.hedges_sent.load(Ordering::Relaxed) as i64,
+            ),
+            (
+                "dsa_router_hedges_won_total",
+                "counter",
+                "Hedges that answered before the read they hedged.",
+                self.hedges_won.load(Ordering::Relaxed) as i64,
+            ),
+            (
+                "dsa_router_hedge_budget_refusals_total",
+                "counter",
+                "Slow reads left unhedged because the hedge budget was spent.",
+                self.hedge_refusals.load(Ordering::Relaxed) as i64,
+            ),
+            (
+                "dsa_router_ejections_total",
+                "counter",
+                "DSAs taken out of selection as outliers.",
+                self.ejections.load(Ordering::Relaxed) as i64,
+            ),
             (
                 "dsa_router_retries_total",
                 "counter",

@@ -42,6 +42,7 @@ pub async fn run_with_ldaps(
     if let Some(h) = router.cfg.health.clone() {
         tokio::spawn(crate::health::run(router.clone(), h, shutdown.clone()));
     }
+    tokio::spawn(crate::tail::run(router.clone(), shutdown.clone()));
     {
         let throttle = router.throttle.clone();
         let rx = shutdown.clone();

@@ -9,7 +9,7 @@ use std::time::UNIX_EPOCH;
 pub struct DsaReport {
     pub name: String,
     pub group: Option<String>,
-    /// up, down, disabled or draining.
+    /// up, down, disabled, draining or ejected (an outlier, for a while).
     pub state: String,
     pub health: String,
     pub reason: String,
@@ -28,6 +28,9 @@ pub struct DsaReport {
     /// Seconds until a recovering DSA serves again (failback hold-down).
     #[serde(default)]
     pub failback_in_s: Option<f64>,
+    /// Why it is ejected as an outlier, and for how long, while it is.
+    #[serde(default)]
+    pub ejected: Option<String>,
     pub addresses: Vec<String>,
 }
 
@@ -104,7 +107,12 @@ pub fn status(router: &Context) -> Status {
                         state: st.status().as_str().to_string(),
                         health: if st.is_up() { "up" } else { "down" }.to_string(),
                         reason: match st.admin() {
-                            Admin::Enabled => t.reason.clone(),
+                            Admin::Enabled => match st.ejection() {
+                                Some(e) if st.is_up() => {
+                                    format!("ejected as an outlier: {e}; health: {}", t.reason)
+                                }
+                                _ => t.reason.clone(),
+                            },
                             Admin::Disabled => {
                                 format!("disabled by an administrator; health: {}", t.reason)
                             }
@@ -126,6 +134,7 @@ pub fn status(router: &Context) -> Status {
                             .unwrap_or(0),
                         probe_latency_ms: t.probe_latency.map(|d| d.as_secs_f64() * 1000.0),
                         failback_in_s: st.failback_left(hold).map(|d| d.as_secs_f64()),
+                        ejected: st.ejection(),
                         addresses: r.pools[i].addrs.clone(),
                     }
                 })

@@ -55,6 +55,9 @@ pub struct Explanation {
     pub message: Option<String>,
     /// In a horizontal partition: how the slot was computed.
     pub slot: Option<SlotInfo>,
+    /// Read-your-writes: whether affinity to the DSA that took the
+    /// client's write chose the target (`--after-write`).
+    pub affinity: Option<String>,
 }
 
 /// The slot computation of a horizontal partition.
@@ -84,6 +87,7 @@ impl Explanation {
             error: None,
             slot: None,
             message: None,
+            affinity: None,
         }
     }
 
@@ -145,6 +149,9 @@ impl Explanation {
             }
         }
         let _ = writeln!(out, "why:       {}", self.reason);
+        if let Some(a) = &self.affinity {
+            let _ = writeln!(out, "affinity:  {a}");
+        }
         match self.error {
             None => {
                 let _ = writeln!(out, "targets:   {}", self.targets.join(", "));
@@ -298,7 +305,7 @@ pub fn explain_route(
             }
             let _ = write!(
                 why,
-                "{} is the first group with an eligible member (its first member in the ordered list is {}); targets are its eligible members, least in-flight first, rotating among equals",
+                "{} is the first group with an eligible member (its first member in the ordered list is {}); targets are its eligible members, least in-flight first, rotating among equals; a read not answered within the group's usual time (95th percentile, at least --hedge-floor) is also sent to another of them, within the hedge budget",
                 label(c.group),
                 name(first)
             );
@@ -307,6 +314,39 @@ pub fn explain_route(
         Err(e) => fail(&mut x, e, p, snap, view),
     }
     x
+}
+
+/// A read after the client's write that DSA `w` took: read-your-writes
+/// affinity sends it there while `w` is an eligible DSA of the partition.
+pub(super) fn after_write(
+    x: &mut Explanation,
+    snap: &Snapshot,
+    table: &Table,
+    view: &impl DsaView,
+    w: usize,
+) {
+    if x.op.is_write() || x.partition.is_none() || x.error.is_some() {
+        return;
+    }
+    let Ok(dn) = Dn::parse_any(&x.dn) else {
+        return;
+    };
+    let Lookup::Partition(p) = table.lookup(&dn) else {
+        return;
+    };
+    let name = &snap.dsas[w].name;
+    x.affinity = Some(if !p.order.contains(&w) {
+        format!("none: {name} holds no copy of this partition, so its write says nothing here")
+    } else if !view.status(w).eligible() {
+        format!(
+            "none: {name} took the client's write but is {}; the read goes by the usual selection",
+            view.status(w).as_str()
+        )
+    } else {
+        x.targets = vec![name.clone()];
+        x.group = p.group_of(w).and_then(|g| g.name.clone());
+        format!("read-your-writes: the client's write went to {name} within the window (--read-your-writes), so its reads of this partition go there while it is eligible; such reads are never hedged")
+    });
 }
 
 fn fail(

@@ -35,6 +35,13 @@ pub struct ExplainArgs {
     /// DSAs to treat as draining.
     #[arg(long, value_delimiter = ',')]
     pub draining: Vec<String>,
+    /// DSAs to treat as ejected as outliers.
+    #[arg(long, value_delimiter = ',')]
+    pub ejected: Vec<String>,
+    /// A read after the client's write that this DSA took (read-your-writes
+    /// affinity, within its window).
+    #[arg(long, value_name = "DSA")]
+    pub after_write: Option<String>,
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
@@ -230,13 +237,21 @@ pub fn explain(args: &ExplainArgs) -> ExitCode {
         (&args.down, DsaStatus::Down),
         (&args.disabled, DsaStatus::Disabled),
         (&args.draining, DsaStatus::Draining),
+        (&args.ejected, DsaStatus::Ejected),
     ] {
         if let Err(e) = view.mark(&snap, names, status) {
             eprintln!("error: {e}");
             return ExitCode::from(2);
         }
     }
-    let x = explain_route(&snap, &table, &view, &args.dn, args.op);
+    let mut x = explain_route(&snap, &table, &view, &args.dn, args.op);
+    if let Some(w) = &args.after_write {
+        let Some(i) = snap.dsa_index(w) else {
+            eprintln!("error: unknown DSA \"{w}\" in --after-write");
+            return ExitCode::from(2);
+        };
+        explain::after_write(&mut x, &snap, &table, &view, i);
+    }
     if args.json {
         match serde_json::to_string_pretty(&x) {
             Ok(s) => println!("{s}"),

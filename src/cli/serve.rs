@@ -40,6 +40,24 @@ pub struct LimitArgs {
     /// connections).
     #[arg(long, value_enum, default_value = "connection")]
     pub affinity_scope: crate::config::AffinityScope,
+    /// Hedged reads: a read not answered within its partition's recent
+    /// 95th-percentile latency (at least --hedge-floor) is also sent to
+    /// another DSA of its group, the first answer wins. The budget caps
+    /// hedges at this percentage of reads (0 turns hedging off).
+    #[arg(long, default_value_t = 5)]
+    pub hedge_budget: u32,
+    /// The least time a read waits before it is hedged.
+    #[arg(long, default_value = "10ms")]
+    pub hedge_floor: String,
+    /// Outlier ejection: a DSA whose reads stall, or run far slower than
+    /// its group's, is taken out of selection for --ejection-time (longer
+    /// each time it repeats); at most this percentage of a group is
+    /// ejected at once (0 turns ejection off).
+    #[arg(long, default_value_t = 50)]
+    pub max_ejection: u32,
+    /// An outlier's first ejection time.
+    #[arg(long, default_value = "10s")]
+    pub ejection_time: String,
     /// Writes (a PDU, or the responses of one DSA read) queued for one
     /// client before it counts as stalled and is disconnected.
     #[arg(long, default_value_t = 1 << 20)]
@@ -195,6 +213,16 @@ pub fn parse_duration(s: &str) -> Result<Duration> {
     Ok(Duration::from_secs_f64(secs))
 }
 
+/// A percentage flag's value, 0-100.
+fn percent(flag: &str, v: u32) -> Result<u32> {
+    if v > 100 {
+        return Err(Error::config(format!(
+            "{flag} {v} is not a percentage 0-100 (0 = off)"
+        )));
+    }
+    Ok(v)
+}
+
 impl LimitArgs {
     pub fn config(&self) -> Result<Config> {
         let failback_hold = parse_duration_or_zero(&self.failback_hold)?;
@@ -215,6 +243,12 @@ impl LimitArgs {
             max_own_connections: self.max_own_connections,
             read_your_writes,
             affinity_scope: self.affinity_scope,
+            tail: crate::config::TailConfig {
+                hedge_budget: percent("--hedge-budget", self.hedge_budget)?,
+                hedge_floor: parse_duration_or_zero(&self.hedge_floor)?,
+                max_ejection: percent("--max-ejection", self.max_ejection)?,
+                ejection_time: parse_duration(&self.ejection_time)?,
+            },
             max_outstanding: self.max_outstanding.max(1),
             client_queue: self.client_queue.max(1),
             client_queue_bytes: self.client_queue_bytes.max(4096),

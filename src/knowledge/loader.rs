@@ -53,6 +53,10 @@ const KNOWN_SETS: &[&str] = &[
     "dsa-router-cpu-threshold",
     "dsa-router-memory-threshold",
     "dsa-router-concurrency-limit",
+    "dsa-router-hedge-budget",
+    "dsa-router-hedge-floor-ms",
+    "dsa-router-max-ejection",
+    "dsa-router-ejection-time",
 ];
 
 pub(super) fn load(root: &Path, source: &dyn Source) -> Result<Snapshot, LoadError> {
@@ -256,7 +260,11 @@ impl Loader<'_> {
             }
             "dsa-router-cpu-threshold"
             | "dsa-router-memory-threshold"
-            | "dsa-router-concurrency-limit" => self.set_router_setting(f, &key),
+            | "dsa-router-concurrency-limit"
+            | "dsa-router-hedge-budget"
+            | "dsa-router-hedge-floor-ms"
+            | "dsa-router-max-ejection"
+            | "dsa-router-ejection-time" => self.set_router_setting(f, &key),
             _ => {
                 let hint = diag::closest(&key, KNOWN_SETS.iter().copied())
                     .map(|c| format!(" (did you mean 'set {c}'?)"))
@@ -314,7 +322,13 @@ impl Loader<'_> {
                 format!("set {key} takes a whole number, found {}", v.tok.describe()),
             )
         })?;
-        if key != "dsa-router-concurrency-limit" && n > 100 {
+        let percent = !matches!(
+            key,
+            "dsa-router-concurrency-limit"
+                | "dsa-router-hedge-floor-ms"
+                | "dsa-router-ejection-time"
+        );
+        if percent && n > 100 {
             return Err(f.err_at(
                 v.line,
                 v.column,
@@ -326,6 +340,10 @@ impl Loader<'_> {
         match key {
             "dsa-router-cpu-threshold" => s.cpu_threshold = Some(n),
             "dsa-router-memory-threshold" => s.memory_threshold = Some(n),
+            "dsa-router-hedge-budget" => s.hedge_budget = Some(n),
+            "dsa-router-hedge-floor-ms" => s.hedge_floor_ms = Some(n),
+            "dsa-router-max-ejection" => s.max_ejection = Some(n),
+            "dsa-router-ejection-time" => s.ejection_time_s = Some(n),
             _ => s.concurrency_limit = Some(n),
         }
         Ok(())

@@ -237,6 +237,14 @@ pub struct RouterSettings {
     pub memory_threshold: Option<u32>,
     /// `set dsa-router-concurrency-limit = N;` (per DSA; 0 = none)
     pub concurrency_limit: Option<u32>,
+    /// `set dsa-router-hedge-budget = PCT;` (0 = no hedged reads)
+    pub hedge_budget: Option<u32>,
+    /// `set dsa-router-hedge-floor-ms = MS;`
+    pub hedge_floor_ms: Option<u32>,
+    /// `set dsa-router-max-ejection = PCT;` (0 = no outlier ejection)
+    pub max_ejection: Option<u32>,
+    /// `set dsa-router-ejection-time = SECONDS;`
+    pub ejection_time_s: Option<u32>,
 }
 
 impl Snapshot {

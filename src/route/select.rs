@@ -11,6 +11,9 @@ pub enum DsaStatus {
     Disabled,
     /// Finishing its in-flight work; takes no new work.
     Draining,
+    /// Taken out of selection for a while as an outlier (its reads stalled
+    /// or ran far slower than its group's).
+    Ejected,
 }
 
 impl DsaStatus {
@@ -24,6 +27,7 @@ impl DsaStatus {
             DsaStatus::Down => "down",
             DsaStatus::Disabled => "disabled",
             DsaStatus::Draining => "draining",
+            DsaStatus::Ejected => "ejected",
         }
     }
 }

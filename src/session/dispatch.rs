@@ -62,6 +62,8 @@ pub(super) struct Want {
     pub sticky: Option<usize>,
     /// DSAs already tried (they are skipped).
     pub tried: Vec<usize>,
+    /// Only a DSA of the group this one belongs to (hedges).
+    pub group_of: Option<usize>,
 }
 
 impl Want {
@@ -71,6 +73,7 @@ impl Want {
             is_write,
             sticky,
             tried: Vec::new(),
+            group_of: None,
         }
     }
 }
@@ -121,6 +124,7 @@ pub(super) async fn place(
         is_write,
         sticky,
         mut tried,
+        group_of,
     } = want;
     let mut races = 0;
     loop {
@@ -164,6 +168,15 @@ pub(super) async fn place(
                 return Err(Error::router(Kind::Unsupported, msg));
             }
         };
+        if let Some(first) = group_of {
+            if !p.group_of(first).is_some_and(|g| g.members.contains(&dsa)) {
+                let msg = format!(
+                    "dsa-router: no other DSA of {}'s group can take the read",
+                    routing.snap.dsas[first].name
+                );
+                return Err(Error::router(Kind::Unavailable, msg));
+            }
+        }
         // Take the in-flight slot atomically; losing a race for the last
         // slot means selecting again (never another group).
         let Some(guard) = routing.states.0[dsa].try_begin() else {
@@ -373,9 +386,24 @@ pub(super) struct Retry {
     pub dn: Dn,
     /// Names of the DSAs already tried (names survive reloads).
     pub tried: Vec<String>,
+    /// It places a hedge: only on a DSA of the group of the one the read
+    /// waits on.
+    pub hedge: bool,
 }
 
 impl Resend for Retry {
+    fn hedger(&self) -> Box<dyn Resend> {
+        Box::new(Retry {
+            router: self.router.clone(),
+            pdu: self.pdu.clone(),
+            header: self.header,
+            proxy_dn: self.proxy_dn.clone(),
+            dn: self.dn.clone(),
+            tried: self.tried.clone(),
+            hedge: true,
+        })
+    }
+
     fn resend(mut self: Box<Self>, mut p: Pending, failed: &str, _why: Error) {
         self.tried.push(failed.to_string());
         p._guard = None;
@@ -383,7 +411,14 @@ impl Resend for Retry {
             m.retries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
         tokio::spawn(async move {
-            if let Err((p, e)) = self.send_again(p).await {
+            let hedge = self.hedge;
+            let metrics = self.router.upgrade().map(|r| r.metrics.clone());
+            let res = self.send_again(p).await;
+            if let (true, Ok(()), Some(m)) = (hedge, &res, metrics) {
+                m.hedges_sent
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            if let Err((p, e)) = res {
                 // Its retry is spent: answered, not re-sent.
                 p.fail("", e);
             }
@@ -404,16 +439,24 @@ impl Retry {
             );
             return Err((p, e));
         };
+        let tried: Vec<usize> = self
+            .tried
+            .iter()
+            .filter_map(|n| routing.snap.dsa_index(n))
+            .collect();
         let want = Want {
             is_write: false,
             sticky: None,
-            tried: self
-                .tried
-                .iter()
-                .filter_map(|n| routing.snap.dsa_index(n))
-                .collect(),
+            group_of: if self.hedge {
+                tried.last().copied()
+            } else {
+                None
+            },
+            tried,
         };
-        tracing::info!(tried = ?self.tried, "re-sending a read to the next target");
+        if !self.hedge {
+            tracing::info!(tried = ?self.tried, "re-sending a read to the next target");
+        }
         let (pdu, header) = (self.pdu.clone(), self.header);
         let via = Via::Shared(self.proxy_dn.clone());
         let mut retry = Some(self);

@@ -69,6 +69,14 @@ impl Session {
                 );
                 self.reply(req, Code::CannotCancel, "", &msg).await
             }
+            Some(Running::Race(race)) => {
+                if race.cancel() {
+                    self.reply(req, Code::Success, "", "").await
+                } else {
+                    let msg = format!("dsa-router: operation {id} has ended; too late to cancel");
+                    self.reply(req, Code::TooLate, "", &msg).await
+                }
+            }
             Some(Running::Fan(fan)) => {
                 if fan.cancel() {
                     self.reply(req, Code::Success, "", "").await

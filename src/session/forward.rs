@@ -7,7 +7,7 @@ use super::{dispatch, out, Session};
 use crate::dn::Dn;
 use crate::metrics::Refusal;
 use crate::route::Lookup;
-use crate::upstream::pending::{LogCtx, Pending, Sink};
+use crate::upstream::pending::{Hedge, LogCtx, Pending, Sink};
 use crate::wire::frame::Header;
 use crate::wire::request::{Op, Request};
 use crate::wire::response::Code;
@@ -166,8 +166,16 @@ impl Session {
                         .iter()
                         .map(|&i| routing.snap.dsas[i].name.clone())
                         .collect(),
+                    hedge: false,
                 }) as Box<dyn crate::upstream::delivery::Resend>
             });
+            // A read on a shared connection may be hedged, unless it keeps
+            // to the DSA that took the client's write.
+            let hedge = if retry.is_some() && affine.is_none() && !needs.persistent {
+                Hedge::Eligible
+            } else {
+                Hedge::No
+            };
             Pending {
                 sink: Sink::To(delivery),
                 is_write,
@@ -177,6 +185,7 @@ impl Session {
                 hold: retry.is_some() && matches!(req.op, Op::Search { scope: 0, .. }),
                 held: Vec::new(),
                 persistent: needs.persistent,
+                hedge,
                 extra: None,
                 retry,
                 op: crate::metrics::op_index(req.op.name()) as u8,

@@ -10,6 +10,7 @@ use crate::error::Error;
 use crate::outbox::{Bound, Outbox, Push};
 use crate::upstream::conn::Conn;
 use crate::upstream::delivery::{Batch, Delivery as Deliver, Outlet};
+use crate::upstream::hedge::Race;
 use crate::upstream::pool::BindPdu;
 use crate::wire::frame::{self, Header};
 use crate::wire::response;
@@ -24,6 +25,8 @@ enum Tracked {
     Op(Weak<Conn>, i32),
     /// A search spanning partitions.
     Fan(Weak<Fan>),
+    /// A hedged read, on two DSAs.
+    Race(Weak<Race>),
 }
 
 impl Tracked {
@@ -39,6 +42,11 @@ impl Tracked {
                     fan.abandon();
                 }
             }
+            Tracked::Race(race) => {
+                if let Some(race) = race.upgrade() {
+                    race.abandon();
+                }
+            }
         }
     }
 }
@@ -51,6 +59,8 @@ pub enum Running {
     Op(Arc<Conn>, i32),
     /// A search spanning partitions.
     Fan(Arc<Fan>),
+    /// A hedged read.
+    Race(Arc<Race>),
 }
 
 pub enum Delivery {
@@ -125,6 +135,14 @@ impl ClientOut {
         }
     }
 
+    /// Record that an outstanding operation was hedged (if it is still
+    /// outstanding).
+    pub fn track_race(&self, msgid: i32, race: &Arc<Race>) {
+        if let Some(e) = lock(&self.outstanding).get_mut(&msgid) {
+            *e = Tracked::Race(Arc::downgrade(race));
+        }
+    }
+
     /// The operation ended (its final response is being delivered).
     pub fn finish(&self, msgid: i32) {
         lock(&self.outstanding).remove(&msgid);
@@ -138,6 +156,7 @@ impl ClientOut {
                 None => Running::Placing,
             }),
             Tracked::Fan(fan) => fan.upgrade().map(Running::Fan),
+            Tracked::Race(race) => race.upgrade().map(Running::Race),
         }
     }
 
@@ -264,5 +283,9 @@ impl Deliver for ToClient {
     fn placed(&self, conn: &Arc<Conn>, id: i32) -> bool {
         self.out.track(self.msgid, conn, id);
         true
+    }
+
+    fn raced(&self, race: &Arc<Race>) {
+        self.out.track_race(self.msgid, race);
     }
 }

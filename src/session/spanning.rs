@@ -197,6 +197,7 @@ impl Session {
                             .iter()
                             .map(|&d| routing.snap.dsas[d].name.clone())
                             .collect(),
+                        hedge: false,
                     })
                         as Box<dyn crate::upstream::delivery::Resend>),
                     _ => None,
@@ -210,6 +211,7 @@ impl Session {
                     hold: false,
                     held: Vec::new(),
                     persistent: false,
+                    hedge: crate::upstream::pending::Hedge::No,
                     extra: None,
                     retry,
                     op: crate::metrics::op_index("search") as u8,

@@ -30,6 +30,14 @@ use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 
+/// A read to hedge: its race, the hedge leg's pending operation and what
+/// places it.
+pub struct Hedged {
+    pub race: Arc<super::hedge::Race>,
+    pub hedge: Pending,
+    pub plan: Box<dyn super::delivery::Resend>,
+}
+
 pub struct Conn {
     pub dsa: Arc<DsaState>,
     /// Requests to the DSA, written by the sender when nothing is queued.
@@ -369,6 +377,70 @@ impl Conn {
         }
     }
 
+    /// Hedge the reads waiting here longer than `after` (see
+    /// [`super::hedge`]), while `budget` has a whole hedge left (each
+    /// costs one). Returns the hedges to place (with what places them)
+    /// and how many reads the budget refused; reads that have waited
+    /// longer than `stall` with nothing sent to their client are counted
+    /// in `stuck`.
+    pub fn hedge_scan(
+        self: &Arc<Self>,
+        after: Duration,
+        budget: &mut f64,
+        stall: Duration,
+        stuck: &mut usize,
+    ) -> (Vec<Hedged>, u64) {
+        use super::pending::Hedge;
+        let mut out = Vec::new();
+        let mut refused = 0;
+        let mut map = self.lock();
+        for (&id, p) in map.iter_mut() {
+            if p.is_write || p.persistent || !matches!(p.sink, Sink::To(_)) {
+                continue;
+            }
+            if p.delivered || !p.held.is_empty() {
+                continue;
+            }
+            let age = p.started.elapsed();
+            if age >= stall {
+                *stuck += 1;
+            }
+            if age < after || !matches!(p.hedge, Hedge::Eligible | Hedge::Refused) {
+                continue;
+            }
+            let Some(retry) = p.retry.as_ref() else {
+                continue;
+            };
+            if *budget < 1.0 {
+                if p.hedge == Hedge::Eligible {
+                    p.hedge = Hedge::Refused;
+                    refused += 1;
+                }
+                continue;
+            }
+            *budget -= 1.0;
+            let plan = retry.hedger();
+            let Sink::To(inner) = std::mem::replace(&mut p.sink, Sink::Detached) else {
+                continue;
+            };
+            let (race, leg0, leg1) =
+                super::hedge::Race::start(inner, self, id, p.metrics.take(), p.op, p.started);
+            p.sink = Sink::To(leg0);
+            p.hedge = Hedge::Raced;
+            let mut hedge = Pending::new(Sink::To(leg1));
+            hedge.hold = p.hold;
+            hedge.hedge = Hedge::Raced;
+            hedge.op = p.op;
+            hedge.log = p.log.as_ref().map(|l| {
+                let mut l = l.clone();
+                l.affinity = Some("hedge");
+                l
+            });
+            out.push(Hedged { race, hedge, plan });
+        }
+        (out, refused)
+    }
+
     /// The DSA went down: re-send the reads waiting here that have sent
     /// nothing to their client yet, and abandon them on this DSA.
     fn evacuate(&self) {
@@ -445,6 +517,11 @@ impl Conn {
         if matches!(p.sink, Sink::To(_)) {
             self.dsa.served.fetch_add(1, Ordering::Relaxed);
             p.record(code.unwrap_or(80));
+            if !p.is_write && !p.persistent {
+                self.dsa
+                    .reads
+                    .record(p.started.elapsed().as_micros() as u64);
+            }
         }
         if let Some(log) = &p.log {
             tracing::info!(

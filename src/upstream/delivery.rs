@@ -32,6 +32,9 @@ pub trait Delivery: Send + Sync {
     fn expires(&self) -> bool {
         true
     }
+    /// The operation was hedged: it now runs as `race` (which the client
+    /// side abandons or cancels as a whole).
+    fn raced(&self, _race: &Arc<super::hedge::Race>) {}
 }
 
 /// An operation that may be sent to another DSA: the connection hands the
@@ -41,6 +44,9 @@ pub trait Resend: Send + Sync {
     /// Send `p` again; `failed` names the DSA that let it down and `why`
     /// is what the client gets if no other DSA can take it.
     fn resend(self: Box<Self>, p: Pending, failed: &str, why: Error);
+    /// A copy that sends the hedge of this read: to another DSA of the
+    /// same group as the one it waits on.
+    fn hedger(&self) -> Box<dyn Resend>;
 }
 
 /// A client's write side, as the batch sees it.

@@ -7,5 +7,6 @@
 pub(crate) mod advertised;
 pub(crate) mod conn;
 pub(crate) mod delivery;
+pub(crate) mod hedge;
 pub(crate) mod pending;
 pub(crate) mod pool;

@@ -35,6 +35,7 @@ pub struct Extra {
 }
 
 /// Access-log context, present only when the access log is on.
+#[derive(Clone)]
 pub struct LogCtx {
     pub client: SocketAddr,
     pub op: &'static str,
@@ -43,6 +44,21 @@ pub struct LogCtx {
     /// Why the target was chosen, when not by the usual selection
     /// (`read-your-writes`).
     pub affinity: Option<&'static str>,
+}
+
+/// Where a read stands with hedging (see [`super::hedge`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Hedge {
+    /// Never hedged (writes, binds, pinned or affine reads, spanning
+    /// parts).
+    #[default]
+    No,
+    /// A read that may be hedged when it is slow.
+    Eligible,
+    /// It was slow but the hedge budget was spent.
+    Refused,
+    /// One leg of a hedged read.
+    Raced,
 }
 
 /// An operation awaiting its responses.
@@ -63,6 +79,8 @@ pub struct Pending {
     /// It may run without end (persistent search, refreshAndPersist): it
     /// never times out and its silence says nothing about the DSA.
     pub persistent: bool,
+    /// Whether it may be hedged, and whether it was.
+    pub hedge: Hedge,
     /// What few operations need (boxed: most have none).
     pub extra: Option<Box<Extra>>,
     /// Operation kind (index into `metrics::OPS`) and where to count it.
@@ -84,6 +102,7 @@ impl Pending {
             hold: false,
             held: Vec::new(),
             persistent: false,
+            hedge: Hedge::No,
             extra: None,
             op: 0,
             metrics: None,

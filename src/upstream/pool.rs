@@ -206,6 +206,14 @@ impl Pool {
         self.close();
     }
 
+    /// The shared connections open now (where reads that may be hedged
+    /// wait).
+    pub fn shared_conns(&self) -> impl Iterator<Item = Arc<Conn>> + '_ {
+        [&self.anon, &self.routed]
+            .into_iter()
+            .filter_map(Slot::live)
+    }
+
     /// Close the shared connections (DSA removed or readdressed).
     pub fn close(&self) {
         for s in [&self.anon, &self.routed] {

@@ -360,3 +360,42 @@ impl Setup {
         all
     }
 }
+
+/// Hedged reads against real slapd: THIRD1 freezes (SIGSTOP: it accepts
+/// nothing and answers nothing). With the default probes (1 s, fall 3) a
+/// read waiting on it would wait seconds for them; hedged after the floor,
+/// each `ldapsearch` at `o=THIRD` answers at once with THIRD2's entries,
+/// each once, and THIRD1 is soon ejected as an outlier (the log says why).
+#[test]
+fn reads_do_not_wait_for_a_frozen_slapd_they_are_hedged() {
+    let mut s = Setup::start();
+    let r = s.router(&[]);
+    let third2 = format!("ldap://127.0.0.1:{}", s.slapd("THIRD2").port);
+    let want = dns(&search(&third2, "o=THIRD,c=AU", "sub", &[]).stdout);
+    assert!(want.len() > 2, "{want:?}");
+    s.slapd("THIRD1").stop_signal();
+    let mut worst = Duration::ZERO;
+    for round in 0..20 {
+        let t0 = Instant::now();
+        let out = search(&r.url, "o=THIRD,c=AU", "sub", &[]);
+        worst = worst.max(t0.elapsed());
+        assert!(out.success(), "round {round}: {out:?}");
+        let got = dns(&out.stdout);
+        assert_eq!(got.len(), want.len(), "round {round}: {got:?}");
+        assert_eq!(as_set(&got), as_set(&want), "round {round}");
+    }
+    s.slapd("THIRD1").cont_signal();
+    let log = r.log_text();
+    assert!(
+        worst < Duration::from_millis(900),
+        "worst read {worst:?}:\n{log}"
+    );
+    assert!(
+        log.contains("DSA ejected as an outlier") && log.contains("THIRD1"),
+        "{log}"
+    );
+    assert!(
+        !log.contains("DSA down"),
+        "the probes were not needed:\n{log}"
+    );
+}

@@ -1005,3 +1005,94 @@ async fn reads_after_a_write_see_it_with_read_your_writes() {
         );
     }
 }
+
+/// Hedged reads and outlier ejection: D1 and H1 share reads; D1 stops
+/// answering (every response held 5 s). With the defaults, a read waiting
+/// on D1 is hedged to H1 after the floor (10 ms), the first answer wins and
+/// entries are never doubled; D1 is soon ejected, shown in `/status` with
+/// the reason. With hedging and ejection off, a read that lands on D1 waits
+/// the 5 s (the test would see the behaviour break).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dsa_that_stops_answering_costs_reads_milliseconds_not_seconds() {
+    for tail in [true, false] {
+        let h = Builder::default()
+            .democorp(&["D1", "H1"])
+            .cfg(|c| {
+                // Probes would take D1 down after 3 s; the point here is
+                // what happens before they do.
+                c.health = None;
+                if !tail {
+                    c.tail.hedge_budget = 0;
+                    c.tail.max_ejection = 0;
+                }
+            })
+            .start()
+            .await;
+        let mut l = ldap(&h.url()).await;
+        let people = format!("ou=People,{DEMOCORP}");
+        let (rc, want, _) = sees(&mut l, &people, Scope::Subtree).await;
+        assert!(rc == 0 && want.len() > 3, "{rc} {want:?}");
+        h.dsa("D1").faults.set_delay(Duration::from_secs(5));
+        let mut worst = Duration::ZERO;
+        let reads = if tail { 100 } else { 4 };
+        for i in 0..reads {
+            let t0 = Instant::now();
+            let (rc, got, text) = if i % 2 == 0 {
+                sees(&mut l, &people, Scope::Subtree).await
+            } else {
+                let (rc, got, text) = sees(&mut l, DEMOCORP, Scope::Base).await;
+                assert_eq!(got.len(), 1, "read {i}: {got:?}");
+                (rc, want.clone(), text)
+            };
+            worst = worst.max(t0.elapsed());
+            assert_eq!(rc, 0, "read {i}: {text}");
+            let mut sorted = got.clone();
+            sorted.sort();
+            sorted.dedup();
+            assert_eq!(
+                sorted.len(),
+                got.len(),
+                "read {i}: entries doubled: {got:?}"
+            );
+            assert_eq!(got.len(), want.len(), "read {i}: {got:?}");
+        }
+        let m = &h.router.metrics;
+        let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+        let (sent, won, ejections) = (
+            load(&m.hedges_sent),
+            load(&m.hedges_won),
+            load(&m.ejections),
+        );
+        println!(
+            "tail {tail}: worst read {worst:?}, hedges {sent} (won {won}), ejections {ejections}"
+        );
+        if !tail {
+            assert!(
+                worst >= Duration::from_secs(4),
+                "without hedging a read on D1 should wait: worst {worst:?}"
+            );
+            assert_eq!((sent, ejections), (0, 0));
+            h.dsa("D1").faults.set_delay(Duration::ZERO);
+            continue;
+        }
+        assert!(worst < Duration::from_secs(1), "worst read {worst:?}");
+        assert!(sent >= 1 && won >= 1, "hedges {sent}, won {won}");
+        assert!(
+            sent <= 20,
+            "{sent} hedges for 100 reads: D1 was not ejected"
+        );
+        assert_eq!(ejections, 1);
+        let st = dsa_router::admin::status::status(&h.router);
+        let d1 = st
+            .partitions
+            .iter()
+            .flat_map(|p| &p.dsas)
+            .find(|d| d.name == "D1")
+            .unwrap();
+        assert_eq!(d1.state, "ejected", "{d1:?}");
+        let why = d1.ejected.as_deref().unwrap_or_default();
+        assert!(why.contains("ejected for 10 s"), "{why}");
+        assert!(d1.reason.contains("outlier"), "{}", d1.reason);
+        h.dsa("D1").faults.set_delay(Duration::ZERO);
+    }
+}

@@ -370,3 +370,56 @@ fn router_never_target_even_alone_in_its_partition() {
     assert_eq!(j["error"], "unavailable", "{j}");
     assert_eq!(names(&j["order"]), vec!["D1"]);
 }
+
+/// `explain --after-write DSA`: read-your-writes affinity chooses the DSA
+/// that took the client's write while it is eligible (whatever the usual
+/// selection), and says so; when it is down, ejected, or holds no copy of
+/// the partition, the usual selection stands and the reason is given.
+#[test]
+fn explain_says_when_read_your_writes_affinity_chooses_the_target() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let order = &["D1", "H1", "H2", "D2"];
+    let root = write_knowledge(dir.path(), order, &[], &[], false);
+    let run = |extra: &[&str]| -> serde_json::Value {
+        let out = Command::new(env!("CARGO_BIN_EXE_dsa-router"))
+            .arg("explain")
+            .arg(&root)
+            .arg("cn=Someone, o=DemoCorp, c=AU")
+            .arg("--json")
+            .args(extra)
+            .output()
+            .expect("run dsa-router explain");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("one JSON object")
+    };
+    // (arguments, targets, affinity starts with)
+    let rows: &[(&[&str], &[&str], &str)] = &[
+        (&[], &["D1", "H1"], ""),
+        (
+            &["--after-write", "H2"],
+            &["H2"],
+            "read-your-writes: the client's write went to H2",
+        ),
+        (&["--after-write", "h1"], &["H1"], "read-your-writes"),
+        (
+            &["--after-write", "H2", "--down", "H2"],
+            &["D1", "H1"],
+            "none: H2 took the client's write but is down",
+        ),
+        (
+            &["--after-write", "H1", "--ejected", "H1"],
+            &["D1"],
+            "none: H1 took the client's write but is ejected",
+        ),
+    ];
+    for (args, targets, affinity) in rows {
+        let j = run(args);
+        assert_eq!(names(&j["targets"]), *targets, "{args:?}: {j}");
+        let a = j["affinity"].as_str().unwrap_or("");
+        assert!(a.starts_with(affinity), "{args:?}: affinity {a:?}");
+    }
+}

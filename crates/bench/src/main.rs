@@ -404,7 +404,7 @@ fn run_inner(a: &BenchArgs) -> Result<ExitCode, String> {
                 "ok": all.ok,
                 "errors": errors,
                 "io_errors": all.io_errors,
-                "latency_ms": {"p50": p(0.5), "p90": p(0.9), "p99": p(0.99), "p999": p(0.999)},
+                "latency_ms": {"p50": p(0.5), "p90": p(0.9), "p99": p(0.99), "p999": p(0.999), "max": p(1.0)},
                 "duration_s": secs,
                 "connections": a.connections,
                 "depth": a.depth,
@@ -426,11 +426,12 @@ fn run_inner(a: &BenchArgs) -> Result<ExitCode, String> {
             all.ok, all.errors, all.io_errors
         );
         println!(
-            "latency ms  p50 {:.3}  p90 {:.3}  p99 {:.3}  p99.9 {:.3}",
+            "latency ms  p50 {:.3}  p90 {:.3}  p99 {:.3}  p99.9 {:.3}  max {:.3}",
             p(0.5),
             p(0.9),
             p(0.99),
-            p(0.999)
+            p(0.999),
+            p(1.0)
         );
     }
     Ok(if all.ok == 0 {

@@ -1,0 +1,225 @@
+//! Hedged reads (issue 19): a read that has not answered within its
+//! partition's usual time is also sent to another DSA of its group; the
+//! first leg to answer wins the [`Race`] and the other is abandoned.
+//!
+//! A race is made only when a read is hedged (rare by design: a budget caps
+//! hedges as a share of reads), by turning the read's delivery into leg 0
+//! of a race where it waits on its DSA; leg 1 is placed like a re-sent read.
+//! The first response of either leg (entry or result) decides the race:
+//! from then on only the winner's responses reach the client, so entries
+//! are never duplicated.
+
+use super::conn::Conn;
+use super::delivery::{Batch, Delivery};
+use crate::error::{Error, Kind};
+use crate::metrics::Metrics;
+use crate::wire::frame::Header;
+use crate::wire::response::{self, Code};
+use bytes::Bytes;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, Weak};
+use tokio::time::Instant;
+
+/// One hedged read: the original (leg 0) and its hedge (leg 1).
+pub struct Race {
+    inner: Arc<dyn Delivery>,
+    st: Mutex<State>,
+    /// Where the read's outcome is counted (once, for the winner).
+    metrics: Option<Arc<Metrics>>,
+    op: u8,
+    started: Instant,
+    /// The DSA the read first went to (it loses when the hedge wins).
+    first: Arc<crate::dsa_state::DsaState>,
+}
+
+/// Where a leg runs: its connection and message ID there.
+type At = Option<(Weak<Conn>, i32)>;
+
+#[derive(Default)]
+struct State {
+    /// The leg whose responses reach the client.
+    winner: Option<u8>,
+    /// Answered, abandoned or cancelled: nothing more goes out.
+    ended: bool,
+    /// Where each leg runs.
+    legs: [At; 2],
+    /// Legs that failed before the race was decided.
+    failed: [bool; 2],
+}
+
+/// One leg's delivery.
+pub struct Leg {
+    race: Arc<Race>,
+    n: u8,
+}
+
+impl Race {
+    /// A race for a read delivered to `inner`, running as `id` on `conn`;
+    /// its two legs' deliveries.
+    pub fn start(
+        inner: Arc<dyn Delivery>,
+        conn: &Arc<Conn>,
+        id: i32,
+        metrics: Option<Arc<Metrics>>,
+        op: u8,
+        started: Instant,
+    ) -> (Arc<Race>, Arc<Leg>, Arc<Leg>) {
+        let race = Arc::new(Race {
+            inner,
+            st: Mutex::new(State {
+                legs: [Some((Arc::downgrade(conn), id)), None],
+                ..State::default()
+            }),
+            metrics,
+            op,
+            started,
+            first: conn.dsa.clone(),
+        });
+        let leg = |n| {
+            Arc::new(Leg {
+                race: race.clone(),
+                n,
+            })
+        };
+        (race.clone(), leg(0), leg(1))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.st.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The client's delivery learns that its operation runs as a race.
+    pub fn announce(self: &Arc<Self>) {
+        self.inner.raced(self);
+    }
+
+    /// Whether leg `n` may send to the client: it won, or wins now (the
+    /// other leg is then abandoned).
+    fn claim(&self, n: u8) -> bool {
+        let loser = {
+            let mut st = self.lock();
+            if st.ended {
+                return false;
+            }
+            match st.winner {
+                Some(w) => return w == n,
+                None => {
+                    st.winner = Some(n);
+                    st.legs[1 - n as usize].take()
+                }
+            }
+        };
+        if n == 1 {
+            self.first.reads.lose();
+            if let Some(m) = &self.metrics {
+                m.hedges_won.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        if let Some(conn) = loser.and_then(|(c, id)| Some((c.upgrade()?, id))) {
+            conn.0.abandon(conn.1);
+        }
+        true
+    }
+
+    fn record(&self, code: u8) {
+        if let Some(m) = &self.metrics {
+            m.op(
+                self.op as usize,
+                code,
+                self.started.elapsed().as_micros() as u64,
+            );
+        }
+    }
+
+    /// Mark it ended; the legs still running.
+    fn end(&self) -> Option<[At; 2]> {
+        let mut st = self.lock();
+        if st.ended {
+            return None;
+        }
+        st.ended = true;
+        Some([st.legs[0].take(), st.legs[1].take()])
+    }
+
+    /// The client abandoned the read (or is gone): stop both legs.
+    pub fn abandon(&self) {
+        for (conn, id) in self.end().into_iter().flatten().flatten() {
+            if let Some(c) = conn.upgrade() {
+                c.abandon(id);
+            }
+        }
+    }
+
+    /// The client cancelled the read: stop both legs and answer
+    /// `canceled`. False when it had already ended.
+    pub fn cancel(&self) -> bool {
+        let Some(legs) = self.end() else {
+            return false;
+        };
+        for (conn, id) in legs.into_iter().flatten() {
+            if let Some(c) = conn.upgrade() {
+                c.abandon(id);
+            }
+        }
+        let e = Error::new(
+            Kind::Refused(Code::Canceled),
+            "cancelled by the client".to_string(),
+        );
+        self.record(e.code() as u8);
+        self.inner.fail(&e);
+        true
+    }
+}
+
+impl Delivery for Leg {
+    fn deliver(&self, pdu: &[u8], h: &Header, batch: &mut Batch) {
+        if self.race.claim(self.n) {
+            self.race.inner.deliver(pdu, h, batch);
+        }
+    }
+
+    fn finish(&self, pdu: Bytes, h: &Header, batch: &mut Batch) {
+        if !self.race.claim(self.n) || self.race.end().is_none() {
+            return;
+        }
+        self.race
+            .record(response::result_code(&pdu, h).unwrap_or(80));
+        self.race.inner.finish(pdu, h, batch);
+    }
+
+    /// A leg that fails before the race is decided leaves it to the other
+    /// leg; the client hears of a failure only when both failed, or when
+    /// the winner fails.
+    fn fail(&self, e: &Error) {
+        let n = self.n as usize;
+        {
+            let mut st = self.race.lock();
+            if st.ended {
+                return;
+            }
+            match st.winner {
+                Some(w) if w as usize != n => return,
+                Some(_) => {}
+                None => {
+                    st.failed[n] = true;
+                    st.legs[n] = None;
+                    if !st.failed[1 - n] {
+                        return;
+                    }
+                }
+            }
+            st.ended = true;
+        }
+        self.race.record(e.code() as u8);
+        self.race.inner.fail(e);
+    }
+
+    fn placed(&self, conn: &Arc<Conn>, id: i32) -> bool {
+        let mut st = self.race.lock();
+        if st.ended || st.winner.is_some_and(|w| w != self.n) {
+            return false;
+        }
+        st.legs[self.n as usize] = Some((Arc::downgrade(conn), id));
+        true
+    }
+}
