@@ -10,8 +10,8 @@ Two scenarios, each measured in one run against its comparison:
    defaults (hedged reads, outlier ejection) and with both off
    (--hedge-budget 0 --max-ejection 0): errors, p99, p99.9, worst read.
    Then 8 s without a fault: hedges as a share of reads (from /metrics).
-2. A DSA is slow: two in-tree test DSAs (`dsa-router testdsa`, the same
-   2,000 users), one with every response delayed 20 ms; the same load
+2. A DSA is slow: a slapd and the in-tree test DSA (`dsa-router testdsa`,
+   the same 2,000 users) with every response delayed 20 ms; the same load
    through dsa-router (defaults) and through HAProxy (mode tcp, balance
    leastconn) in front of the same pair: ops/s, p50, p99, p99.9, worst.
 
@@ -171,7 +171,7 @@ def metric(admin, name):
     text = urllib.request.urlopen(f"http://127.0.0.1:{admin}/metrics", timeout=5).read().decode()
     total = 0.0
     for line in text.splitlines():
-        if line.startswith(name) and (line[len(name)] in " {"):
+        if line.startswith(name + " ") or line.startswith(name + "{") or (name.endswith('"') and line.startswith(name)):
             total += float(line.rsplit(" ", 1)[1])
     return total
 
@@ -226,13 +226,14 @@ def freeze(work, ldif):
 
 
 def slow(work, ldif):
-    ports = []
-    for i, delay in enumerate([20, 0], 1):
-        port = free_port()
-        spawn([BIN, "testdsa", "--listen", f"127.0.0.1:{port}", "--name", f"T{i}", "--ldif", ldif,
-               "--delay-ms", str(delay)], open(os.path.join(work, f"testdsa{i}.log"), "w"))
-        answers(port)
-        ports.append(port)
+    # The slow one: the in-tree test DSA with its delay switch; the other:
+    # a real slapd with the same entries.
+    port = free_port()
+    spawn([BIN, "testdsa", "--listen", f"127.0.0.1:{port}", "--name", "SLOW", "--ldif", ldif,
+           "--delay-ms", "20"], open(os.path.join(work, "testdsa.log"), "w"))
+    answers(port)
+    s, sport = slapd(work, "slapd-fast", ldif)
+    ports = [port, sport]
     rows = []
     r, port, _ = router(work, "slow", knowledge(work, "slow", ports), [])
     rows.append(row("dsa-router, defaults", bench(port)))
@@ -260,6 +261,7 @@ backend dsas
     answers(hp)
     rows.append(row("HAProxy mode tcp, balance leastconn", bench(hp)))
     stop(h)
+    stop(s)
     return rows
 
 
@@ -316,8 +318,10 @@ Without a fault, with the defaults: {hedges:.0f} hedges for {reads:.0f} reads
 
 ## A DSA is slow
 
-Two in-tree test DSAs with the same entries; every response of one is delayed
-20 ms. The same load through each path.
+A real slapd and the in-tree test DSA with the same entries, in one group;
+every response of the test DSA is delayed 20 ms (its delay switch). The same
+load through each path. HAProxy balances connections: a client connection
+it put on the slow DSA stays there.
 
 {t2}
 """

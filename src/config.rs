@@ -44,8 +44,14 @@ pub struct Config {
     /// Close a client that leaves a PDU incomplete this long.
     pub pdu_timeout: Duration,
     pub connect_timeout: Duration,
-    /// Per-operation timeout towards DSAs.
+    /// Per-operation inactivity timeout towards DSAs: the longest a DSA
+    /// may stay silent on an operation (a search streaming entries is not
+    /// cut while entries come).
     pub op_timeout: Duration,
+    /// An optional cap on an operation's whole time (zero: none).
+    pub op_total_timeout: Duration,
+    /// How long a simple bind waits for its DSA before it goes to the next.
+    pub bind_timeout: Duration,
     /// How long shutdown waits for in-flight operations.
     pub shutdown_grace: Duration,
     pub access_log: bool,
@@ -109,6 +115,8 @@ impl Default for Config {
             pdu_timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(3),
             op_timeout: Duration::from_secs(120),
+            op_total_timeout: Duration::ZERO,
+            bind_timeout: Duration::from_secs(5),
             shutdown_grace: Duration::from_secs(10),
             access_log: true,
             health: Some(HealthConfig::default()),
@@ -130,6 +138,7 @@ impl Config {
         Limits {
             connect_timeout: self.connect_timeout,
             op_timeout: self.op_timeout,
+            op_total_timeout: self.op_total_timeout,
             max_response_pdu: self.max_response_pdu,
             fall: self.health.as_ref().map(|h| h.fall).unwrap_or(3),
             max_own_connections: self.max_own_connections,
@@ -247,7 +256,10 @@ impl Thresholds {
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
     pub connect_timeout: Duration,
+    /// Silence allowed on an operation.
     pub op_timeout: Duration,
+    /// Cap on an operation's whole time (zero: none).
+    pub op_total_timeout: Duration,
     pub max_response_pdu: usize,
     /// Health `fall`: an operation timeout counts as a failed probe.
     pub fall: u32,

@@ -25,6 +25,9 @@ const BATCH: usize = 64 * 1024;
 pub(crate) struct Outbox {
     q: Mutex<State>,
     ready: Notify,
+    /// Told when the writer takes from the queue (room for a producer
+    /// that waits for it).
+    drained: Notify,
 }
 
 #[derive(Default)]
@@ -73,6 +76,7 @@ impl Outbox {
         Outbox {
             q: Mutex::new(State::default()),
             ready: Notify::new(),
+            drained: Notify::new(),
         }
     }
 
@@ -101,6 +105,8 @@ impl Outbox {
         q.direct = None;
         q.items = VecDeque::new();
         q.bytes = 0;
+        drop(q);
+        self.drained.notify_waiters();
     }
 
     /// Append a PDU (within `bound`, if given), writing it at once when
@@ -157,7 +163,16 @@ impl Outbox {
             q.items = VecDeque::new();
         }
         q.busy = took;
+        drop(q);
+        if took {
+            self.drained.notify_waiters();
+        }
         took
+    }
+
+    /// Resolves after the writer next takes from the queue (or it closes).
+    pub(crate) fn drained(&self) -> Notified<'_> {
+        self.drained.notified()
     }
 
     /// Resolves after a push that queued something (or at once if one

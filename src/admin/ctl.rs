@@ -70,12 +70,26 @@ fn call(args: &CtlArgs, method: &str, path: &str) -> crate::error::Result<serde_
         .map_err(|e| Error::config(format!("bad JSON from {url}: {e}")))
 }
 
+/// A DSA name as one URL path segment: everything but unreserved
+/// characters percent-encoded (`../reload#` stays a name).
+fn escape(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for b in name.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 pub fn run(args: &CtlArgs) -> ExitCode {
     let (method, path) = match &args.cmd {
         CtlCmd::Status => ("GET", "/status".to_string()),
-        CtlCmd::Disable { name } => ("POST", format!("/dsas/{name}/disable")),
-        CtlCmd::Drain { name } => ("POST", format!("/dsas/{name}/drain")),
-        CtlCmd::Enable { name } => ("POST", format!("/dsas/{name}/enable")),
+        CtlCmd::Disable { name } => ("POST", format!("/dsas/{}/disable", escape(name))),
+        CtlCmd::Drain { name } => ("POST", format!("/dsas/{}/drain", escape(name))),
+        CtlCmd::Enable { name } => ("POST", format!("/dsas/{}/enable", escape(name))),
         CtlCmd::Reload => ("POST", "/reload".to_string()),
     };
     let v = match call(args, method, &path) {
@@ -182,4 +196,21 @@ pub fn render(s: &Status) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod escape_tests {
+    #[test]
+    fn names_are_one_path_segment() {
+        let rows = [
+            ("D1", "D1"),
+            ("../reload#", "%2E%2E%2Freload%23"),
+            ("a b/c?d", "a%20b%2Fc%3Fd"),
+            ("dsa-1_x~", "dsa-1_x~"),
+            ("é", "%C3%A9"),
+        ];
+        for (name, want) in rows {
+            assert_eq!(super::escape(name), want, "{name}");
+        }
+    }
 }

@@ -34,8 +34,20 @@ fn authorized(app: &App, headers: &HeaderMap) -> bool {
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "))
-            .is_some_and(|v| v == &**t),
+            .is_some_and(|v| same(v.as_bytes(), t.as_bytes())),
     }
+}
+
+/// Byte strings compared in time that depends on their lengths only, not
+/// on where they differ (the admin token).
+fn same(a: &[u8], b: &[u8]) -> bool {
+    let mut diff = a.len() ^ b.len();
+    for i in 0..a.len().max(b.len()) {
+        let x = a.get(i).copied().unwrap_or(0);
+        let y = b.get(i).copied().unwrap_or(0);
+        diff |= usize::from(x ^ y);
+    }
+    diff == 0
 }
 
 fn denied() -> Response {
@@ -141,5 +153,22 @@ pub async fn run(
         .await
     {
         tracing::error!(error = %e, "admin API stopped");
+    }
+}
+
+#[cfg(test)]
+mod token_tests {
+    #[test]
+    fn tokens_compare_equal_only_when_equal() {
+        let rows: [(&[u8], &[u8], bool); 5] = [
+            (b"secret", b"secret", true),
+            (b"secret", b"secreT", false),
+            (b"secret", b"secret2", false),
+            (b"", b"", true),
+            (b"s", b"", false),
+        ];
+        for (a, b, want) in rows {
+            assert_eq!(super::same(a, b), want, "{a:?} {b:?}");
+        }
     }
 }

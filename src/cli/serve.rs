@@ -75,9 +75,21 @@ pub struct LimitArgs {
     /// Seconds to connect to a DSA.
     #[arg(long, default_value_t = 3)]
     pub connect_timeout: u64,
-    /// Seconds an operation may take on a DSA.
+    /// Seconds a DSA may stay silent on an operation (time since it last
+    /// sent something for it: a search streaming entries is never cut
+    /// while they come); then the client gets timeLimitExceeded and the
+    /// operation is abandoned on the DSA.
     #[arg(long, default_value_t = 120)]
     pub op_timeout: u64,
+    /// Seconds an operation may take in all, however steadily its DSA
+    /// answers (0: no cap).
+    #[arg(long, default_value_t = 0)]
+    pub op_total_timeout: u64,
+    /// Seconds a simple bind waits for its DSA; then that DSA counts a
+    /// failed probe and the bind goes to the next DSA of the partition
+    /// (up to 3 tries), as a read would.
+    #[arg(long, default_value_t = 5.0)]
+    pub bind_timeout: f64,
     /// Seconds shutdown waits for in-flight operations.
     #[arg(long, default_value_t = 10)]
     pub shutdown_grace: u64,
@@ -256,6 +268,12 @@ impl LimitArgs {
             pdu_timeout: Duration::from_secs(self.pdu_timeout.max(1)),
             connect_timeout: Duration::from_secs(self.connect_timeout.max(1)),
             op_timeout: Duration::from_secs(self.op_timeout.max(1)),
+            op_total_timeout: Duration::from_secs(self.op_total_timeout),
+            bind_timeout: Duration::from_secs_f64(if self.bind_timeout.is_finite() {
+                self.bind_timeout.clamp(0.1, 3600.0)
+            } else {
+                5.0
+            }),
             shutdown_grace: Duration::from_secs(self.shutdown_grace),
             access_log: !self.no_access_log,
             health: (self.probe_interval > 0.0).then(|| crate::config::HealthConfig {

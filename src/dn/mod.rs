@@ -222,7 +222,19 @@ impl fmt::Display for Dn {
 
 fn normalize_attr(attr: &str) -> String {
     let lower = attr.trim().to_ascii_lowercase();
-    let lower = lower.strip_prefix("oid.").unwrap_or(&lower);
+    // `OID.2.5.4.3` (RFC 1779's form) is `2.5.4.3`; `oid.cn` is a type of
+    // its own, not `cn`.
+    let lower = match lower.strip_prefix("oid.") {
+        Some(rest)
+            if !rest.is_empty()
+                && rest
+                    .split('.')
+                    .all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())) =>
+        {
+            rest
+        }
+        _ => &lower,
+    };
     let short = match lower {
         "2.5.4.3" => "cn",
         "2.5.4.6" => "c",

@@ -139,31 +139,76 @@ impl Session {
         let Ok(sent_h) = frame::header(&sent) else {
             return self.malformed("bind request");
         };
-        // Placed like a read, on a fresh connection of the client's own.
+        // Placed like a read, on a fresh connection of the client's own; a
+        // DSA that does not answer within --bind-timeout (or loses the
+        // connection) counts as a failed probe, and the bind goes to the
+        // next DSA, like a read.
         let started = std::time::Instant::now();
-        let (tx, rx) = oneshot::channel();
-        let want = dispatch::Want::first(false, None);
-        let placed = dispatch::place(
-            &routing,
-            p,
-            want,
-            dispatch::Via::Fresh,
-            &sent,
-            &sent_h,
-            |_| Pending::new(Sink::Waiter(tx)),
-        )
-        .await;
-        let t = match placed {
-            Ok(t) => t,
-            Err(e) => {
-                self.answer(req, &e).await;
+        let mut tried: Vec<usize> = Vec::new();
+        let (dsa, conn, resp, rh, name) = loop {
+            let (tx, rx) = oneshot::channel();
+            let want = dispatch::Want {
+                tried: tried.clone(),
+                ..dispatch::Want::first(false, None)
+            };
+            let placed = dispatch::place(
+                &routing,
+                p,
+                want,
+                dispatch::Via::Fresh,
+                &sent,
+                &sent_h,
+                |_| Pending::new(Sink::Waiter(tx)),
+            )
+            .await;
+            // A fresh connection is always had before placing.
+            let t = match placed.and_then(|t| match t.conn {
+                Some(ref c) => Ok((t.dsa, c.clone(), t.id)),
+                None => Err(crate::error::Error::new(
+                    crate::error::Kind::Unreachable,
+                    "no connection for the bind",
+                )),
+            }) {
+                Ok(t) => t,
+                Err(e) => {
+                    self.answer(req, &e).await;
+                    return Flow::Continue;
+                }
+            };
+            let (dsa, conn, id) = t;
+            let name = routing.snap.dsas[dsa].name.clone();
+            let wait = self.router.cfg.bind_timeout.min(self.router.cfg.op_timeout);
+            let why = match tokio::time::timeout(wait, rx).await {
+                Ok(Ok(r)) => match frame::header(&r) {
+                    Ok(rh) => break (dsa, conn, r, rh, name),
+                    Err(_) => {
+                        conn.close();
+                        let msg = "dsa-router: malformed bind response from DSA";
+                        self.reply(req, Code::Other, "", msg).await;
+                        return Flow::Continue;
+                    }
+                },
+                Err(_) => format!("timed out after {} s", wait.as_secs_f32()),
+                Ok(Err(_)) => "connection lost".to_string(),
+            };
+            conn.abandon(id);
+            conn.close();
+            let fall = self.router.cfg.health.as_ref().map_or(3, |h| h.fall);
+            routing.states.0[dsa].probe_failed(&format!("a bind {why}"), fall);
+            tracing::warn!(client = %self.peer, dsa = %name, "bind {why}; trying the next DSA");
+            tried.push(dsa);
+            if tried.len() >= dispatch::MAX_ATTEMPTS {
+                let names: Vec<&str> = tried
+                    .iter()
+                    .map(|&i| routing.snap.dsas[i].name.as_str())
+                    .collect();
+                let msg = format!(
+                    "dsa-router: bind: no DSA answered ({}; last: {why})",
+                    names.join(", ")
+                );
+                self.reply(req, Code::Unavailable, "", &msg).await;
                 return Flow::Continue;
             }
-        };
-        let (dsa, conn) = (t.dsa, t.conn);
-        let name = routing.snap.dsas[dsa].name.clone();
-        let Some((resp, rh)) = self.bind_response(req, rx, &conn, t.id, &name).await else {
-            return Flow::Continue;
         };
         let code = result_code(&resp, &rh).unwrap_or(80);
         let policy = ppolicy::Policy::of_response(&resp, &rh);
@@ -190,8 +235,14 @@ impl Session {
             if let Some(p) = notable {
                 tracing::info!(client = %self.peer, dn = %dn, dsa = %name, "password policy ({p}): the client's operations run on connections of its own");
             }
-            let key = name.to_ascii_lowercase();
-            self.private.insert(key, conn);
+            // The bind's connection stays the client's own only where its
+            // operations need one; on a DSA that trusts the router they run
+            // on the shared connection, so idle bound clients pin nothing.
+            if own_conn || !routing.pools[dsa].proxies() {
+                self.private.insert(name.to_ascii_lowercase(), conn);
+            } else {
+                conn.close();
+            }
             self.identity = Identity::Bound(Bound {
                 dn: dn.clone(),
                 authz: format!("dn:{dn}"),

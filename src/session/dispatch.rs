@@ -93,7 +93,10 @@ impl super::Session {
 /// Where an operation went.
 pub(super) struct Placed {
     pub dsa: usize,
-    pub conn: Arc<Conn>,
+    /// Its connection; `None` while a shared connection to the DSA is
+    /// being made (the operation is sent once it is, without holding up
+    /// the client's other operations).
+    pub conn: Option<Arc<Conn>>,
     /// The proxied-authorization identity it carries, if any.
     pub proxy: Option<String>,
     /// Whether the connection is shared (a read on it may be re-sent).
@@ -190,7 +193,8 @@ pub(super) async fn place(
         let pool = &routing.pools[dsa];
         let name = &routing.snap.dsas[dsa].name;
         let (conn, proxy, shared) = match connection(&mut via, pool, name).await {
-            Ok(c) => c,
+            Ok((Got::Now(c), proxy, shared)) => (Some(c), proxy, shared),
+            Ok((Got::Later, proxy, shared)) => (None, proxy, shared),
             Err(Next::Fail(e)) => return Err(e),
             Err(Next::Skip(e)) => {
                 tracing::warn!(dsa = %name, error = %e, "cannot reach DSA; trying the next target");
@@ -242,25 +246,86 @@ pub(super) async fn place(
             Some((b, mh)) => (&b[..], mh),
             None => (pdu, *h),
         };
-        let sent = placed
-            .conn
-            .submit(pending, pdu, &h, control.as_deref(), |conn, id| {
-                delivery.as_ref().is_none_or(|d| d.placed(conn, id))
+        let Some(conn) = placed.conn.clone() else {
+            // The DSA's shared connection is being made: send once it is,
+            // in a task of its own, so that a DSA slow to accept or to
+            // bind the router holds up only this operation.
+            let pool = pool.clone();
+            let routed = placed.proxy.is_some();
+            let (pdu, name) = (Bytes::copy_from_slice(pdu), name.clone());
+            tokio::spawn(async move {
+                match pool.shared(routed).await {
+                    Ok(conn) => {
+                        submit(
+                            &conn,
+                            pending,
+                            &pdu,
+                            &h,
+                            control.as_deref(),
+                            delivery,
+                            &name,
+                        );
+                    }
+                    // The DSA refused the router's own bind: the client's
+                    // identity cannot be conveyed there.
+                    Err(Error {
+                        kind: Kind::BindRefused(code),
+                        text,
+                    }) => pending.fail(
+                        &name,
+                        Error::new(
+                            Kind::BindRefused(code),
+                            format!("your identity could not be established on DSA {name} ({text}, result {code})"),
+                        ),
+                    ),
+                    Err(e) => pending.fail(
+                        &name,
+                        Error::new(Kind::Unreachable, format!("DSA {name}: {e}")),
+                    ),
+                }
             });
-        match sent {
-            Ok(id) => placed.id = id,
-            Err(pending) => {
-                // Built, so answered through its delivery (or re-sent).
-                let write = pending.is_write;
-                let e = Error::new(
-                    Kind::ConnectionLost { write },
-                    format!("connection to DSA {name} closed"),
-                );
-                pending.fail(name, e);
-            }
+            return Ok(placed);
+        };
+        if let Some(id) = submit(&conn, pending, pdu, &h, control.as_deref(), delivery, name) {
+            placed.id = id;
         }
         return Ok(placed);
     }
+}
+
+/// Send a built operation on `conn`: its message ID there, or `None` when
+/// the connection was closed (the operation is then answered through its
+/// delivery, or re-sent).
+fn submit(
+    conn: &Arc<Conn>,
+    pending: Pending,
+    pdu: &[u8],
+    h: &Header,
+    control: Option<&[u8]>,
+    delivery: Option<Arc<dyn crate::upstream::delivery::Delivery>>,
+    name: &str,
+) -> Option<i32> {
+    let sent = conn.submit(pending, pdu, h, control, |conn, id| {
+        delivery.as_ref().is_none_or(|d| d.placed(conn, id))
+    });
+    match sent {
+        Ok(id) => Some(id),
+        Err(pending) => {
+            let write = pending.is_write;
+            let e = Error::new(
+                Kind::ConnectionLost { write },
+                format!("connection to DSA {name} closed"),
+            );
+            pending.fail(name, e);
+            None
+        }
+    }
+}
+
+/// A connection had at once, or one being made (shared connections only).
+enum Got {
+    Now(Arc<Conn>),
+    Later,
 }
 
 /// Why a DSA's connection could not be had.
@@ -277,11 +342,16 @@ async fn connection(
     via: &mut Via<'_>,
     pool: &Pool,
     name: &str,
-) -> Result<(Arc<Conn>, Option<String>, bool), Next> {
+) -> Result<(Got, Option<String>, bool), Next> {
+    // A shared connection open now, else one to be made after placing.
+    let shared = |routed: bool| match pool.shared_now(routed) {
+        Some(c) => Got::Now(c),
+        None => Got::Later,
+    };
     match via {
         Via::Fresh => {
             let c = pool.private(None).await.map_err(skip_unless_busy)?;
-            Ok((c, None, false))
+            Ok((Got::Now(c), None, false))
         }
         Via::Shared(proxy) => {
             if proxy.is_some() && !pool.proxies() {
@@ -290,8 +360,7 @@ async fn connection(
                     format!("DSA {name} does not trust the router's conveyed identities"),
                 )));
             }
-            let c = pool.shared(proxy.is_some()).await.map_err(Next::Skip)?;
-            Ok((c, proxy.clone(), true))
+            Ok((shared(proxy.is_some()), proxy.clone(), true))
         }
         Via::Client {
             identity,
@@ -304,19 +373,17 @@ async fn connection(
                     .get(&name.to_ascii_lowercase())
                     .is_some_and(|c| c.is_alive());
             let got = match (&**identity, *own_conn) {
-                (Identity::Anonymous, false) => pool.shared(false).await.map(|c| (c, None, true)),
+                (Identity::Anonymous, false) => Ok((shared(false), None, true)),
                 // An identity the router does not know (a SASL bind whose
                 // WhoAmI failed) is never conveyed.
                 (Identity::Bound(b), false)
                     if pool.proxies() && !b.own_conn && !sasl_here && !b.authz.is_empty() =>
                 {
-                    pool.shared(true)
-                        .await
-                        .map(|c| (c, Some(b.authz.clone()), true))
+                    Ok((shared(true), Some(b.authz.clone()), true))
                 }
                 (identity, _) => own_connection(identity, own, name, pool)
                     .await
-                    .map(|c| (c, None, false)),
+                    .map(|c| (Got::Now(c), None, false)),
             };
             got.map_err(|e| match e {
                 Error {

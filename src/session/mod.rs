@@ -148,6 +148,18 @@ impl Session {
                 return Flow::Continue;
             }
         }
+        // RFC 4511 4.1.1.1: a request must not reuse the message ID of
+        // one still outstanding. The client could not tell their responses
+        // apart, and the router would lose track of the first: it is a
+        // protocol error, and the client is disconnected.
+        if !matches!(req.op, Op::Unbind | Op::Abandon { .. }) && self.out.is_outstanding(req.msgid)
+        {
+            let msg = format!(
+                "message ID {} is already used by a request still outstanding on this connection",
+                req.msgid
+            );
+            return self.malformed(&msg);
+        }
         match &req.op {
             Op::Unbind => Flow::Close(None),
             Op::Abandon { target } => {

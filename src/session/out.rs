@@ -19,6 +19,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use tokio_util::sync::CancellationToken;
 
+/// How long the session waits for room in a client's full queue for an
+/// answer of its own before it counts the client as stalled.
+pub const LOCAL_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Where an outstanding operation runs, for abandon.
 enum Tracked {
     /// On one DSA connection, under that connection's message ID.
@@ -109,10 +113,31 @@ impl ClientOut {
         }
     }
 
-    /// Send a PDU the router wrote itself (the session task's own answers;
-    /// bounded by the client's outstanding limit, not the queue's).
+    /// Send a PDU the router wrote itself (the session task's own
+    /// answers), within the client's queue bounds: while the queue is full
+    /// the session waits (reading no more requests, so a client that
+    /// pipelines and never reads holds at most its queue); a client that
+    /// reads nothing for [`LOCAL_WAIT`] is disconnected.
     pub async fn send(&self, pdu: Bytes) -> bool {
-        matches!(self.ob.push(pdu, None), Push::Written | Push::Queued)
+        let deadline = tokio::time::Instant::now() + LOCAL_WAIT;
+        loop {
+            let drained = self.ob.drained();
+            tokio::pin!(drained);
+            drained.as_mut().enable();
+            match self.ob.push(pdu.clone(), Some(self.bound)) {
+                Push::Written | Push::Queued => return true,
+                Push::Closed => return false,
+                Push::Full => {}
+            }
+            tokio::select! {
+                _ = drained => {}
+                _ = self.kill.cancelled() => return false,
+                _ = tokio::time::sleep_until(deadline) => {
+                    self.overflow();
+                    return false;
+                }
+            }
+        }
     }
 
     /// Count an operation as outstanding before it is registered upstream,
@@ -158,6 +183,11 @@ impl ClientOut {
             Tracked::Fan(fan) => fan.upgrade().map(Running::Fan),
             Tracked::Race(race) => race.upgrade().map(Running::Race),
         }
+    }
+
+    /// Whether the client's operation `msgid` is still outstanding.
+    pub fn is_outstanding(&self, msgid: i32) -> bool {
+        lock(&self.outstanding).contains_key(&msgid)
     }
 
     pub fn outstanding(&self) -> usize {

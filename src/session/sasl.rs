@@ -102,7 +102,21 @@ impl Session {
                     })
                     .await;
                 match placed {
-                    Ok(t) => (t.conn, routing.snap.dsas[t.dsa].name.clone(), t.id),
+                    // A fresh connection is always had before placing.
+                    Ok(crate::session::dispatch::Placed {
+                        conn: Some(conn),
+                        dsa,
+                        id,
+                        ..
+                    }) => (conn, routing.snap.dsas[dsa].name.clone(), id),
+                    Ok(_) => {
+                        let e = crate::error::Error::new(
+                            crate::error::Kind::Unreachable,
+                            "no connection for the bind",
+                        );
+                        self.answer(req, &e).await;
+                        return Flow::Continue;
+                    }
                     Err(e) => {
                         self.answer(req, &e).await;
                         return Flow::Continue;

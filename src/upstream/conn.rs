@@ -336,15 +336,17 @@ impl Conn {
         }
     }
 
-    /// Fail operations older than `timeout` with timeLimitExceeded and
-    /// abandon them on the DSA. Waiters (binds) time out on their own.
-    fn expire(&self, timeout: Duration, fall: u32) {
+    /// Fail operations on which the DSA has been silent longer than
+    /// `timeout` (or that ran longer than `total`, when not zero) with
+    /// timeLimitExceeded and abandon them on the DSA. Waiters (binds) time
+    /// out on their own.
+    fn expire(&self, timeout: Duration, total: Duration, fall: u32) {
         let expired: Vec<(i32, Pending)> = {
             let mut map = self.lock();
             let ids: Vec<i32> = map
                 .iter()
                 .filter(|(_, p)| match &p.sink {
-                    Sink::To(d) => d.expires() && !p.persistent && p.started.elapsed() > timeout,
+                    Sink::To(d) => d.expires() && !p.persistent && p.overdue(timeout, total),
                     _ => false,
                 })
                 .map(|(id, _)| *id)
@@ -369,9 +371,17 @@ impl Conn {
             } else {
                 ""
             };
-            let text = format!(
-                "DSA {name} did not answer within {secs} s; the operation was abandoned{outcome}"
-            );
+            let capped = !total.is_zero() && p.started.elapsed() > total;
+            let text = if capped {
+                format!(
+                    "the operation ran longer than {} s (--op-total-timeout) on DSA {name}; it was abandoned{outcome}",
+                    total.as_secs_f32()
+                )
+            } else {
+                format!(
+                    "DSA {name} sent nothing for this operation for {secs} s; it was abandoned{outcome}"
+                )
+            };
             let write = p.is_write;
             p.fail(name, Error::new(Kind::Timeout { write }, text));
         }
@@ -477,6 +487,12 @@ impl Conn {
         let is_final = tag::is_final_response(h.op_tag);
         let mut map_lock = self.lock();
         let Some(p) = map_lock.get_mut(&h.msgid) else {
+            if h.msgid >= self.next_id.load(Ordering::Relaxed) {
+                // Not abandoned or timed out: never asked for.
+                return Err(frame::FrameError::Malformed(
+                    "DSA answered a message ID the router never sent",
+                ));
+            }
             return Ok(()); // abandoned or timed out: drop
         };
         if !is_final {
@@ -487,6 +503,7 @@ impl Conn {
                 return Ok(());
             }
             p.delivered = true;
+            p.heard();
             let Sink::To(d) = &p.sink else {
                 return Ok(());
             };
@@ -569,10 +586,10 @@ fn deliver(
 fn deliver_held(
     d: &dyn Delivery,
     map: Option<&crate::wire::dnmap::PrefixMap>,
-    held: Vec<Bytes>,
+    held: super::pending::Held,
     batch: &mut Batch,
 ) {
-    for pdu in held {
+    for pdu in held.into_vec() {
         if let Ok(h) = frame::header(&pdu) {
             deliver(d, map, &pdu, &h, batch);
         }
@@ -627,11 +644,22 @@ async fn reader<R: AsyncRead + Unpin>(mut rd: R, conn: Arc<Conn>, limits: Limits
     let mut stopped = std::pin::pin!(stop.cancelled());
     let dsa = conn.dsa.clone();
     let mut down = std::pin::pin!(dsa.down_signal.notified());
+    // Since when part of a PDU waits in `buf` for the rest.
+    let mut partial_since: Option<tokio::time::Instant> = None;
     let why = loop {
         let n = tokio::select! {
             r = rd.read_buf(&mut buf) => r,
             _ = sweep.tick() => {
-                conn.expire(limits.op_timeout, limits.fall);
+                conn.expire(limits.op_timeout, limits.op_total_timeout, limits.fall);
+                if partial_since.is_some_and(|t| t.elapsed() > limits.connect_timeout) {
+                    // Stalled in the middle of a PDU: broken, not slow.
+                    let why = format!(
+                        "stalled in the middle of a response for over {} s",
+                        limits.connect_timeout.as_secs_f32()
+                    );
+                    conn.dsa.passive_down(&why);
+                    break why;
+                }
                 Ok(usize::MAX)
             }
             _ = &mut down => {
@@ -655,25 +683,42 @@ async fn reader<R: AsyncRead + Unpin>(mut rd: R, conn: Arc<Conn>, limits: Limits
             Ok(_) => {}
         }
         let mut bad = None;
+        let mut garbage = false;
         loop {
             match frame::frame_len(&buf, max_pdu) {
                 Ok(Some(len)) => {
                     let pdu = buf.split_to(len).freeze();
                     if let Err(e) = conn.dispatch(pdu, &mut batch) {
-                        bad = Some(e.to_string());
+                        let e = e.to_string();
+                        // A Notice of Disconnection is the DSA closing the
+                        // connection; anything else is not LDAP.
+                        garbage = !e.contains("unsolicited notification");
+                        bad = Some(e);
                         break;
                     }
                 }
                 Ok(None) => break,
                 Err(e) => {
+                    garbage = true;
                     bad = Some(e.to_string());
                     break;
                 }
             }
         }
         batch.flush();
+        partial_since = match (buf.is_empty(), partial_since) {
+            (true, _) => None,
+            (false, None) => Some(tokio::time::Instant::now()),
+            (false, s) => s,
+        };
         if let Some(e) = bad {
             tracing::warn!(dsa = %conn.dsa.name, error = %e, "bad response from DSA; closing the connection");
+            if garbage {
+                // A DSA that sends what is not LDAP is broken: down at
+                // once, its reads re-sent to its group.
+                conn.dsa
+                    .passive_down(&format!("sent a malformed response ({e})"));
+            }
             break e;
         }
         if buf.capacity() - buf.len() < 4096 {
@@ -714,6 +759,7 @@ mod tests {
         Limits {
             connect_timeout: Duration::from_secs(1),
             op_timeout,
+            op_total_timeout: Duration::ZERO,
             max_response_pdu: 1 << 20,
             fall: 3,
             max_own_connections: 0,
@@ -800,6 +846,106 @@ mod tests {
         assert!(!conn.is_alive());
         let again = conn.submit(Pending::new(Sink::Detached), &pdu, &h, None, |_, _| true);
         assert!(again.is_err());
+    }
+
+    /// One search entry for message `id`: empty DN, no attributes.
+    fn entry(id: i32) -> Vec<u8> {
+        let id = u8::try_from(id).unwrap();
+        vec![
+            0x30, 0x09, 0x02, 0x01, id, 0x64, 0x04, 0x04, 0x00, 0x30, 0x00,
+        ]
+    }
+
+    /// The timeout counts the DSA's silence on an operation, not its whole
+    /// time: a search whose entries keep coming is never cut by it, one
+    /// that goes silent is; `--op-total-timeout` caps the whole time.
+    #[tokio::test(start_paused = true)]
+    async fn the_operation_timeout_counts_silence_and_the_cap_total_time() {
+        use tokio::io::AsyncWriteExt;
+        for cap in [Duration::ZERO, Duration::from_secs(5)] {
+            let (ours, mut dsa) = tokio::io::duplex(1 << 16);
+            let (rd, wr) = tokio::io::split(ours);
+            let mut lim = limits(Duration::from_secs(2));
+            lim.op_total_timeout = cap;
+            let st = Arc::new(DsaState::new("D1"));
+            let conn = Conn::start_halves(st, rd, |_| WriteEnd::Stream(wr), lim, None);
+            let pdu = search_pdu();
+            let h = frame::header(&pdu).unwrap();
+            let rec = Arc::new(Recorder::default());
+            let id = conn
+                .submit(
+                    Pending::new(Sink::To(rec.clone())),
+                    &pdu,
+                    &h,
+                    None,
+                    |_, _| true,
+                )
+                .ok()
+                .unwrap();
+            // An entry every second for 8 s: four times the timeout.
+            for _ in 0..8 {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                dsa.write_all(&entry(id)).await.unwrap();
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let failed = rec.failed.lock().unwrap().clone();
+            if cap.is_zero() {
+                assert!(failed.is_empty(), "cut while entries came: {failed:?}");
+                // Then silence: cut after the timeout.
+                tokio::time::sleep(Duration::from_secs(3)).await;
+                let failed = rec.failed.lock().unwrap().clone();
+                assert_eq!(failed.len(), 1, "{failed:?}");
+                assert!(failed[0].text.contains("sent nothing"), "{}", failed[0]);
+            } else {
+                assert_eq!(failed.len(), 1, "{failed:?}");
+                assert!(
+                    failed[0].text.contains("--op-total-timeout"),
+                    "{}",
+                    failed[0]
+                );
+            }
+        }
+    }
+
+    /// A DSA that answers a message ID never sent, sends bytes that are
+    /// not LDAP, or stalls in the middle of a PDU is broken: its connection
+    /// is closed, its reads get a retryable error, and it is marked down
+    /// at once (not after the probes).
+    #[tokio::test(start_paused = true)]
+    async fn a_dsa_that_sends_garbage_or_stalls_mid_pdu_is_marked_down() {
+        use tokio::io::AsyncWriteExt;
+        let entry_99 = entry(99);
+        let half = entry(7)[..5].to_vec();
+        let rows: [(&str, &[u8], &str); 3] = [
+            ("unknown message ID", &entry_99, "never sent"),
+            ("garbage", b"\x04\x02hi", "malformed"),
+            ("stalled mid-PDU", &half, "stalled in the middle"),
+        ];
+        for (what, bytes, why) in rows {
+            let (conn, mut dsa) = silent_dsa(Duration::from_secs(60));
+            let st = conn.dsa.clone();
+            let pdu = search_pdu();
+            let h = frame::header(&pdu).unwrap();
+            let rec = Arc::new(Recorder::default());
+            conn.submit(
+                Pending::new(Sink::To(rec.clone())),
+                &pdu,
+                &h,
+                None,
+                |_, _| true,
+            )
+            .ok()
+            .unwrap();
+            dsa.write_all(bytes).await.unwrap();
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            assert!(!conn.is_alive(), "{what}: connection still open");
+            assert!(!st.is_up(), "{what}: DSA not marked down");
+            let reason = st.health_track().reason;
+            assert!(reason.contains(why), "{what}: {reason}");
+            let failed = rec.failed.lock().unwrap().clone();
+            assert_eq!(failed.len(), 1, "{what}");
+            assert!(failed[0].retryable(), "{what}: {:?}", failed[0]);
+        }
     }
 
     /// Gives up its operation on the first entry, from inside the delivery

@@ -46,6 +46,36 @@ pub struct LogCtx {
     pub affinity: Option<&'static str>,
 }
 
+/// Entries held back until a read's final response (boxed: most
+/// operations hold none, and the pending operation stays small).
+// The box keeps the field one pointer wide (a Vec is three).
+#[allow(clippy::box_collection)]
+#[derive(Default)]
+pub struct Held(Option<Box<Vec<Bytes>>>);
+
+impl Held {
+    pub fn is_empty(&self) -> bool {
+        self.0.as_ref().is_none_or(|v| v.is_empty())
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.as_ref().map_or(0, |v| v.len())
+    }
+
+    pub fn push(&mut self, pdu: Bytes) {
+        self.0.get_or_insert_with(Box::default).push(pdu);
+    }
+
+    pub fn clear(&mut self) {
+        self.0 = None;
+    }
+
+    /// The entries, in order.
+    pub fn into_vec(self) -> Vec<Bytes> {
+        self.0.map(|b| *b).unwrap_or_default()
+    }
+}
+
 /// Where a read stands with hedging (see [`super::hedge`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Hedge {
@@ -75,12 +105,15 @@ pub struct Pending {
     /// Hold entries until the final response (base-scope reads: at most
     /// one entry), keeping the read re-sendable to its end.
     pub hold: bool,
-    pub held: Vec<Bytes>,
+    pub held: Held,
     /// It may run without end (persistent search, refreshAndPersist): it
     /// never times out and its silence says nothing about the DSA.
     pub persistent: bool,
     /// Whether it may be hedged, and whether it was.
     pub hedge: Hedge,
+    /// When its DSA last sent something for it, in milliseconds after
+    /// `started` (the operation timeout counts silence, not total time).
+    pub heard_ms: u32,
     /// What few operations need (boxed: most have none).
     pub extra: Option<Box<Extra>>,
     /// Operation kind (index into `metrics::OPS`) and where to count it.
@@ -100,9 +133,10 @@ impl Pending {
             delivered: false,
             retry: None,
             hold: false,
-            held: Vec::new(),
+            held: Held::default(),
             persistent: false,
             hedge: Hedge::No,
+            heard_ms: 0,
             extra: None,
             op: 0,
             metrics: None,
@@ -119,6 +153,19 @@ impl Pending {
                 self.started.elapsed().as_micros() as u64,
             );
         }
+    }
+
+    /// Its DSA sent something for it (an entry, a reference).
+    pub fn heard(&mut self) {
+        self.heard_ms = u32::try_from(self.started.elapsed().as_millis()).unwrap_or(u32::MAX);
+    }
+
+    /// Whether its DSA has been silent on it longer than `silence`, or it
+    /// has run longer than `total` (zero: no cap).
+    pub fn overdue(&self, silence: std::time::Duration, total: std::time::Duration) -> bool {
+        let ran = self.started.elapsed();
+        let quiet = ran.saturating_sub(std::time::Duration::from_millis(self.heard_ms.into()));
+        quiet > silence || (!total.is_zero() && ran > total)
     }
 
     /// The extras, made when first needed.

@@ -121,6 +121,15 @@ impl Pool {
         self.router_identity.is_some()
     }
 
+    /// The shared connection, if one is open now (no waiting).
+    pub fn shared_now(&self, routed: bool) -> Option<Arc<Conn>> {
+        if routed {
+            self.routed.live()
+        } else {
+            self.anon.live()
+        }
+    }
+
     /// The shared connection: anonymous, or bound as the router.
     pub async fn shared(&self, routed: bool) -> Result<Arc<Conn>, Error> {
         let slot = if routed { &self.routed } else { &self.anon };

@@ -1096,3 +1096,161 @@ async fn a_dsa_that_stops_answering_costs_reads_milliseconds_not_seconds() {
         h.dsa("D1").faults.set_delay(Duration::ZERO);
     }
 }
+
+/// Every DSA's operations in flight from the router, summed.
+fn in_flight(h: &Harness) -> u32 {
+    dsa_router::admin::status::status(&h.router)
+        .partitions
+        .iter()
+        .flat_map(|p| &p.dsas)
+        .map(|d| d.in_flight)
+        .sum::<u32>()
+}
+
+/// RFC 4511 4.1.1.1: a request reusing the message ID of one still
+/// outstanding is a protocol error. The router disconnects the client with
+/// a Notice of Disconnection (it could never tell their answers apart)
+/// and its operations' slots on the DSAs are free at once; other clients
+/// never see busy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reused_message_id_disconnects_and_frees_its_slots() {
+    let h = Builder::default().democorp(&["D1"]).start().await;
+    h.dsa("D1").faults.set_delay(Duration::from_secs(2));
+    let mut raw = Raw::connect(h.addr).await;
+    for id in 1..=20 {
+        raw.send(&base_search(id, DEMOCORP)).await.unwrap();
+    }
+    let t0 = Instant::now();
+    while in_flight(&h) < 20 && t0.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(in_flight(&h), 20);
+    // Message ID 7 again, while 7 is outstanding.
+    raw.send(&base_search(7, DEMOCORP)).await.unwrap();
+    let m = raw.msg("after a reused message ID").await;
+    let (code, text) = notice(&m).unwrap_or_else(|| panic!("not a notice: {m:?}"));
+    assert_eq!(code, LdapResultCode::ProtocolError, "{text}");
+    assert!(text.contains("message ID 7"), "{text}");
+    let t0 = Instant::now();
+    while in_flight(&h) > 0 && t0.elapsed() < Duration::from_secs(1) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        in_flight(&h),
+        0,
+        "slots still taken {:?} after the client left",
+        t0.elapsed()
+    );
+    // Another client is served (after D1's delay), not refused.
+    h.dsa("D1").faults.set_delay(Duration::ZERO);
+    let mut l = ldap(&h.url()).await;
+    let (rc, found, text) = sees(&mut l, DEMOCORP, Scope::Base).await;
+    assert_eq!((rc, found.len()), (0, 1), "{text}");
+}
+
+/// No head-of-line blocking: a bound client's read of CUSTOMER, whose
+/// DSAs accept connections but never answer (the router's bind on its new
+/// shared connection hangs), does not hold up the same client's next read
+/// of DEMOCORP.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_dsa_does_not_hold_up_the_clients_other_reads() {
+    let h = Builder::default()
+        .democorp(&["D1"])
+        .cfg(|c| c.health = None)
+        .start()
+        .await;
+    for n in ["C1", "C2"] {
+        h.dsa(n).faults.set_blackhole(true);
+    }
+    let alice = bound(&h.url(), ALICE, "alicepw").await;
+    // Warm DEMOCORP's shared connection first.
+    let (rc, _, text) = sees(&mut alice.clone(), DEMOCORP, Scope::Base).await;
+    assert_eq!(rc, 0, "{text}");
+    let mut stuck = alice.clone();
+    let waiting = tokio::spawn(async move {
+        let _ = stuck
+            .search(CUSTOMER, Scope::Base, "(objectClass=*)", vec!["cn"])
+            .await;
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let t0 = Instant::now();
+    let (rc, found, text) = sees(&mut alice.clone(), DEMOCORP, Scope::Base).await;
+    let took = t0.elapsed();
+    assert_eq!((rc, found.len()), (0, 1), "{text}");
+    assert!(
+        took < Duration::from_secs(1),
+        "the DEMOCORP read waited {took:?}"
+    );
+    waiting.abort();
+}
+
+/// Bound clients on DSAs that trust the router share its connection: their
+/// bind connections are not kept, so 30 idle bound clients hold no DSA
+/// connection each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bound_idle_clients_do_not_pin_dsa_connections() {
+    let h = Builder::default()
+        .democorp(&["D1"])
+        .cfg(|c| c.health = None)
+        .start()
+        .await;
+    let mut clients = Vec::new();
+    for _ in 0..30 {
+        let mut l = bound(&h.url(), ALICE, "alicepw").await;
+        let (rc, _, text) = sees(&mut l, DEMOCORP, Scope::Base).await;
+        assert_eq!(rc, 0, "{text}");
+        clients.push(l);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let open = h.dsa("D1").stats.open_connections();
+    assert!(
+        open <= 3,
+        "{open} connections open to D1 for 30 idle bound clients"
+    );
+    drop(clients);
+}
+
+/// A client that pipelines requests the router answers itself (root DSE)
+/// and never reads holds at most its queue: the router stops reading its
+/// requests while the queue is full, and other clients stay prompt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_never_reads_its_local_answers_holds_a_bounded_queue() {
+    let _heavy = HEAVY.lock().await;
+    let h = Builder::default()
+        .democorp(&["D1"])
+        .cfg(|c| {
+            c.client_queue_bytes = 1 << 20;
+        })
+        .start()
+        .await;
+    let before = rss_kib();
+    let sock = tokio::net::TcpStream::connect(h.addr).await.unwrap();
+    let (_rd, mut wr) = sock.into_split();
+    let writing = tokio::spawn(async move {
+        use tokio::io::AsyncWriteExt;
+        let mut batch = Vec::new();
+        for id in 1..=1000 {
+            batch.extend_from_slice(&base_search(id, ""));
+        }
+        // 400,000 root DSE searches: ~200 MB of answers if nothing bounded
+        // them.
+        for _ in 0..400 {
+            if wr.write_all(&batch).await.is_err() {
+                break;
+            }
+        }
+    });
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let grown = rss_kib().saturating_sub(before);
+    // Another client is answered promptly meanwhile.
+    let t0 = Instant::now();
+    let mut l = ldap(&h.url()).await;
+    let (rc, _, text) = sees(&mut l, DEMOCORP, Scope::Base).await;
+    assert_eq!(rc, 0, "{text}");
+    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+    writing.abort();
+    assert!(
+        grown < 64 * 1024,
+        "RSS grew by {grown} KiB for one client that does not read"
+    );
+}

@@ -113,6 +113,19 @@ proptest! {
         }
     }
 
+    /// Any text that parses as a DN normalises to a DN that parses again
+    /// to the same normal form (the fuzzer once found `oid.1uid=`, whose
+    /// normal form did not parse).
+    #[test]
+    fn any_parsed_dn_normalises_to_a_fixed_point(s in "((oid\\.|OID\\.)?[a-z0-9.]{1,6}=[a-z0-9 \\\\,+=#]{0,6},?){1,3}") {
+        if let Ok(dn) = Dn::parse_ldap(&s) {
+            let n1 = dn.normalized();
+            let again = Dn::parse_ldap(&n1);
+            prop_assert!(again.is_ok(), "{:?} normalises to {:?}, which does not parse", s, n1);
+            prop_assert_eq!(again.unwrap().normalized(), n1);
+        }
+    }
+
     #[test]
     fn dn_parser_never_panics(s in "\\PC{0,40}") {
         let _ = Dn::parse_any(&s);

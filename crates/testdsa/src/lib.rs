@@ -124,10 +124,20 @@ impl Faults {
 #[derive(Debug, Default)]
 struct Counters {
     connections: AtomicU64,
+    open: AtomicU64,
     refused: AtomicU64,
     operations: AtomicU64,
     entries_sent: AtomicU64,
     abandoned: AtomicU64,
+}
+
+/// An open connection, counted until dropped.
+pub(crate) struct OpenGuard(Stats);
+
+impl Drop for OpenGuard {
+    fn drop(&mut self) {
+        self.0.c.open.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// Counters of what a server did, shared by all clones.
@@ -140,6 +150,10 @@ impl Stats {
     /// Connections accepted and served.
     pub fn connections(&self) -> u64 {
         self.c.connections.load(Ordering::Relaxed)
+    }
+    /// Connections open now.
+    pub fn open_connections(&self) -> u64 {
+        self.c.open.load(Ordering::Relaxed)
     }
     /// Connections closed at once because of [`Faults::set_refuse`].
     pub fn refused_connections(&self) -> u64 {
@@ -163,6 +177,11 @@ impl Stats {
     }
     pub(crate) fn connected(&self) {
         Self::bump(&self.c.connections);
+    }
+    /// Count a connection open until the guard drops.
+    pub(crate) fn open(&self) -> OpenGuard {
+        Self::bump(&self.c.open);
+        OpenGuard(self.clone())
     }
     pub(crate) fn refused(&self) {
         Self::bump(&self.c.refused);

@@ -64,6 +64,7 @@ pub(crate) async fn accept_loop(listener: TcpListener, ctx: Arc<Ctx>) {
 
 async fn connection(ctx: Arc<Ctx>, stream: TcpStream, peer: SocketAddr) {
     debug!(name = %ctx.name, %peer, "testdsa connection opened");
+    let _open = ctx.stats.open();
     let (rd, wr) = stream.into_split();
     let reader = FramedRead::new(rd, LdapCodec::new(Some(MAX_REQUEST), None));
     let writer = FramedWrite::new(wr, LdapCodec::default());
