@@ -62,6 +62,8 @@ pub mod demo;
 pub mod dn;
 pub(crate) mod dsa_state;
 pub mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 pub(crate) mod health;
 pub mod knowledge;
 pub(crate) mod limits;

@@ -20,6 +20,11 @@ use std::sync::Arc;
 /// Nesting bound for `source`, far beyond real deployments; stops runaway
 /// generated knowledge.
 const MAX_SOURCE_DEPTH: usize = 64;
+/// File reads per load (a file sourced twice is read twice: a diamond of
+/// sources cannot multiply without end).
+pub(crate) const MAX_FILE_READS: usize = 2_000;
+/// Errors reported per load; loading stops after them.
+pub(crate) const MAX_ERRORS: usize = 200;
 
 /// A name with where it was written.
 struct Named {
@@ -42,6 +47,10 @@ struct Loader<'a> {
     broken: Vec<String>,
     /// `set dsa-router-dsa` blocks, applied once every DSA is loaded.
     router_dsas: Vec<dsa::RouterDsa>,
+    /// Files read so far (each read counted).
+    reads: usize,
+    /// Warnings beyond [`MAX_ERRORS`], not kept.
+    suppressed: usize,
 }
 
 /// The `set` commands the router reads (for "did you mean" hints).
@@ -72,9 +81,19 @@ pub(super) fn load(root: &Path, source: &dyn Source) -> Result<Snapshot, LoadErr
         warnings: Vec::new(),
         broken: Vec::new(),
         router_dsas: Vec::new(),
+        reads: 0,
+        suppressed: 0,
     };
     l.file(root, None);
     l.validate();
+    if l.suppressed > 0 {
+        let n = l.suppressed;
+        l.warnings.push(Diagnostic::warning(
+            format!("{n} more warnings not shown (the first {MAX_ERRORS} are)"),
+            None,
+            None,
+        ));
+    }
     if !l.errors.is_empty() {
         return Err(LoadError { errors: l.errors });
     }
@@ -91,6 +110,22 @@ pub(super) fn load(root: &Path, source: &dyn Source) -> Result<Snapshot, LoadErr
 }
 
 impl Loader<'_> {
+    /// A warning, kept up to [`MAX_ERRORS`] (then one line says how many
+    /// more there were).
+    fn warn(&mut self, d: Diagnostic) {
+        self.suppressed += usize::from(self.warnings.len() >= MAX_ERRORS);
+        if self.warnings.len() < MAX_ERRORS {
+            self.warnings.push(d);
+        }
+    }
+}
+
+/// Where the last error was, if it says.
+fn d_location(errors: &[Diagnostic]) -> Option<Location> {
+    errors.last().and_then(|d| d.location.clone())
+}
+
+impl Loader<'_> {
     fn file(&mut self, path: &Path, included_at: Option<Diagnostic>) {
         let id = self.source.identity(path);
         if self.stack.contains(&id) {
@@ -102,6 +137,18 @@ impl Loader<'_> {
         if self.stack.len() >= MAX_SOURCE_DEPTH {
             let mut d = included_at.unwrap_or_else(|| Diagnostic::error("", None, None));
             d.message = format!("source nesting deeper than {MAX_SOURCE_DEPTH} files");
+            self.errors.push(d);
+            return;
+        }
+        if self.errors.len() >= MAX_ERRORS {
+            return;
+        }
+        self.reads += 1;
+        if self.reads > MAX_FILE_READS {
+            let mut d = included_at.unwrap_or_else(|| Diagnostic::error("", None, None));
+            d.message = format!(
+                "more than {MAX_FILE_READS} files read (each `source` of a file reads it again); loading stopped"
+            );
             self.errors.push(d);
             return;
         }
@@ -138,9 +185,18 @@ impl Loader<'_> {
             toks: &toks,
             pos: 0,
         };
-        while f.peek().is_some() {
+        while f.peek().is_some() && self.errors.len() < MAX_ERRORS && self.reads <= MAX_FILE_READS {
             if let Err(d) = self.statement(&mut f) {
                 self.errors.push(d);
+                if self.errors.len() == MAX_ERRORS {
+                    let at = d_location(&self.errors);
+                    self.errors.push(Diagnostic::error(
+                        format!("{MAX_ERRORS} errors; loading stopped here"),
+                        at,
+                        None,
+                    ));
+                    break;
+                }
                 f.recover();
             }
         }
@@ -208,7 +264,7 @@ impl Loader<'_> {
         f.expect(Tok::Semi, &format!("';' after 'clear {key}'"))?;
         if key == "dsas" {
             if !self.dsas.is_empty() {
-                self.warnings.push(f.warn_at(
+                self.warn(f.warn_at(
                     &what,
                     format!(
                         "clear dsas: forgets the {} DSA block(s) loaded before it",
@@ -218,7 +274,7 @@ impl Loader<'_> {
             }
             self.dsas.clear();
         } else {
-            self.warnings.push(f.warn_at(
+            self.warn(f.warn_at(
                 &what,
                 format!("clear {key}: not used by the router, ignored"),
             ));
@@ -265,11 +321,16 @@ impl Loader<'_> {
             | "dsa-router-hedge-floor-ms"
             | "dsa-router-max-ejection"
             | "dsa-router-ejection-time" => self.set_router_setting(f, &key),
+            _ if self.warnings.len() >= MAX_ERRORS => {
+                // Counted, not made: a flood of them stays linear.
+                self.suppressed += 1;
+                f.skip_statement()
+            }
             _ => {
                 let hint = diag::closest(&key, KNOWN_SETS.iter().copied())
                     .map(|c| format!(" (did you mean 'set {c}'?)"))
                     .unwrap_or_default();
-                self.warnings.push(f.warn_at(
+                self.warn(f.warn_at(
                     &what,
                     format!("set {key}: not used by the router, ignored{hint}"),
                 ));
@@ -295,18 +356,22 @@ impl Loader<'_> {
             }
         }
         f.expect(Tok::Semi, "',' or ';' after a DSA name")?;
-        let slot = if key == "precedence" {
-            &mut self.precedence
+        let given = if key == "precedence" {
+            self.precedence.is_some()
         } else {
-            &mut self.write_precedence
+            self.write_precedence.is_some()
         };
-        if slot.is_some() {
-            self.warnings.push(f.warn_at(
+        if given {
+            self.warn(f.warn_at(
                 what,
                 format!("set {key} given again; this one replaces the earlier one"),
             ));
         }
-        *slot = Some(names);
+        if key == "precedence" {
+            self.precedence = Some(names);
+        } else {
+            self.write_precedence = Some(names);
+        }
         Ok(())
     }
 

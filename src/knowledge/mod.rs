@@ -267,9 +267,39 @@ pub trait Source {
 /// Files on disk.
 pub struct Disk;
 
+/// The largest knowledge file read (a DXserver file is kilobytes).
+pub const MAX_FILE_BYTES: u64 = 16 << 20;
+
 impl Source for Disk {
+    /// Regular files only (a FIFO or a device, even behind a symlink,
+    /// would block or never end), of at most [`MAX_FILE_BYTES`].
     fn read(&self, path: &Path) -> io::Result<String> {
-        std::fs::read_to_string(path)
+        use std::io::Read;
+        // Looked at before opening: opening a FIFO blocks until a writer
+        // comes.
+        let meta = std::fs::metadata(path)?;
+        if !meta.is_file() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "not a regular file",
+            ));
+        }
+        if meta.len() > MAX_FILE_BYTES {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("larger than {} MiB", MAX_FILE_BYTES >> 20),
+            ));
+        }
+        let f = std::fs::File::open(path)?;
+        let mut text = String::new();
+        f.take(MAX_FILE_BYTES + 1).read_to_string(&mut text)?;
+        if text.len() as u64 > MAX_FILE_BYTES {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("larger than {} MiB", MAX_FILE_BYTES >> 20),
+            ));
+        }
+        Ok(text)
     }
 
     fn identity(&self, path: &Path) -> PathBuf {

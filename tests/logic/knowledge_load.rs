@@ -345,3 +345,67 @@ fn router_settings_live_apart_from_ca_knowledge() {
         assert!(err.errors[0].message.starts_with(want), "{err}");
     }
 }
+
+/// Knowledge that would hang or exhaust a load is refused quickly with a
+/// clear error: a FIFO or a device (behind a symlink) as a sourced file, a
+/// diamond of sources (each file sourcing the next twice, 40 deep: 2^40
+/// reads), a file with 100,000 errors. The bound is a hang check, not a
+/// performance figure: each takes milliseconds.
+#[test]
+fn knowledge_that_would_hang_a_load_is_refused_quickly() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let fifo = d.join("fifo.dxc");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    assert!(made.is_ok_and(|s| s.success()), "mkfifo");
+    std::os::unix::fs::symlink("/dev/zero", d.join("zero.dxc")).unwrap();
+    for i in 0..40 {
+        std::fs::write(
+            d.join(format!("dia{i}.dxg")),
+            format!(
+                "source \"dia{n}.dxg\";\nsource \"dia{n}.dxg\";\n",
+                n = i + 1
+            ),
+        )
+        .unwrap();
+    }
+    std::fs::write(d.join("dia40.dxg"), "# the bottom\n").unwrap();
+    std::fs::write(d.join("errors.dxg"), "set dsa = ;\n".repeat(100_000)).unwrap();
+    std::fs::write(
+        d.join("warnings.dxg"),
+        "set nonsense = 1;\n".repeat(100_000),
+    )
+    .unwrap();
+    let rows = [
+        ("fifo.dxc", "not a regular file"),
+        ("zero.dxc", "not a regular file"),
+        ("dia0.dxg", "files read"),
+        ("errors.dxg", "loading stopped"),
+    ];
+    // 100,000 warnings: it loads, with the first ones and a count.
+    let snap = knowledge::load(&d.join("warnings.dxg")).expect("only warnings");
+    assert!(
+        snap.warnings.len() <= 201,
+        "{} warnings kept",
+        snap.warnings.len()
+    );
+    let last = &snap.warnings.last().unwrap().message;
+    assert!(last.contains("more warnings not shown"), "{last}");
+    for (root, want) in rows {
+        let path = d.join(root);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(
+                dsa_router::knowledge::load(&path)
+                    .map(|_| ())
+                    .map_err(|e| e.to_string()),
+            );
+        });
+        let got = rx
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .unwrap_or_else(|_| panic!("{root}: the load hangs"));
+        let e = got.expect_err(root);
+        assert!(e.contains(want), "{root}: {}", &e[..e.len().min(2000)]);
+        assert!(e.len() < 200_000, "{root}: {} bytes of errors", e.len());
+    }
+}

@@ -9,6 +9,7 @@
 //! one test at a time).
 
 mod future_size;
+mod fuzz_inputs;
 mod knowledge_load;
 mod properties;
 mod seed_table;

@@ -1,0 +1,103 @@
+//! What the fuzz targets run (`fuzz/`, `scripts/fuzz.sh`), one function
+//! per reader of untrusted bytes; `tests/logic` runs them on every seed and
+//! every committed crash input (`fuzz/regressions/`), so that a crash once
+//! found stays fixed without a nightly toolchain. Never called by the
+//! router; the checks here panic on purpose (that is how a fuzzer sees a
+//! broken invariant).
+#![allow(clippy::panic, clippy::unwrap_used)]
+
+use crate::dn::Dn;
+use crate::wire::dnmap::PrefixMap;
+use crate::wire::{frame, ppolicy, request, response, search, state};
+use std::path::Path;
+use std::sync::OnceLock;
+
+/// A client's bytes: framing, the header, the request decoder, and the
+/// search and state readers the session applies to what decodes.
+pub fn request(data: &[u8]) {
+    let mut rest = data;
+    while let Ok(Some(len)) = frame::frame_len(rest, 4 << 20) {
+        let pdu = &rest[..len];
+        rest = &rest[len..];
+        let Ok(h) = frame::header(pdu) else { break };
+        if let Ok(req) = request::decode(pdu) {
+            let _ = state::needs(&req);
+            let _ = search::head(pdu, &h);
+            let _ = request::moddn_target(pdu, &h);
+        }
+        let _ = search::has_control(pdu, &h, "1.2.840.113556.1.4.319");
+        let _ = search::without_controls(pdu, &h, 2, &["1.2.840.113556.1.4.319"]);
+        if let Some(b) = map().request(pdu, &h) {
+            assert!(frame::header(&b).is_ok(), "a mapped request does not frame");
+        }
+    }
+}
+
+fn map() -> &'static PrefixMap {
+    static MAP: OnceLock<PrefixMap> = OnceLock::new();
+    MAP.get_or_init(|| PrefixMap {
+        prefix: Dn::parse_ldap("o=DEMOCORP,c=AU").unwrap(),
+        native: Dn::parse_ldap("dc=democorp,dc=example").unwrap(),
+    })
+}
+
+/// A DSA's bytes: framing, the header, and every reader the router applies
+/// to responses (result codes, entries, referrals, password policy, the
+/// native-prefix mapping, the message-ID rewrite).
+pub fn response(data: &[u8]) {
+    let mut rest = data;
+    while let Ok(Some(len)) = frame::frame_len(rest, 16 << 20) {
+        let pdu = &rest[..len];
+        rest = &rest[len..];
+        let Ok(h) = frame::header(pdu) else { break };
+        let _ = frame::tag::is_final_response(h.op_tag);
+        let _ = response::result_code(pdu, &h);
+        let _ = response::diagnostic(pdu, &h);
+        let _ = response::referral_urls(pdu, &h);
+        let _ = response::entry_dn(pdu);
+        let _ = response::entry_attrs(pdu);
+        let _ = response::extended_value(pdu);
+        let _ = ppolicy::Policy::of_response(pdu, &h);
+        let _ = ppolicy::strip(pdu, &h, 3);
+        if let Some(b) = map().response(pdu, &h) {
+            assert!(
+                frame::header(&b).is_ok(),
+                "a mapped response does not frame"
+            );
+        }
+        let mut out = bytes::BytesMut::new();
+        frame::rewrite(pdu, &h, 5, None, &mut out);
+        assert!(
+            frame::header(&out).is_ok(),
+            "a rewritten response does not frame"
+        );
+    }
+}
+
+/// Knowledge text: the loader and the table never panic.
+pub fn knowledge(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let files = crate::knowledge::Memory::default().with("r.dxg", &text);
+    if let Ok(snap) = crate::knowledge::load_from(Path::new("r.dxg"), &files) {
+        let _ = crate::route::Table::build(&snap, None);
+    }
+}
+
+/// DN text in both forms: parsing never panics, and a DN's normal form (and
+/// its display) parses again to the same normal form.
+pub fn dn(data: &[u8]) {
+    let Ok(s) = std::str::from_utf8(data) else {
+        return;
+    };
+    let _ = Dn::parse_knowledge(s);
+    if let Ok(dn) = Dn::parse_any(s) {
+        let n = dn.normalized();
+        let again = Dn::parse_ldap(&n)
+            .unwrap_or_else(|e| panic!("{s:?} normalises to {n:?}, which does not parse: {e}"));
+        assert_eq!(again.normalized(), n, "{s:?}");
+        let shown = dn.to_string();
+        let back = Dn::parse_ldap(&shown)
+            .unwrap_or_else(|e| panic!("{s:?} shows as {shown:?}, which does not parse: {e}"));
+        assert_eq!(back.normalized(), n, "{s:?}");
+    }
+}
