@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The one test command: installs test dependencies, then format check,
 # clippy, the production release build, the docker compose test
-# (scripts/docker-test.sh) and every cargo test of the workspace. Exits
+# (scripts/docker-test.sh), every cargo test of the workspace and a short
+# run of each fuzz target (scripts/fuzz.sh). Exits
 # non-zero on the first failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +26,8 @@ step scripts/docker-test.sh
 # Every test, built with the `ci` profile (Cargo.toml: release without LTO
 # and debuginfo; a test build links fast): binaries in target/ci/.
 step cargo test --profile ci --workspace
+# Each fuzz target briefly (nightly; scripts/fuzz.sh N for longer runs).
+step scripts/fuzz.sh 15
 
 echo
 echo "test.sh: all steps passed"
