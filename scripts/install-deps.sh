@@ -44,6 +44,10 @@ done
 { command -v saslpasswd2 >/dev/null 2>&1 || [ -x /usr/sbin/saslpasswd2 ]; } || apt_pkgs+=(sasl2-bin)
 ls /usr/lib/*/sasl2/libscram.so* /usr/lib/*/sasl2/libdigestmd5.so* >/dev/null 2>&1 || apt_pkgs+=(libsasl2-modules)
 command -v javac >/dev/null 2>&1 || apt_pkgs+=(default-jdk-headless)
+# The status page's browser test: headless Chromium, its driver, Selenium.
+command -v chromium >/dev/null 2>&1 || apt_pkgs+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || apt_pkgs+=(chromium-driver)
+/usr/bin/python3 -c 'import selenium' >/dev/null 2>&1 || apt_pkgs+=(python3-selenium)
 
 if [ ${#apt_pkgs[@]} -gt 0 ]; then
     log "installing Debian packages: ${apt_pkgs[*]}"
@@ -62,7 +66,7 @@ if [ ${#apt_pkgs[@]} -gt 0 ]; then
     cleanup
     trap - EXIT
 else
-    log "Debian packages present: slapd, ldap-utils, haproxy, debootstrap, sasl2-bin, libsasl2-modules, a JDK"
+    log "Debian packages present: slapd, ldap-utils, haproxy, debootstrap, sasl2-bin, libsasl2-modules, a JDK, chromium, chromium-driver, python3-selenium"
 fi
 
 # A system slapd (started by the package on a host without policy-rc.d, or

@@ -20,6 +20,9 @@ pub struct Config {
     pub max_clients: usize,
     /// Largest request PDU accepted from a client.
     pub max_request_pdu: usize,
+    /// Bytes all clients' incomplete requests may hold at once; a client
+    /// whose large incomplete request would go beyond is disconnected.
+    pub max_request_memory: usize,
     /// Largest response PDU accepted from a DSA.
     pub max_response_pdu: usize,
     /// Outstanding operations per client connection (`busy` beyond).
@@ -103,6 +106,7 @@ impl Default for Config {
             ldaps_listen: None,
             max_clients: 10_000,
             max_request_pdu: 4 << 20,
+            max_request_memory: 256 << 20,
             max_response_pdu: 16 << 20,
             max_outstanding: 256,
             max_own_connections: 0,

@@ -38,6 +38,9 @@ pub struct Context {
     /// identity`): (DN, partition) to the DSA that took the last write
     /// and until when.
     pub affinity: dashmap::DashMap<(String, String), (String, std::time::Instant)>,
+    /// Bytes held by clients' large incomplete requests (see
+    /// `--max-request-memory`).
+    pub request_memory: std::sync::atomic::AtomicUsize,
 }
 
 /// What the last reload did.
@@ -85,6 +88,7 @@ impl Context {
             dsa_ca: arc_swap::ArcSwapOption::new(dsa_ca),
             last_reload: std::sync::Mutex::new(None),
             affinity: dashmap::DashMap::new(),
+            request_memory: std::sync::atomic::AtomicUsize::new(0),
         })
     }
 

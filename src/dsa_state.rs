@@ -98,6 +98,8 @@ pub struct ReadStats {
     sum_us: AtomicU64,
     /// Its reads' races lost to their hedges.
     lost: AtomicU32,
+    /// Mean read latency of the last window with reads, µs (0: none yet).
+    recent_us: AtomicU64,
 }
 
 impl Default for ReadStats {
@@ -106,6 +108,7 @@ impl Default for ReadStats {
             buckets: std::array::from_fn(|_| AtomicU32::new(0)),
             sum_us: AtomicU64::new(0),
             lost: AtomicU32::new(0),
+            recent_us: AtomicU64::new(0),
         }
     }
 }
@@ -129,6 +132,19 @@ impl ReadStats {
     pub fn record(&self, us: u64) {
         self.buckets[latency_bucket(us)].fetch_add(1, Ordering::Relaxed);
         self.sum_us.fetch_add(us, Ordering::Relaxed);
+    }
+
+    /// The mean read latency of the last window with reads.
+    pub fn recent_mean(&self) -> Option<std::time::Duration> {
+        match self.recent_us.load(Ordering::Relaxed) {
+            0 => None,
+            us => Some(std::time::Duration::from_micros(us)),
+        }
+    }
+
+    /// Set by the tail-latency task at each window's end.
+    pub fn set_recent_mean(&self, us: u64) {
+        self.recent_us.store(us.max(1), Ordering::Relaxed);
     }
 
     /// One of its reads was answered first by its hedge, elsewhere.

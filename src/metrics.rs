@@ -25,6 +25,8 @@ pub enum Refusal {
     Outstanding = 3,
     Connections = 4,
     Unavailable = 5,
+    /// Incomplete requests held more memory than allowed.
+    RequestMemory = 6,
 }
 
 const REFUSALS: &[&str] = &[
@@ -34,6 +36,7 @@ const REFUSALS: &[&str] = &[
     "outstanding",
     "connections",
     "unavailable",
+    "request_memory",
 ];
 
 pub(crate) fn op_index(name: &str) -> usize {

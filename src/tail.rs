@@ -241,6 +241,14 @@ pub(crate) async fn run(router: Arc<Context>, mut shutdown: watch::Receiver<bool
             &router, &routing, &names, &mut dsas, groups, &stuck, &cfg, fold,
         );
         if fold {
+            for st in &routing.states.0 {
+                if let Some(d) = dsas
+                    .get(&st.name.to_ascii_lowercase())
+                    .filter(|d| d.count > 0)
+                {
+                    st.reads.set_recent_mean(d.sum_us / d.count);
+                }
+            }
             for d in dsas.values_mut() {
                 for h in d.hist.iter_mut() {
                     *h *= 0.5;

@@ -10,11 +10,16 @@ pub const DEFAULT_ADMIN: &str = "127.0.0.1:8389";
 
 #[derive(clap::Args, Debug)]
 pub struct CtlArgs {
-    /// Admin API address of the router.
-    #[arg(long, default_value = DEFAULT_ADMIN)]
+    /// Admin API address of the router (before or after the command).
+    #[arg(long, default_value = DEFAULT_ADMIN, global = true)]
     pub admin: String,
     /// Bearer token (default: $DSA_ROUTER_ADMIN_TOKEN).
-    #[arg(long, env = "DSA_ROUTER_ADMIN_TOKEN", hide_env_values = true)]
+    #[arg(
+        long,
+        env = "DSA_ROUTER_ADMIN_TOKEN",
+        hide_env_values = true,
+        global = true
+    )]
     pub token: Option<String>,
     /// Print the API's JSON.
     #[arg(long, global = true)]
@@ -29,7 +34,9 @@ pub enum CtlCmd {
     Status,
     /// Take a DSA out of service now.
     Disable { name: String },
-    /// Stop new work to a DSA; in-flight work completes.
+    /// Drain a DSA: it takes no new operations (reads go to the rest of
+    /// its group, writes to the next DSA of the write order) while those
+    /// in flight complete; `enable` puts it back.
     Drain { name: String },
     /// Put a DSA back in service.
     Enable { name: String },
@@ -148,7 +155,7 @@ pub fn render(s: &Status) -> String {
     let u = &s.utilization;
     let _ = writeln!(
         out,
-        "utilization over {:.0} s: CPU {:.1}% (threshold {}), memory {:.1}% (threshold {})",
+        "machine (or container) utilization over {:.0} s: CPU {:.1}% (threshold {}), memory {:.1}% (threshold {})",
         u.window_seconds,
         u.cpu_avg_percent,
         if u.cpu_threshold_percent == 0 {

@@ -58,6 +58,20 @@ fn denied() -> Response {
         .into_response()
 }
 
+/// The live status page (`GET /`): one embedded HTML file (no outside
+/// assets) that polls `/status` and posts to `/dsas/NAME/ACTION` with the
+/// token the user enters. Served without the token: it holds no data.
+async fn get_page() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        include_str!("page.html"),
+    )
+        .into_response()
+}
+
 async fn get_status(State(app): State<App>, headers: HeaderMap) -> Response {
     if !authorized(&app, &headers) {
         return denied();
@@ -140,6 +154,7 @@ pub async fn run(
         token: token.map(Arc::from),
     };
     let svc = axum::Router::new()
+        .route("/", get(get_page))
         .route("/status", get(get_status))
         .route("/metrics", get(get_metrics))
         .route("/dsas/{name}/{action}", post(post_dsa))

@@ -31,6 +31,9 @@ pub struct DsaReport {
     /// Why it is ejected as an outlier, and for how long, while it is.
     #[serde(default)]
     pub ejected: Option<String>,
+    /// Mean latency of its reads over the last second with reads, ms.
+    #[serde(default)]
+    pub latency_ms: Option<f64>,
     pub addresses: Vec<String>,
 }
 
@@ -135,6 +138,7 @@ pub fn status(router: &Context) -> Status {
                         probe_latency_ms: t.probe_latency.map(|d| d.as_secs_f64() * 1000.0),
                         failback_in_s: st.failback_left(hold).map(|d| d.as_secs_f64()),
                         ejected: st.ejection(),
+                        latency_ms: st.reads.recent_mean().map(|d| d.as_secs_f64() * 1000.0),
                         addresses: r.pools[i].addrs.clone(),
                     }
                 })

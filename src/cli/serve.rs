@@ -18,6 +18,11 @@ pub struct LimitArgs {
     /// Largest request PDU, bytes.
     #[arg(long, default_value_t = 4 << 20)]
     pub max_request_pdu: usize,
+    /// Bytes all clients' large incomplete requests may hold at once; a
+    /// client whose incomplete request would go beyond is disconnected
+    /// (busy), the others keep theirs.
+    #[arg(long, default_value_t = 256 << 20)]
+    pub max_request_memory: usize,
     /// Largest response PDU from a DSA, bytes.
     #[arg(long, default_value_t = 16 << 20)]
     pub max_response_pdu: usize,
@@ -58,8 +63,10 @@ pub struct LimitArgs {
     /// An outlier's first ejection time.
     #[arg(long, default_value = "10s")]
     pub ejection_time: String,
-    /// Writes (a PDU, or the responses of one DSA read) queued for one
-    /// client before it counts as stalled and is disconnected.
+    /// Response PDUs queued for one client that does not read fast enough
+    /// (a PDU, or the responses of one DSA read): beyond it the client
+    /// counts as stalled, its operations are abandoned and it is
+    /// disconnected; the router's own answers wait for room instead.
     #[arg(long, default_value_t = 1 << 20)]
     pub client_queue: usize,
     /// Response bytes queued for one client before it counts as stalled
@@ -124,12 +131,17 @@ pub struct LimitArgs {
     /// is skipped, and `busy` when its whole group is saturated (0: none).
     #[arg(long, default_value_t = crate::config::DEFAULT_DSA_CONCURRENCY_LIMIT)]
     pub dsa_concurrency_limit: u32,
-    /// Refuse new operations while the router's average CPU use is above
-    /// this percentage (0-100; 0 = off).
+    /// Refuse new operations while the CPU use of the machine the router
+    /// runs on (of its container, when a cgroup quota limits it), averaged
+    /// over --utilization-window, is above this percentage: the gateway's
+    /// load, all processes counted, as CA Directory's router measures it,
+    /// not the router process's own share (0-100; 0 = off).
     #[arg(long, default_value_t = 0)]
     pub cpu_threshold: u32,
-    /// Refuse new operations while average memory use is above this
-    /// percentage (0-100; 0 = off).
+    /// Refuse new operations while the memory in use on the machine (in
+    /// the container, when a cgroup limits it), averaged over
+    /// --utilization-window, is above this percentage of its total (0-100;
+    /// 0 = off).
     #[arg(long, default_value_t = 0)]
     pub memory_threshold: u32,
     /// Window for the CPU and memory averages: seconds, or with a unit
@@ -251,6 +263,7 @@ impl LimitArgs {
             own_connection: self.own_connection,
             max_clients: self.max_clients.max(1),
             max_request_pdu: self.max_request_pdu.max(64),
+            max_request_memory: self.max_request_memory.max(self.max_request_pdu.max(64)),
             max_response_pdu: self.max_response_pdu.max(64),
             max_own_connections: self.max_own_connections,
             read_your_writes,
@@ -520,6 +533,9 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
         tracing::info!("dsa-router stopped");
         Ok(())
     });
+    // A reload still reading knowledge (a slow or hostile file) does not
+    // keep the process from exiting.
+    rt.shutdown_timeout(Duration::from_secs(1));
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -591,6 +607,7 @@ async fn signals(tx: watch::Sender<bool>, router: Arc<Context>, root: PathBuf) {
         tracing::error!("cannot install signal handlers");
         return;
     };
+    let mut running: Option<tokio::task::JoinHandle<()>> = None;
     loop {
         tokio::select! {
             _ = term.recv() => break,
@@ -598,8 +615,14 @@ async fn signals(tx: watch::Sender<bool>, router: Arc<Context>, root: PathBuf) {
             _ = hup.recv() => {
                 // Off the runtime's threads: with --threads 1 a reload
                 // would otherwise stall every connection while it reads.
+                // Not awaited here: a reload in progress never delays
+                // SIGTERM; one at a time.
+                if running.as_ref().is_some_and(|h| !h.is_finished()) {
+                    tracing::warn!("SIGHUP: a reload is still running; this one is skipped");
+                    continue;
+                }
                 let (r, p) = (router.clone(), root.clone());
-                let _ = tokio::task::spawn_blocking(move || reload(&r, &p)).await;
+                running = Some(tokio::task::spawn_blocking(move || reload(&r, &p)));
             }
         }
     }

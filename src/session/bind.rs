@@ -211,6 +211,11 @@ impl Session {
             }
         };
         let code = result_code(&resp, &rh).unwrap_or(80);
+        self.router.metrics.op(
+            crate::metrics::op_index("bind"),
+            code,
+            started.elapsed().as_micros() as u64,
+        );
         let policy = ppolicy::Policy::of_response(&resp, &rh);
         if self.router.cfg.access_log {
             let policy = policy.map(|p| p.to_string());

@@ -45,6 +45,9 @@ pub async fn run(
     // Buffers are taken only while data flows: an idle client holds none
     // (10,000 idle connections must stay small).
     let mut buf = BytesMut::new();
+    // What this client's incomplete request counts in
+    // `router.request_memory`.
+    let mut counted = 0usize;
     let mut notice: Option<(Code, String)> = None;
     let mut pdu_started: Option<tokio::time::Instant> = None;
     let mut last_read = tokio::time::Instant::now();
@@ -94,6 +97,30 @@ pub async fn run(
             // Idle from the end of the last request's handling (a bind
             // may take long), not from its read.
             last_read = tokio::time::Instant::now();
+            if buf.is_empty() && buf.capacity() > SMALL {
+                // A large request is done: give its buffer back.
+                buf = BytesMut::new();
+            }
+        }
+        // A large incomplete request counts against every client's
+        // budget; the client that would go beyond it is disconnected.
+        let now = if buf.len() > SMALL { buf.capacity() } else { 0 };
+        if now != counted {
+            use std::sync::atomic::Ordering::Relaxed;
+            let total = if now > counted {
+                router.request_memory.fetch_add(now - counted, Relaxed) + now - counted
+            } else {
+                router.request_memory.fetch_sub(counted - now, Relaxed) - (counted - now)
+            };
+            counted = now;
+            if now > 0 && total > cfg.max_request_memory {
+                router
+                    .metrics
+                    .refused(crate::metrics::Refusal::RequestMemory);
+                tracing::warn!(client = %peer, bytes = now, "incomplete requests hold more memory than --max-request-memory; disconnecting this client");
+                notice = Some((Code::Busy, "dsa-router: the router holds too much of clients' incomplete requests; try again later".into()));
+                break 'conn;
+            }
         }
         // The PDU timeout runs from a PDU's first byte, however slowly
         // the rest trickles in; the idle timeout from the last read. The
@@ -144,6 +171,10 @@ pub async fn run(
         response::notice_of_disconnection(code, &msg, &mut b);
         let _ = out.deliver(b.freeze());
     }
+    router
+        .request_memory
+        .fetch_sub(counted, std::sync::atomic::Ordering::Relaxed);
+    drop(buf);
     out.abandon_all();
     for (_, c) in s.private.drain() {
         c.close();
@@ -163,6 +194,10 @@ pub async fn run(
     // The writer closes it, unless a failed StartTLS took it away first.
     out.ob.close();
 }
+
+/// A request buffer this small is not counted against
+/// `--max-request-memory` (most requests are far smaller).
+const SMALL: usize = 64 * 1024;
 
 /// A deadline that never comes (an hour is re-armed when it does).
 fn far_future() -> tokio::time::Instant {

@@ -64,6 +64,13 @@ impl Session {
         let mut b = BytesMut::new();
         response::entry(req.msgid, "", chosen, &mut b);
         response::result(req.msgid, 0x65, Code::Success, "", "", &mut b);
+        // Counted and logged like any search (answered by the router).
+        self.router
+            .metrics
+            .op(crate::metrics::op_index("search"), 0, 0);
+        if self.router.cfg.access_log {
+            tracing::info!(target: "access", client = %self.peer, op = "search", dn = "", result = 0, dsa = "-", "answered by the router: root DSE");
+        }
         self.out.send(b.freeze()).await;
     }
 

@@ -671,6 +671,16 @@ async fn reader<R: AsyncRead + Unpin>(mut rd: R, conn: Arc<Conn>, limits: Limits
         if conn.dsa.down_epoch() != epoch {
             epoch = conn.dsa.down_epoch();
             conn.evacuate();
+            if !conn.dsa.is_up() {
+                // Down (not merely ejected): this connection may be stale
+                // (a peer gone without a reset). It takes no new work; the
+                // pool connects afresh, and it closes once what runs on it
+                // has ended.
+                conn.alive.store(false, Ordering::Relaxed);
+            }
+        }
+        if !conn.is_alive() && conn.pending_count() == 0 {
+            break "retired: its DSA went down".to_string();
         }
         match n {
             Ok(usize::MAX) => continue,

@@ -3,7 +3,7 @@
 //! (`testdsa`), and the router as a process in front of real OpenLDAP
 //! slapd, driven by OpenLDAP's tools, Python `ldap3` and Rust `ldap3`
 //! (`interop_slapd`, `fanout_slapd`, `security_slapd`, `stateful_slapd`,
-//! `tls_slapd`, and
+//! `tls_slapd`, and the status page in headless Chromium (`status_page`), and
 //! `slapd_harness` for the harness itself).
 //!
 //! Needs slapd, ldap-utils and the Python module ldap3
@@ -21,6 +21,7 @@ mod router_testdsa;
 mod security_slapd;
 mod slapd_harness;
 mod stateful_slapd;
+mod status_page;
 mod testdsa;
 mod tls;
 mod tls_slapd;

@@ -1254,3 +1254,71 @@ async fn a_client_that_never_reads_its_local_answers_holds_a_bounded_queue() {
         "RSS grew by {grown} KiB for one client that does not read"
     );
 }
+
+/// Clients that each send most of a large request and stop hold memory
+/// the router counts: beyond `--max-request-memory` the client that would
+/// go over is disconnected (busy), the others keep their connections, a
+/// normal client is served, and the count is back to zero when they leave.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn incomplete_large_requests_are_bounded_in_total() {
+    let h = Builder::default()
+        .democorp(&["D1"])
+        .cfg(|c| {
+            c.max_request_pdu = 4 << 20;
+            c.max_request_memory = 10 << 20;
+        })
+        .start()
+        .await;
+    // An add of ~4 MiB announced, 3 MiB of it sent.
+    let mut head = vec![0x30, 0x83];
+    let len: usize = (4 << 20) - 16;
+    head.extend_from_slice(&[(len >> 16) as u8, (len >> 8) as u8, len as u8]);
+    let body = vec![0x04u8; 3 << 20];
+    let mut clients = Vec::new();
+    let mut refused = 0;
+    for i in 0..5 {
+        let mut raw = Raw::connect(h.addr).await;
+        raw.send(&head).await.unwrap();
+        let _ = raw.send(&body).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        match raw.recv(Duration::from_millis(300)).await {
+            Recv::Msg(m) => {
+                let (code, text) = notice(&m).unwrap_or_else(|| panic!("client {i}: {m:?}"));
+                assert_eq!(code, LdapResultCode::Busy, "{text}");
+                refused += 1;
+            }
+            Recv::Timeout => clients.push(raw),
+            other => panic!("client {i}: {other:?}"),
+        }
+    }
+    assert!(
+        refused >= 1 && clients.len() >= 2,
+        "refused {refused}, kept {}",
+        clients.len()
+    );
+    let held = h
+        .router
+        .request_memory
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert!(held <= 10 << 20, "{held} bytes counted");
+    let mut l = ldap(&h.url()).await;
+    let (rc, found, text) = sees(&mut l, DEMOCORP, Scope::Base).await;
+    assert_eq!((rc, found.len()), (0, 1), "{text}");
+    drop(clients);
+    let t0 = Instant::now();
+    while h
+        .router
+        .request_memory
+        .load(std::sync::atomic::Ordering::Relaxed)
+        > 0
+        && t0.elapsed() < Duration::from_secs(5)
+    {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        h.router
+            .request_memory
+            .load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
+}

@@ -34,6 +34,7 @@ pub struct BenchArgs {
     /// Server to load, `ldap://HOST:PORT`.
     #[arg(long)]
     pub url: String,
+    /// Client connections, each a task of its own sending requests in turn.
     #[arg(long, default_value_t = 8)]
     pub connections: usize,
     /// Requests kept outstanding per connection.

@@ -1,0 +1,55 @@
+//! The admin status page in a real browser: `tests/interop/status_page.py`
+//! drives headless Chromium with Selenium (Debian's chromium,
+//! chromium-driver and python3-selenium; `scripts/install-deps.sh`)
+//! against a router process and two test DSA processes: the token prompt,
+//! both DSAs up, one stopped shows down (screenshot), started again shows
+//! up, and the drain and enable buttons work through the API.
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+use std::path::Path;
+use std::process::Command;
+
+#[test]
+fn the_status_page_shows_dsas_going_down_and_drains_them_in_chromium() {
+    for (tool, pkg) in [
+        ("/usr/bin/chromium", "chromium"),
+        ("/usr/bin/chromedriver", "chromium-driver"),
+    ] {
+        assert!(
+            Path::new(tool).exists(),
+            "{tool} missing: run scripts/install-deps.sh (Debian package {pkg})"
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // DSA_ROUTER_PAGE_SHOT=docs/status-page.png keeps the screenshot.
+    let shot = std::env::var("DSA_ROUTER_PAGE_SHOT")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| dir.path().join("status-page.png"));
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/status_page.py");
+    let out = Command::new("/usr/bin/python3")
+        .arg(&script)
+        .arg(env!("CARGO_BIN_EXE_dsa-router"))
+        .arg(&shot)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "status page test failed:\n{text}");
+    for seen in [
+        "T1 and T2 up",
+        "T2 down",
+        "T2 up again",
+        "T1 draining",
+        "T1 enabled again",
+    ] {
+        assert!(text.contains(seen), "{seen:?} not reported:\n{text}");
+    }
+    let png = std::fs::read(&shot).unwrap();
+    assert!(
+        png.starts_with(b"\x89PNG") && png.len() > 10_000,
+        "screenshot"
+    );
+}

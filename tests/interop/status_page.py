@@ -1,0 +1,158 @@
+#!/usr/bin/python3
+"""The admin status page (GET /) in a real browser: headless Chromium driven
+by Selenium (Debian packages chromium, chromium-driver, python3-selenium).
+
+Starts two in-tree test DSAs (`dsa-router testdsa`) in one load-share group
+and a router in front of them with an admin token; then, in the page:
+* without the token it asks for it; with it, both DSAs show `up`;
+* a stopped DSA shows `down` (probes every 0.3 s), one started again shows
+  `up`; a screenshot with the DSA down is saved;
+* the `drain` button drains the other DSA through the API.
+
+Usage: status_page.py ROUTER_BINARY SCREENSHOT_PNG
+Exit 0 when every step is seen within its time, else 1 with the reason.
+"""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+from selenium import webdriver
+from selenium.webdriver.chromium.options import ChromiumOptions
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+
+BIN, SHOT = sys.argv[1], sys.argv[2]
+TOKEN = "page-test-token"
+PROCS = []
+
+
+def port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def spawn(args, log):
+    p = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+    PROCS.append(p)
+    return p
+
+
+def listening(p, secs=20):
+    end = time.time() + secs
+    while time.time() < end:
+        try:
+            socket.create_connection(("127.0.0.1", p), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise SystemExit(f"nothing listens on {p}")
+
+
+def testdsa(name, p, work):
+    proc = spawn([BIN, "testdsa", "--listen", f"127.0.0.1:{p}", "--name", name,
+                  "--suffix", "o=DEMOCORP,c=AU"], open(os.path.join(work, f"{name}.log"), "a"))
+    listening(p)
+    return proc
+
+
+def until(what, check, secs=15):
+    end = time.time() + secs
+    last = None
+    while time.time() < end:
+        try:
+            if check():
+                return
+        except Exception as e:  # the page re-renders under us
+            last = e
+        time.sleep(0.1)
+    raise SystemExit(f"not seen within {secs} s: {what} (last error: {last})")
+
+
+def state(driver, dsa):
+    cells = driver.find_elements(By.CSS_SELECTOR, f'tr[data-dsa="{dsa}"] [data-state]')
+    return cells[0].get_attribute("data-state") if cells else None
+
+
+def main():
+    work = tempfile.mkdtemp(prefix="dsa-router-page.")
+    ports = {"T1": port(), "T2": port()}
+    dsas = {n: testdsa(n, p, work) for n, p in ports.items()}
+    know = os.path.join(work, "router.dxg")
+    with open(know, "w") as f:
+        for n, p in ports.items():
+            f.write(f'set dsa "{n}" = {{ prefix = <c AU><o DEMOCORP> address = tcp "127.0.0.1" port {p} '
+                    f'dsa-flags = load-share load-share-group = "G" }};\n')
+    listen, admin = port(), port()
+    spawn([BIN, "serve", "--knowledge", know, "--listen", f"127.0.0.1:{listen}",
+           "--admin", f"127.0.0.1:{admin}", "--admin-token", TOKEN, "--probe-interval", "0.3",
+           "--probe-timeout", "0.3", "--fall", "2", "--rise", "1", "--failback-hold", "0"],
+          open(os.path.join(work, "router.log"), "w"))
+    listening(admin)
+    # A little load, so that the page's ops/s and latency have something
+    # to show: a search a tenth of a second, through the router.
+    stop_load = threading.Event()
+
+    def load():
+        while not stop_load.is_set():
+            subprocess.run(["ldapsearch", "-x", "-LLL", "-H", f"ldap://127.0.0.1:{listen}",
+                            "-b", "o=DEMOCORP,c=AU", "-s", "base", "dn"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=10)
+            time.sleep(0.1)
+
+    threading.Thread(target=load, daemon=True).start()
+
+    opts = ChromiumOptions()
+    opts.binary_location = "/usr/bin/chromium"
+    for a in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+              "--window-size=1280,800"]:
+        opts.add_argument(a)
+    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
+    try:
+        driver.get(f"http://127.0.0.1:{admin}/")
+        msg = lambda: driver.find_element(By.ID, "msg").text
+        until("the page asks for the token", lambda: "token" in msg())
+        box = driver.find_element(By.ID, "token")
+        box.send_keys(TOKEN)
+        driver.execute_script("arguments[0].dispatchEvent(new Event('change'))", box)
+        until("both DSAs up", lambda: state(driver, "T1") == "up" and state(driver, "T2") == "up")
+        print("page: T1 and T2 up")
+
+        dsas["T2"].send_signal(signal.SIGKILL)
+        dsas["T2"].wait()
+        until("T2 down after it stopped", lambda: state(driver, "T2") == "down")
+        time.sleep(2)  # a few more points on the charts
+        reason = driver.find_element(By.CSS_SELECTOR, 'tr[data-dsa="T2"] td.reason').text
+        print(f"page: T2 down ({reason})")
+        driver.save_screenshot(SHOT)
+        print(f"screenshot: {SHOT}")
+
+        dsas["T2"] = testdsa("T2", ports["T2"], work)
+        until("T2 up again after it started", lambda: state(driver, "T2") == "up")
+        print("page: T2 up again")
+
+        driver.find_element(By.CSS_SELECTOR, 'button[data-dsa="T1"][data-action="drain"]').click()
+        until("T1 draining after the drain button", lambda: state(driver, "T1") == "draining")
+        print("page: T1 draining (drain button)")
+        driver.find_element(By.CSS_SELECTOR, 'button[data-dsa="T1"][data-action="enable"]').click()
+        until("T1 up after the enable button", lambda: state(driver, "T1") == "up")
+        print("page: T1 enabled again")
+    finally:
+        stop_load.set()
+        driver.quit()
+        for p in PROCS:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+if __name__ == "__main__":
+    main()
