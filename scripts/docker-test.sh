@@ -9,6 +9,8 @@
 #   * `docker stop` D1 and `docker network disconnect` H1 (a black hole):
 #     every read still succeeds, from the DSAs left;
 #   * `docker start` D1 and reconnect H1: both rejoin and serve again;
+#   * `docker pause` H1 (frozen: accepts, never answers): reads go to D1
+#     (hedged, H1 ejected), none fails;
 #   * knowledge edited on the host + SIGHUP (compose kill -s HUP): reads go
 #     to GROUP2; restored + `ctl reload`: back to GROUP1; broken knowledge:
 #     `ctl reload` fails and routing is unchanged.
@@ -278,6 +280,15 @@ ok "D1 started and H1 reconnected: both up after $((($(date +%s%N) - s) / 100000
 reads 6 "D1 H1" "after rejoin"
 [ "$(wc -w <<<"$SEEN")" = 2 ] || fail "after rejoin 6 reads were answered by$SEEN only, want D1 and H1"
 ok "reads back on GROUP1:$SEEN"
+
+# ---- a frozen DSA (docker pause: it accepts connections, answers nothing):
+# reads waiting on it are hedged to D1 and it is ejected; none fails.
+docker pause "$h1" >/dev/null
+s=$(date +%s%N)
+reads 20 "D1" "H1 paused"
+ms=$((($(date +%s%N) - s) / 1000000))
+docker unpause "$h1" >/dev/null
+ok "H1 paused (a real black hole): 20 reads succeed, all from D1, 0 failed ($ms ms)"
 
 # ---- knowledge edited on the host, reloaded
 cp "$knowledge" "$work/router.dxg.orig"

@@ -22,6 +22,8 @@ step cargo clippy --workspace --all-targets -- -D warnings
 step cargo clippy --all-targets --no-default-features -- -D warnings
 # The production binary, the router only: what the docker image ships.
 step cargo build --release --no-default-features
+# The API docs build without warnings (no links to private items).
+step env RUSTDOCFLAGS=-Dwarnings cargo doc --no-deps --workspace
 step scripts/docker-test.sh
 # Every test, built with the `ci` profile (Cargo.toml: release without LTO
 # and debuginfo; a test build links fast): binaries in target/ci/.

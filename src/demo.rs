@@ -60,9 +60,42 @@ pub async fn start_test_dsas(
     Ok(out)
 }
 
+/// The demo's knowledge files written under `dir` (so that `explain`,
+/// `check` and `ctl reload` find them from any directory); the root.
+fn write_knowledge(dir: &Path) -> Result<std::path::PathBuf, String> {
+    for (p, t) in FILES {
+        let path = dir.join(p);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+        }
+        std::fs::write(&path, t).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    Ok(dir.join(FILES[0].0))
+}
+
+/// How to run this binary again, as a shell command prefix.
+fn me() -> String {
+    let exe = std::env::current_exe()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| "dsa-router".into());
+    if exe.contains(|c: char| c.is_whitespace() || c == '\'' || c == '"') {
+        format!("'{}'", exe.replace('\'', "'\\''"))
+    } else {
+        exe
+    }
+}
+
 /// Run the demo until Ctrl-C.
 pub async fn run(cfg: Config, listen: Option<String>) -> Result<(), String> {
-    let snap = demo_knowledge().map_err(|e| e.to_string())?;
+    let dir = std::env::temp_dir().join(format!("dsa-router-demo-{}", std::process::id()));
+    let root = write_knowledge(&dir)?;
+    let snap = knowledge::load(&root).map_err(|e| e.to_string())?;
+    println!(
+        "starting {} test DSAs and the router (knowledge in {})...",
+        snap.dsas.len().saturating_sub(1),
+        dir.display()
+    );
     let dsas = start_test_dsas(&snap, Some("R1")).await?;
     let r1 = snap
         .dsa_index("R1")
@@ -91,14 +124,23 @@ pub async fn run(cfg: Config, listen: Option<String>) -> Result<(), String> {
     println!("  ldapsearch -x -H {url} -b \"\" -s base namingContexts supportedLDAPVersion");
     println!("  ldapcompare -x -H {url} \"uid=alice,ou=People,o=DEMOCORP,c=AU\" \"mail:alice@example.com\"");
     println!("  ldapwhoami -x -H {url} -D \"uid=alice,ou=People,o=DEMOCORP,c=AU\" -w alicepw");
-    println!("  dsa-router explain knowledge/demo/router.dxg \"o=DEMOCORP,c=AU\" --name R1\n");
-    println!("  dsa-router ctl status\n");
+    let me = me();
+    println!(
+        "  {me} explain {} \"o=DEMOCORP,c=AU\" --name R1",
+        root.display()
+    );
+    println!("  {me} ctl status");
+    println!(
+        "  cargo run --release --manifest-path {}/Cargo.toml -p dsa-bench -- --url {url} --users 20 --duration 5   # load: 20 users here",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    println!("\nThe access log is off in the demo (serve writes one line per operation).");
     println!("Ctrl-C stops everything.");
     let (tx, rx) = watch::channel(false);
     match tokio::net::TcpListener::bind(crate::admin::ctl::DEFAULT_ADMIN).await {
         Ok(admin) => {
             println!(
-                "admin API on http://{} (try: dsa-router ctl status)\n",
+                "admin API and status page on http://{}/\n",
                 crate::admin::ctl::DEFAULT_ADMIN
             );
             tokio::spawn(crate::admin::run(admin, router.clone(), None, rx.clone()));
@@ -110,5 +152,6 @@ pub async fn run(cfg: Config, listen: Option<String>) -> Result<(), String> {
     let _ = tx.send(true);
     let _ = server.await;
     drop(dsas);
+    let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }

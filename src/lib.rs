@@ -16,14 +16,14 @@
 //! * [`route`]: partitions, the ordered list, load-share groups and target
 //!   selection for reads and writes. Pure: a function of the snapshot and the
 //!   per-DSA run-time view.
-//! * [`dsa_state`]: per-DSA run-time state (health, admin state, in-flight
+//! * `dsa_state`: per-DSA run-time state (health, admin state, in-flight
 //!   counts), keyed by DSA name so it survives knowledge reloads.
-//! * [`health`]: active probes, rise/fall, passive signals.
+//! * `health`: active probes, rise/fall, passive signals.
 //! * [`wire`]: framing, message-ID rewriting, request decoding, the PDUs
 //!   the router writes itself, and the connection-state model
 //!   ([`wire::state`]: which requests need a DSA connection of the
 //!   client's own).
-//! * [`upstream`]: connections to DSAs (multiplexed, message IDs remapped),
+//! * `upstream`: connections to DSAs (multiplexed, message IDs remapped),
 //!   per-DSA pools, and what each DSA's root DSE advertises.
 //! * [`session`]: one client connection: routing each request, identity
 //!   (simple and SASL binds), extended operations, the bounded outbound
@@ -34,7 +34,10 @@
 //! * [`server`]: the accept loop, `run(listener, router, shutdown)`.
 //! * `demo`: `dsa-router demo`, the seed setup on loopback with test DSAs
 //!   (feature `dev-tools`).
-//! * [`limits`]: CPU and memory thresholds over a window, cgroup-aware sampling.
+//! * `limits`: CPU and memory thresholds over a window, cgroup-aware sampling.
+//! * `tail`: hedged reads and outlier ejection (one task: read latencies,
+//!   the hedge budget, the ejection rules).
+//! * [`fuzzing`]: what the fuzz targets run (`fuzz/`, `scripts/fuzz.sh`).
 //! * [`admin`]: the admin HTTP API (status, metrics, control) and `ctl`.
 //! * [`cli`]: output of the `check` and `explain` subcommands.
 //! * [`tls`]: rustls configuration (client-facing and towards DSAs), the

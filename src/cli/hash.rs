@@ -14,7 +14,7 @@ use std::process::ExitCode;
 #[derive(clap::Subcommand)]
 pub enum HashCmd {
     /// Split an LDIF file per slot of the knowledge's horizontal
-    /// partitions: DIR/<prefix>.slot<N>.ldif. The prefix entry goes to
+    /// partitions: `DIR/<prefix>.slot<N>.ldif`. The prefix entry goes to
     /// every slot; entries outside horizontal partitions are left out.
     Split {
         /// The root knowledge file.

@@ -13,7 +13,7 @@
 //!    load-share group, and solo DSAs, ordered by the position of their first
 //!    member in the ordered list.
 //!
-//! Selection ([`select`]) is then a pure function of the table, a view of
+//! Selection (`select`) is then a pure function of the table, a view of
 //! per-DSA run-time state and a rotation tick: no I/O, no locks, no
 //! allocation on success, so it runs per request and is tested exhaustively
 //! with plain values.
