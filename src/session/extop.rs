@@ -69,16 +69,15 @@ impl Session {
                 );
                 self.reply(req, Code::CannotCancel, "", &msg).await
             }
-            Some(Running::Race(race)) => {
-                if race.cancel() {
-                    self.reply(req, Code::Success, "", "").await
-                } else {
-                    let msg = format!("dsa-router: operation {id} has ended; too late to cancel");
-                    self.reply(req, Code::TooLate, "", &msg).await
-                }
-            }
-            Some(Running::Fan(fan)) => {
-                if fan.cancel() {
+            // The router stops these itself (both legs of a hedged read,
+            // every part of a spanning search) and answers canceled.
+            Some(r @ (Running::Race(_) | Running::Fan(_))) => {
+                let stopped = match r {
+                    Running::Race(race) => race.cancel(),
+                    Running::Fan(fan) => fan.cancel(),
+                    _ => false,
+                };
+                if stopped {
                     self.reply(req, Code::Success, "", "").await
                 } else {
                     let msg = format!("dsa-router: operation {id} has ended; too late to cancel");

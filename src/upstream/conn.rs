@@ -858,6 +858,25 @@ mod tests {
         assert!(again.is_err());
     }
 
+    /// A root DSE search submitted on `conn`, answered to a recorder; its
+    /// message ID there.
+    fn watch(conn: &Arc<Conn>) -> (Arc<Recorder>, i32) {
+        let pdu = search_pdu();
+        let h = frame::header(&pdu).unwrap();
+        let rec = Arc::new(Recorder::default());
+        let id = conn
+            .submit(
+                Pending::new(Sink::To(rec.clone())),
+                &pdu,
+                &h,
+                None,
+                |_, _| true,
+            )
+            .ok()
+            .unwrap();
+        (rec, id)
+    }
+
     /// One search entry for message `id`: empty DN, no attributes.
     fn entry(id: i32) -> Vec<u8> {
         let id = u8::try_from(id).unwrap();
@@ -879,19 +898,7 @@ mod tests {
             lim.op_total_timeout = cap;
             let st = Arc::new(DsaState::new("D1"));
             let conn = Conn::start_halves(st, rd, |_| WriteEnd::Stream(wr), lim, None);
-            let pdu = search_pdu();
-            let h = frame::header(&pdu).unwrap();
-            let rec = Arc::new(Recorder::default());
-            let id = conn
-                .submit(
-                    Pending::new(Sink::To(rec.clone())),
-                    &pdu,
-                    &h,
-                    None,
-                    |_, _| true,
-                )
-                .ok()
-                .unwrap();
+            let (rec, id) = watch(&conn);
             // An entry every second for 8 s: four times the timeout.
             for _ in 0..8 {
                 tokio::time::sleep(Duration::from_secs(1)).await;
@@ -934,18 +941,7 @@ mod tests {
         for (what, bytes, why) in rows {
             let (conn, mut dsa) = silent_dsa(Duration::from_secs(60));
             let st = conn.dsa.clone();
-            let pdu = search_pdu();
-            let h = frame::header(&pdu).unwrap();
-            let rec = Arc::new(Recorder::default());
-            conn.submit(
-                Pending::new(Sink::To(rec.clone())),
-                &pdu,
-                &h,
-                None,
-                |_, _| true,
-            )
-            .ok()
-            .unwrap();
+            let (rec, _) = watch(&conn);
             dsa.write_all(bytes).await.unwrap();
             tokio::time::sleep(Duration::from_secs(3)).await;
             assert!(!conn.is_alive(), "{what}: connection still open");
