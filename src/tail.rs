@@ -156,7 +156,7 @@ pub(crate) async fn run(router: Arc<Context>, mut shutdown: watch::Receiver<bool
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut window = Instant::now();
-    let mut cached: Option<(usize, Vec<Vec<usize>>)> = None;
+    let mut cached: Option<(Arc<Routing>, Vec<Vec<usize>>)> = None;
     loop {
         tokio::select! {
             _ = tick.tick() => {}
@@ -165,9 +165,11 @@ pub(crate) async fn run(router: Arc<Context>, mut shutdown: watch::Receiver<bool
         let routing = router.routing();
         let cfg = settings(&routing.snap.settings, router.cfg.tail);
         // The groups of this snapshot (made again after a reload).
-        let key = Arc::as_ptr(&routing) as usize;
-        if cached.as_ref().is_none_or(|(k, _)| *k != key) {
-            cached = Some((key, groups(&routing)));
+        if cached
+            .as_ref()
+            .is_none_or(|(r, _)| !Arc::ptr_eq(r, &routing))
+        {
+            cached = Some((routing.clone(), groups(&routing)));
         }
         let Some((_, groups)) = cached.as_ref() else {
             continue;
@@ -229,7 +231,9 @@ pub(crate) async fn run(router: Arc<Context>, mut shutdown: watch::Receiver<bool
             }
             let name = &routing.snap.dsas[i].name;
             for h in hedged {
-                h.race.announce();
+                if !h.race.announce() {
+                    continue;
+                }
                 let why = Error::new(
                     crate::error::Kind::Timeout { write: false },
                     format!("DSA {name} is slow to answer"),
@@ -358,7 +362,13 @@ fn eject_outliers(
             ));
         } else if stuck[i] >= STUCK
             && d.last_done.is_none_or(|t| now.duration_since(t) >= STALL)
-            && mates().any(|m| last_done[m].is_some_and(|t| now.duration_since(t) < STALL))
+            && mates().any(|m| {
+                last_done
+                    .get(m)
+                    .copied()
+                    .flatten()
+                    .is_some_and(|t| now.duration_since(t) < STALL)
+            })
         {
             reason = Some(format!(
                 "{} reads waited over {} ms for a first answer while it answered none and its group answered",
@@ -367,7 +377,9 @@ fn eject_outliers(
             ));
         }
         if fold {
-            let best = mates().filter_map(|m| means[m]).min();
+            let best = mates()
+                .filter_map(|m| means.get(m).copied().flatten())
+                .min();
             match (means[i], best) {
                 (Some(mean), Some(best)) if is_slow(mean, best) => {
                     d.slow += 1;

@@ -531,6 +531,8 @@ impl Retry {
         let res = place(&routing, part, want, via, &pdu, &header, |t| {
             let mut m = moved.take().unwrap_or_else(|| Pending::new(Sink::Detached));
             if let Some(mut r) = retry.take() {
+                // Sent: if it must be sent again, that is a re-send.
+                r.hedge = false;
                 r.tried = t
                     .tried
                     .iter()
@@ -540,6 +542,8 @@ impl Retry {
             }
             m.delivered = false;
             m.held.clear();
+            // Silence counts from here on its new DSA.
+            m.heard();
             m
         })
         .await;

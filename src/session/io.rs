@@ -104,16 +104,21 @@ pub async fn run(
         }
         // A large incomplete request counts against every client's
         // budget; the client that would go beyond it is disconnected.
-        let now = if buf.len() > SMALL { buf.capacity() } else { 0 };
+        let now = if buf.capacity() > SMALL {
+            buf.capacity()
+        } else {
+            0
+        };
         if now != counted {
             use std::sync::atomic::Ordering::Relaxed;
+            let counted_before = counted;
             let total = if now > counted {
                 router.request_memory.fetch_add(now - counted, Relaxed) + now - counted
             } else {
                 router.request_memory.fetch_sub(counted - now, Relaxed) - (counted - now)
             };
             counted = now;
-            if now > 0 && total > cfg.max_request_memory {
+            if now > counted_before && total > cfg.max_request_memory {
                 router
                     .metrics
                     .refused(crate::metrics::Refusal::RequestMemory);

@@ -154,17 +154,33 @@ impl ClientOut {
 
     /// Record where an outstanding operation went (if it is still
     /// outstanding).
-    pub fn track(&self, msgid: i32, conn: &Arc<Conn>, upstream_id: i32) {
-        if let Some(e) = lock(&self.outstanding).get_mut(&msgid) {
-            *e = Tracked::Op(Arc::downgrade(conn), upstream_id);
+    /// outstanding: false when the client abandoned it meanwhile, and then
+    /// it is not to be sent).
+    pub fn track(&self, msgid: i32, conn: &Arc<Conn>, upstream_id: i32) -> bool {
+        match lock(&self.outstanding).get_mut(&msgid) {
+            Some(e) => {
+                *e = Tracked::Op(Arc::downgrade(conn), upstream_id);
+                true
+            }
+            None => false,
         }
     }
 
-    /// Record that an outstanding operation was hedged (if it is still
-    /// outstanding).
-    pub fn track_race(&self, msgid: i32, race: &Arc<Race>) {
-        if let Some(e) = lock(&self.outstanding).get_mut(&msgid) {
-            *e = Tracked::Race(Arc::downgrade(race));
+    /// Record that operation `msgid`, running as `id` on `conn`, was
+    /// hedged: false when it is no longer that operation (abandoned, or
+    /// ended and its message ID used again), and then the hedge is not
+    /// to be sent.
+    pub fn track_race(&self, msgid: i32, race: &Arc<Race>, conn: &Arc<Conn>, id: i32) -> bool {
+        let mut map = lock(&self.outstanding);
+        match map.get_mut(&msgid) {
+            Some(e @ Tracked::Op(..)) => {
+                let same = matches!(&*e, Tracked::Op(c, i) if *i == id && std::ptr::eq(c.as_ptr(), Arc::as_ptr(conn)));
+                if same {
+                    *e = Tracked::Race(Arc::downgrade(race));
+                }
+                same
+            }
+            _ => false,
         }
     }
 
@@ -307,15 +323,19 @@ impl Deliver for ToClient {
             &mut b,
         );
         self.out.finish(self.msgid);
-        let _ = self.out.deliver(b.freeze());
+        match self.out.deliver(b.freeze()) {
+            Delivery::Queued => {}
+            // Not reading: it cannot be told, so it is disconnected.
+            Delivery::Full => self.out.overflow(),
+            Delivery::Gone => self.out.abandon_all(),
+        }
     }
 
     fn placed(&self, conn: &Arc<Conn>, id: i32) -> bool {
-        self.out.track(self.msgid, conn, id);
-        true
+        self.out.track(self.msgid, conn, id)
     }
 
-    fn raced(&self, race: &Arc<Race>) {
-        self.out.track_race(self.msgid, race);
+    fn raced(&self, race: &Arc<Race>, conn: &Arc<Conn>, id: i32) -> bool {
+        self.out.track_race(self.msgid, race, conn, id)
     }
 }

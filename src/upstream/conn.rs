@@ -44,6 +44,8 @@ pub struct Conn {
     out: Outbox,
     pending: Mutex<HashMap<i32, Pending>>,
     next_id: AtomicI32,
+    /// `next_id` has wrapped around.
+    wrapped: AtomicBool,
     alive: AtomicBool,
     stop: CancellationToken,
     /// Counts it as a client's own connection on its DSA.
@@ -199,6 +201,7 @@ impl Conn {
             out: Outbox::new(),
             pending: Mutex::new(HashMap::new()),
             next_id: AtomicI32::new(1),
+            wrapped: AtomicBool::new(false),
             alive: AtomicBool::new(true),
             stop: CancellationToken::new(),
             own: Mutex::new(None),
@@ -237,7 +240,9 @@ impl Conn {
         loop {
             let id = self.next_id.fetch_add(1, Ordering::Relaxed);
             if id <= 0 {
-                // Wrapped: start again at 1 (0 is reserved for unsolicited).
+                // Wrapped: start again at 1 (0 is reserved for unsolicited);
+                // from now on an unknown ID may be a late answer.
+                self.wrapped.store(true, Ordering::Relaxed);
                 self.next_id.store(1, Ordering::Relaxed);
                 continue;
             }
@@ -411,7 +416,8 @@ impl Conn {
             if p.delivered || !p.held.is_empty() {
                 continue;
             }
-            let age = p.started.elapsed();
+            // Since it was placed here (re-sent reads keep their start).
+            let age = p.quiet();
             if age >= stall {
                 *stuck += 1;
             }
@@ -451,6 +457,27 @@ impl Conn {
         (out, refused)
     }
 
+    /// End the persistent searches running here (connection lost).
+    fn fail_persistent(&self) {
+        let ended: Vec<Pending> = {
+            let mut map = self.lock();
+            let ids: Vec<i32> = map
+                .iter()
+                .filter(|(_, p)| p.persistent)
+                .map(|(id, _)| *id)
+                .collect();
+            ids.into_iter().filter_map(|id| map.remove(&id)).collect()
+        };
+        let name = &self.dsa.name;
+        for p in ended {
+            let e = Error::new(
+                Kind::ConnectionLost { write: false },
+                format!("DSA {name} went down; the persistent search ended"),
+            );
+            p.fail(name, e);
+        }
+    }
+
     /// The DSA went down: re-send the reads waiting here that have sent
     /// nothing to their client yet, and abandon them on this DSA.
     fn evacuate(&self) {
@@ -487,7 +514,8 @@ impl Conn {
         let is_final = tag::is_final_response(h.op_tag);
         let mut map_lock = self.lock();
         let Some(p) = map_lock.get_mut(&h.msgid) else {
-            if h.msgid >= self.next_id.load(Ordering::Relaxed) {
+            let next = self.next_id.load(Ordering::Relaxed);
+            if !self.wrapped.load(Ordering::Relaxed) && next > 0 && h.msgid >= next {
                 // Not abandoned or timed out: never asked for.
                 return Err(frame::FrameError::Malformed(
                     "DSA answered a message ID the router never sent",
@@ -644,7 +672,7 @@ async fn reader<R: AsyncRead + Unpin>(mut rd: R, conn: Arc<Conn>, limits: Limits
     let mut stopped = std::pin::pin!(stop.cancelled());
     let dsa = conn.dsa.clone();
     let mut down = std::pin::pin!(dsa.down_signal.notified());
-    // Since when part of a PDU waits in `buf` for the rest.
+    // Since when part of a PDU has waited in `buf` with no byte more.
     let mut partial_since: Option<tokio::time::Instant> = None;
     let why = loop {
         let n = tokio::select! {
@@ -675,8 +703,10 @@ async fn reader<R: AsyncRead + Unpin>(mut rd: R, conn: Arc<Conn>, limits: Limits
                 // Down (not merely ejected): this connection may be stale
                 // (a peer gone without a reset). It takes no new work; the
                 // pool connects afresh, and it closes once what runs on it
-                // has ended.
+                // has ended. Persistent searches never end by themselves:
+                // they end here, so that their clients hear of it.
                 conn.alive.store(false, Ordering::Relaxed);
+                conn.fail_persistent();
             }
         }
         if !conn.is_alive() && conn.pending_count() == 0 {
@@ -709,18 +739,18 @@ async fn reader<R: AsyncRead + Unpin>(mut rd: R, conn: Arc<Conn>, limits: Limits
                 }
                 Ok(None) => break,
                 Err(e) => {
-                    garbage = true;
+                    // A response over --max-response-pdu is the router's
+                    // limit, not a broken DSA.
+                    garbage = !matches!(e, frame::FrameError::TooLarge(_));
                     bad = Some(e.to_string());
                     break;
                 }
             }
         }
         batch.flush();
-        partial_since = match (buf.is_empty(), partial_since) {
-            (true, _) => None,
-            (false, None) => Some(tokio::time::Instant::now()),
-            (false, s) => s,
-        };
+        // A partial PDU waits for the rest: time it from the last byte
+        // (a DSA streaming a large result steadily is not stalled).
+        partial_since = (!buf.is_empty()).then(tokio::time::Instant::now);
         if let Some(e) = bad {
             tracing::warn!(dsa = %conn.dsa.name, error = %e, "bad response from DSA; closing the connection");
             if garbage {
@@ -952,6 +982,31 @@ mod tests {
             assert_eq!(failed.len(), 1, "{what}");
             assert!(failed[0].retryable(), "{what}: {:?}", failed[0]);
         }
+    }
+
+    /// A DSA that streams steadily, every read ending inside a PDU, is not
+    /// stalled: the stall counts from the last byte (it once counted from
+    /// the first partial read and took a healthy DSA down after 1 s).
+    #[tokio::test(start_paused = true)]
+    async fn a_dsa_streaming_with_pdus_split_across_reads_is_not_stalled() {
+        use tokio::io::AsyncWriteExt;
+        let (conn, mut dsa) = silent_dsa(Duration::from_secs(60));
+        let (rec, id) = watch(&conn);
+        let e = entry(id);
+        let (head, tail) = e.split_at(5);
+        dsa.write_all(head).await.unwrap();
+        // 30 entries, each write finishing one and starting the next, 0.2 s
+        // apart: 6 s with a partial PDU always waiting (connect timeout 1 s).
+        for _ in 0..30 {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let mut b = tail.to_vec();
+            b.extend_from_slice(head);
+            dsa.write_all(&b).await.unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(conn.is_alive(), "closed as stalled");
+        assert!(conn.dsa.is_up(), "{}", conn.dsa.health_track().reason);
+        assert!(rec.failed.lock().unwrap().is_empty());
     }
 
     /// Gives up its operation on the first entry, from inside the delivery

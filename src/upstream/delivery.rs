@@ -32,9 +32,17 @@ pub trait Delivery: Send + Sync {
     fn expires(&self) -> bool {
         true
     }
-    /// The operation was hedged: it now runs as `race` (which the client
-    /// side abandons or cancels as a whole).
-    fn raced(&self, _race: &Arc<super::hedge::Race>) {}
+    /// The operation, running as `id` on `conn`, was hedged: it now runs
+    /// as `race` (which the client side abandons or cancels as a whole).
+    /// False when it is no longer that operation: the hedge is not sent.
+    fn raced(
+        &self,
+        _race: &Arc<super::hedge::Race>,
+        _conn: &Arc<super::conn::Conn>,
+        _id: i32,
+    ) -> bool {
+        true
+    }
 }
 
 /// An operation that may be sent to another DSA: the connection hands the

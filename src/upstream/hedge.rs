@@ -88,9 +88,22 @@ impl Race {
         self.st.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The client's delivery learns that its operation runs as a race.
-    pub fn announce(self: &Arc<Self>) {
-        self.inner.raced(self);
+    /// The client's delivery learns that its operation runs as a race:
+    /// false when it no longer waits for it (abandoned meanwhile); then
+    /// the race is ended and the hedge is not to be sent.
+    pub fn announce(self: &Arc<Self>) -> bool {
+        let first = self.lock().legs[0]
+            .as_ref()
+            .and_then(|(c, id)| Some((c.upgrade()?, *id)));
+        let Some((conn, id)) = first else {
+            // Leg 0 already ended (answered or failed): nothing to hedge.
+            return false;
+        };
+        if self.inner.raced(self, &conn, id) {
+            return true;
+        }
+        self.abandon();
+        false
     }
 
     /// Whether leg `n` may send to the client: it won, or wins now (the

@@ -160,12 +160,19 @@ impl Pending {
         self.heard_ms = u32::try_from(self.started.elapsed().as_millis()).unwrap_or(u32::MAX);
     }
 
+    /// How long its DSA has sent nothing for it (since it was placed, or
+    /// since its last response).
+    pub fn quiet(&self) -> std::time::Duration {
+        self.started
+            .elapsed()
+            .saturating_sub(std::time::Duration::from_millis(self.heard_ms.into()))
+    }
+
     /// Whether its DSA has been silent on it longer than `silence`, or it
     /// has run longer than `total` (zero: no cap).
     pub fn overdue(&self, silence: std::time::Duration, total: std::time::Duration) -> bool {
         let ran = self.started.elapsed();
-        let quiet = ran.saturating_sub(std::time::Duration::from_millis(self.heard_ms.into()));
-        quiet > silence || (!total.is_zero() && ran > total)
+        self.quiet() > silence || (!total.is_zero() && ran > total)
     }
 
     /// The extras, made when first needed.
