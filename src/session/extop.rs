@@ -58,7 +58,24 @@ impl Session {
             let msg = "dsa-router: malformed cancel request value";
             return self.reply(req, Code::ProtocolError, "", msg).await;
         };
-        match self.out.running(id) {
+        let running = match self.out.running(id) {
+            // A hedged read whose winner already answers: its DSA cancels
+            // it, so that the canceled result follows every entry.
+            Some(Running::Race(race)) => match race.cancel() {
+                crate::upstream::hedge::Cancelled::Forward(conn, upstream) => {
+                    Some(Running::Op(conn, upstream))
+                }
+                crate::upstream::hedge::Cancelled::Done => {
+                    return self.reply(req, Code::Success, "", "").await
+                }
+                crate::upstream::hedge::Cancelled::TooLate => {
+                    let msg = format!("dsa-router: operation {id} has ended; too late to cancel");
+                    return self.reply(req, Code::TooLate, "", &msg).await;
+                }
+            },
+            other => other,
+        };
+        match running {
             None => {
                 let msg = format!("dsa-router: no outstanding operation with message ID {id}");
                 self.reply(req, Code::NoSuchOperation, "", &msg).await
@@ -69,15 +86,11 @@ impl Session {
                 );
                 self.reply(req, Code::CannotCancel, "", &msg).await
             }
-            // The router stops these itself (both legs of a hedged read,
-            // every part of a spanning search) and answers canceled.
-            Some(r @ (Running::Race(_) | Running::Fan(_))) => {
-                let stopped = match r {
-                    Running::Race(race) => race.cancel(),
-                    Running::Fan(fan) => fan.cancel(),
-                    _ => false,
-                };
-                if stopped {
+            // The router stops a spanning search itself (every part) and
+            // answers canceled.
+            Some(Running::Race(_)) => {}
+            Some(Running::Fan(fan)) => {
+                if fan.cancel() {
                     self.reply(req, Code::Success, "", "").await
                 } else {
                     let msg = format!("dsa-router: operation {id} has ended; too late to cancel");

@@ -1009,6 +1009,45 @@ mod tests {
         assert!(rec.failed.lock().unwrap().is_empty());
     }
 
+    /// A hedged read cancelled by its client: undecided, both legs stop and
+    /// the client hears `canceled` once (a leg's late entry is dropped);
+    /// decided, the cancel goes to the winner's DSA, so that `canceled`
+    /// comes after the entries already sent.
+    #[tokio::test(start_paused = true)]
+    async fn a_cancelled_hedged_read_is_answered_once_and_in_order() {
+        use super::super::hedge::{Cancelled, Race};
+        let (c0, _d0) = silent_dsa(Duration::from_secs(60));
+        let (c1, _d1) = silent_dsa(Duration::from_secs(60));
+        for decided in [false, true] {
+            let rec = Arc::new(Recorder::default());
+            let (_r0, id0) = watch(&c0);
+            let (race, leg0, leg1) =
+                Race::start(rec.clone(), &c0, id0, None, 0, tokio::time::Instant::now());
+            let (_r1, id1) = watch(&c1);
+            assert!(leg1.placed(&c1, id1));
+            let e = entry(id1);
+            let h = frame::header(&e).unwrap();
+            let mut batch = Batch::default();
+            if decided {
+                leg1.deliver(&e, &h, &mut batch);
+                match race.cancel() {
+                    Cancelled::Forward(c, id) => {
+                        assert!(Arc::ptr_eq(&c, &c1) && id == id1, "forwarded to the loser")
+                    }
+                    _ => panic!("a decided race is cancelled by its winner's DSA"),
+                }
+                assert!(rec.failed.lock().unwrap().is_empty());
+            } else {
+                assert!(matches!(race.cancel(), Cancelled::Done));
+                assert!(matches!(race.cancel(), Cancelled::TooLate));
+                leg0.deliver(&e, &h, &mut batch);
+                let failed = rec.failed.lock().unwrap().clone();
+                assert_eq!(failed.len(), 1);
+                assert_eq!(failed[0].code(), crate::wire::response::Code::Canceled);
+            }
+        }
+    }
+
     /// Gives up its operation on the first entry, from inside the delivery
     /// (as a spanning search does at its size limit).
     #[derive(Default)]

@@ -163,11 +163,26 @@ impl Race {
         }
     }
 
-    /// The client cancelled the read: stop both legs and answer
-    /// `canceled`. False when it had already ended.
-    pub fn cancel(&self) -> bool {
+    /// The client cancelled the read. Undecided: both legs are stopped
+    /// and the client gets `canceled` (no entry of it can be on the way:
+    /// none was claimed). Decided: the winner's DSA is to cancel it, so
+    /// that `canceled` comes after the entries it already sent.
+    pub fn cancel(&self) -> Cancelled {
+        let winner = {
+            let st = self.lock();
+            if st.ended {
+                return Cancelled::TooLate;
+            }
+            st.winner.map(|w| st.legs[w as usize].clone())
+        };
+        if let Some(at) = winner {
+            return match at.and_then(|(c, id)| Some((c.upgrade()?, id))) {
+                Some((conn, id)) => Cancelled::Forward(conn, id),
+                None => Cancelled::TooLate,
+            };
+        }
         let Some(legs) = self.end() else {
-            return false;
+            return Cancelled::TooLate;
         };
         for (conn, id) in legs.into_iter().flatten() {
             if let Some(c) = conn.upgrade() {
@@ -180,8 +195,18 @@ impl Race {
         );
         self.record(e.code() as u8);
         self.inner.fail(&e);
-        true
+        Cancelled::Done
     }
+}
+
+/// What a client's Cancel of a hedged read comes to.
+pub enum Cancelled {
+    /// Stopped; the client was answered `canceled`.
+    Done,
+    /// It had ended.
+    TooLate,
+    /// The winning leg runs as this ID on this connection: cancel it there.
+    Forward(Arc<Conn>, i32),
 }
 
 impl Delivery for Leg {
