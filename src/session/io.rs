@@ -46,8 +46,8 @@ pub async fn run(
     // (10,000 idle connections must stay small).
     let mut buf = BytesMut::new();
     // What this client's incomplete request counts in
-    // `router.request_memory`.
-    let mut counted = 0usize;
+    // `router.request_memory`; given back however the session ends.
+    let mut counted = Counted(&router.request_memory, 0);
     let mut notice: Option<(Code, String)> = None;
     let mut pdu_started: Option<tokio::time::Instant> = None;
     let mut last_read = tokio::time::Instant::now();
@@ -109,16 +109,10 @@ pub async fn run(
         } else {
             0
         };
-        if now != counted {
-            use std::sync::atomic::Ordering::Relaxed;
-            let counted_before = counted;
-            let total = if now > counted {
-                router.request_memory.fetch_add(now - counted, Relaxed) + now - counted
-            } else {
-                router.request_memory.fetch_sub(counted - now, Relaxed) - (counted - now)
-            };
-            counted = now;
-            if now > counted_before && total > cfg.max_request_memory {
+        if now != counted.1 {
+            let before = counted.1;
+            let total = counted.set(now);
+            if now > before && total > cfg.max_request_memory {
                 router
                     .metrics
                     .refused(crate::metrics::Refusal::RequestMemory);
@@ -176,9 +170,7 @@ pub async fn run(
         response::notice_of_disconnection(code, &msg, &mut b);
         let _ = out.deliver(b.freeze());
     }
-    router
-        .request_memory
-        .fetch_sub(counted, std::sync::atomic::Ordering::Relaxed);
+    drop(counted);
     drop(buf);
     out.abandon_all();
     for (_, c) in s.private.drain() {
@@ -198,6 +190,31 @@ pub async fn run(
     }
     // The writer closes it, unless a failed StartTLS took it away first.
     out.ob.close();
+}
+
+/// Bytes a session counts in the router's request memory (`.1`),
+/// returned when it drops, however the session ends.
+struct Counted<'a>(&'a std::sync::atomic::AtomicUsize, usize);
+
+impl Counted<'_> {
+    /// Count `now` instead; the router-wide total after.
+    fn set(&mut self, now: usize) -> usize {
+        use std::sync::atomic::Ordering::Relaxed;
+        let total = if now > self.1 {
+            self.0.fetch_add(now - self.1, Relaxed) + (now - self.1)
+        } else {
+            self.0.fetch_sub(self.1 - now, Relaxed) - (self.1 - now)
+        };
+        self.1 = now;
+        total
+    }
+}
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        self.0
+            .fetch_sub(self.1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// A request buffer this small is not counted against
