@@ -891,20 +891,25 @@ mod tests {
     /// A root DSE search submitted on `conn`, answered to a recorder; its
     /// message ID there.
     fn watch(conn: &Arc<Conn>) -> (Arc<Recorder>, i32) {
+        let rec = Arc::new(Recorder::default());
+        let id = submit_search(conn, rec.clone());
+        (rec, id)
+    }
+
+    /// A root DSE search submitted on `conn` for delivery `d` (which
+    /// learns where it runs); its message ID there.
+    fn submit_search(conn: &Arc<Conn>, d: Arc<dyn Delivery>) -> i32 {
         let pdu = search_pdu();
         let h = frame::header(&pdu).unwrap();
-        let rec = Arc::new(Recorder::default());
-        let id = conn
-            .submit(
-                Pending::new(Sink::To(rec.clone())),
-                &pdu,
-                &h,
-                None,
-                |_, _| true,
-            )
-            .ok()
-            .unwrap();
-        (rec, id)
+        conn.submit(
+            Pending::new(Sink::To(d.clone())),
+            &pdu,
+            &h,
+            None,
+            |c, id| d.placed(c, id),
+        )
+        .ok()
+        .unwrap()
     }
 
     /// One search entry for message `id`: empty DN, no attributes.
@@ -1086,18 +1091,8 @@ mod tests {
             rt.block_on(async {
                 let (conn, mut dsa) = silent_dsa(Duration::from_secs(60));
                 let pdu = search_pdu();
-                let h = frame::header(&pdu).unwrap();
                 let q = Arc::new(Quitter::default());
-                let id = conn
-                    .submit(
-                        Pending::new(Sink::To(q.clone())),
-                        &pdu,
-                        &h,
-                        None,
-                        |c, id| q.placed(c, id),
-                    )
-                    .ok()
-                    .unwrap();
+                let id = submit_search(&conn, q.clone());
                 let mut req = vec![0u8; pdu.len()];
                 dsa.read_exact(&mut req).await.unwrap();
                 // A SearchResultEntry for it: empty DN, no attributes.
