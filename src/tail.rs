@@ -15,7 +15,7 @@
 //! * **stalled**: reads on it lost [`STREAK`] races in a row to their
 //!   hedges with none of its own answered, or [`STUCK`] reads have waited
 //!   on it for a first answer for [`STALL`] while it answered none and
-//!   another DSA of its group did;
+//!   another DSA of its group, with no read stuck itself, did;
 //! * **slow**: for two windows in a row, its mean read latency was more
 //!   than [`SLOW_FACTOR`] times, and [`SLOW_MARGIN`] above, that of the
 //!   fastest DSA of its group.
@@ -362,12 +362,16 @@ fn eject_outliers(
             ));
         } else if stuck[i] >= STUCK
             && d.last_done.is_none_or(|t| now.duration_since(t) >= STALL)
+            // A mate answers reads and has none stuck itself: the DSA is
+            // stalled, not the whole group slow (every DSA of a slow group
+            // has reads waiting).
             && mates().any(|m| {
-                last_done
-                    .get(m)
-                    .copied()
-                    .flatten()
-                    .is_some_and(|t| now.duration_since(t) < STALL)
+                stuck.get(m) == Some(&0)
+                    && last_done
+                        .get(m)
+                        .copied()
+                        .flatten()
+                        .is_some_and(|t| now.duration_since(t) < STALL)
             })
         {
             reason = Some(format!(
