@@ -6,6 +6,10 @@
 //! are separate facts; selection sees them combined as a [`DsaStatus`].
 //! In-flight counts are RAII guards: dropping the guard decrements, so an
 //! operation cannot leak a count on any exit path.
+//!
+//! (Some 560 lines of code: health, administrative state, in-flight
+//! counts, read latency and ejection are all facts of one DSA that
+//! selection reads together; the rest is tests.)
 
 use crate::knowledge::Snapshot;
 use crate::route::{DsaIdx, DsaStatus, DsaView};

@@ -25,6 +25,8 @@
 //! never leaves a group with more than `max_ejection` percent of its DSAs
 //! ejected, nor without an eligible DSA.
 //!
+//! (Some 425 lines of code; the rest of the file is its tests.)
+//!
 //! [`Conn::hedge_scan`]: crate::upstream::conn::Conn::hedge_scan
 //! [`DsaStatus::Ejected`]: crate::route::DsaStatus::Ejected
 

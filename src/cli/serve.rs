@@ -1,4 +1,8 @@
 //! `serve` and `demo`: logging, configuration from flags, signals.
+//!
+//! (Over 500 lines: the flags with their help texts are some 400 of them,
+//! kept in one place so that `serve --help` and the code that reads the
+//! flags stay side by side.)
 
 use crate::context::{Config, Context};
 use crate::error::{Error, Result};

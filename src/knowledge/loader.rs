@@ -7,6 +7,10 @@
 //! A statement that fails to parse is reported and skipped to its `;`, so
 //! one load reports every error. `set dsa` blocks are read in `dsa`, their
 //! attribute values in `values`.
+//!
+//! (Over 500 lines: the statement handlers and the bounds on a load (files
+//! read, sizes, errors) read one shared `Loader`; split, they would pass
+//! it around field by field.)
 
 use super::diag::{self, Diagnostic, LoadError, Location};
 use super::dsa;

@@ -14,6 +14,10 @@
 //! otherwise (or when it must keep a connection of its own) on a connection
 //! of its own bound by replaying its bind. Re-sends use shared connections
 //! only.
+//!
+//! (Over 500 lines by design: the choice, the slot, the connection and the
+//! submission, and the re-send that goes through them again, are one path
+//! that is easier to check whole.)
 
 use super::{Bound, Identity};
 use crate::context::{Context, Routing};

@@ -7,8 +7,9 @@
 //! (`SearchResultDone`, not the first entry); its in-flight guard drops
 //! then. When the connection dies, every pending operation gets an answer.
 //!
-//! (Some 450 lines of code; the rest of the file is its paused-time tests,
-//! which need the private connection set-up.)
+//! (Some 770 lines of code, the hedge scan and the reader's fault checks
+//! among them; the rest of the file is its paused-time tests, which need
+//! the private connection set-up.)
 
 use super::delivery::{Batch, Delivery};
 use super::pending::{Pending, Sink};
