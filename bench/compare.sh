@@ -23,7 +23,8 @@
 #   ROUNDS [1]                 repeat the whole sequence of paths; the table
 #                              shows per-path medians (for a noisy machine)
 #   USERS [2000]               uid=user0000.. entries in each slapd
-#   HAPROXY_NBTHREAD [1]       HAProxy `nbthread`
+#   HAPROXY_NBTHREAD [nproc]   HAProxy `nbthread` (its own default since 2.5:
+#                              one per CPU, like dsa-router's --threads)
 #   META_LAYOUT [uris]         back-meta/asyncmeta: `uris` = one target with
 #                              both slapd as URIs (failover; every operation
 #                              goes to slapd #1), `targets` = two targets with
@@ -32,11 +33,13 @@
 #   EXTRAS [1]                 0 skips the idle-connection and bulk measurements
 #   IDLE_CONNS [10000, quick 1000]   BULK_ENTRIES [100000, quick 10000]
 #   ROUTER_ARGS []             extra `serve` arguments for both measured
-#                              routers (default: one thread, like HAProxy's
-#                              nbthread 1); shown in settings
+#                              routers (default: one worker thread per CPU,
+#                              like HAProxy's default nbthread); shown in
+#                              settings
 #   PATHS [all]                measure only these paths (space-separated keys:
 #                              direct haproxy meta asyncmeta router
-#                              router-accesslog), for quick experiments
+#                              router-accesslog haproxy-churn router-churn),
+#                              for quick experiments
 #   BULK_ROUTER_ARGS []        extra `serve` arguments for the bulk router
 #                              (e.g. "--client-queue 100000")
 #   NOFILE [65536]             fd limit asked for dsa-router and the idle
@@ -98,7 +101,7 @@ WARMUP=${WARMUP:-2}
 MIX=${MIX:-eq=100}
 ROUNDS=${ROUNDS:-1}
 USERS=${USERS:-2000}
-HAPROXY_NBTHREAD=${HAPROXY_NBTHREAD:-1}
+HAPROXY_NBTHREAD=${HAPROXY_NBTHREAD:-$(nproc)}
 META_LAYOUT=${META_LAYOUT:-uris}
 EXTRAS=${EXTRAS:-1}
 IDLE_CONNS=${IDLE_CONNS:-10000}
@@ -602,11 +605,11 @@ new_router() { # NAME KNOWLEDGE READY_FN EXTRA_ARGS...
 # shellcheck disable=SC2086 # ROUTER_ARGS: extra words for serve
 new_router router "$KNOW" router_ready --no-access-log ${ROUTER_ARGS:-}
 P_R=$S_PORT PID_R=$S_PID
-# With the access log on, the log (stderr) goes to a file, as in production.
+# With the access log on, to a file (--access-log), as in production.
+ACCESS_LOG_FILE="$WORK/router/access.log"
 # shellcheck disable=SC2086
-new_router router-accesslog "$KNOW" router_ready ${ROUTER_ARGS:-}
+new_router router-accesslog "$KNOW" router_ready --access-log "$ACCESS_LOG_FILE" ${ROUTER_ARGS:-}
 P_RL=$S_PORT PID_RL=$S_PID
-ACCESS_LOG_FILE="$WORK/router/router-accesslog.log"
 
 log "every path answers: direct :$P1, haproxy :$P_HAP, back-meta :$P_META ($META_ENTRIES entr(y/ies) for uid=user0001), back-asyncmeta :$P_AMETA ($AMETA_ENTRIES), dsa-router :$P_R and :$P_RL"
 
@@ -644,15 +647,17 @@ if "$PY" -c "import os, sys; sys.exit(0 if os.getloadavg()[0] > 0.5 * os.cpu_cou
 fi
 
 # measure KEY LABEL PORT PID SETTINGS
-measure() {
+measure() { # KEY LABEL PORT PID SETTINGS [BENCH_ARG...]
     local key=$1 label=$2 port=$3 pid=$4 settings=$5
+    shift 5
+    local more=("$@")
     if [ -n "${PATHS:-}" ] && [[ " $PATHS " != *" $key "* ]]; then return 0; fi
     local url="ldap://127.0.0.1:$port" j="$WORK/bench-$key.json"
     log "measuring $label ($url): warm-up ${WARMUP}s, then ${DURATION}s"
     # The warm-up is a run of its own, so the CPU delta covers exactly the
     # measured run (its own warm-up is 0).
     if [ "$("$PY" -c "print(1 if float('$WARMUP') > 0 else 0)")" = 1 ]; then
-        run_waited "$WORK/warmup-$key.json" "$BENCH" --url "$url" --duration "$WARMUP" --warmup 0 "${bench_args[@]}" || {
+        run_waited "$WORK/warmup-$key.json" "$BENCH" --url "$url" --duration "$WARMUP" --warmup 0 "${bench_args[@]}" "${more[@]}" || {
             tail_log "$WORK/warmup-$key.json.err"
             die "bench warm-up against $label failed"
         }
@@ -662,7 +667,7 @@ measure() {
     s0=$(sys_busy) w0=$(date +%s.%N)
     times >"$WORK/times" # CPU of this shell's reaped children: the bench tool's share
     c0=$(children_secs)
-    run_waited "$j" "$BENCH" --url "$url" --duration "$DURATION" --warmup 0 "${bench_args[@]}" || {
+    run_waited "$j" "$BENCH" --url "$url" --duration "$DURATION" --warmup 0 "${bench_args[@]}" "${more[@]}" || {
         tail_log "$j.err"
         die "bench against $label failed"
     }
@@ -699,8 +704,12 @@ for ((round = 1; round <= ROUNDS; round++)); do
     measure haproxy "HAProxy mode tcp" "$P_HAP" "$PID_HAP" "balance leastconn over 2 slapd, nbthread $HAPROXY_NBTHREAD, option ldap-check every 1 s"
     measure meta "slapd back-meta" "$P_META" "$PID_META" "$META_SET"
     measure asyncmeta "slapd back-asyncmeta" "$P_AMETA" "$PID_AMETA" "${META_SET/threads 16 (default)/max-target-conns 255, max-pending-ops 128, threads 16 (defaults)}"
-    measure router "dsa-router" "$P_R" "$PID_R" "2 DSAs in one load-share group, probe every 1 s, access log off, ${ROUTER_ARGS:-defaults (--threads 1)}"
-    measure router-accesslog "dsa-router + access log" "$P_RL" "$PID_RL" "as above, access log on (stderr to a file)"
+    measure router "dsa-router" "$P_R" "$PID_R" "2 DSAs in one load-share group, probe every 1 s, access log off, ${ROUTER_ARGS:-defaults (--threads 0: one worker per CPU)}"
+    measure router-accesslog "dsa-router + access log" "$P_RL" "$PID_RL" "as above, access log on (--access-log to a file)"
+    # Connection churn (web logins): connect, bind as a random user,
+    # search, unbind, close; one operation is the whole sequence.
+    measure haproxy-churn "HAProxy, connection per op" "$P_HAP" "$PID_HAP" "as HAProxy above; dsa-bench --churn: connect, bind as a random user, search, unbind, close" --churn
+    measure router-churn "dsa-router, connection per op" "$P_R" "$PID_R" "as dsa-router above; dsa-bench --churn (the bind opens a DSA connection of the client's own, as HAProxy's does)" --churn
 done
 ACCESS_LINES=$(wc -l <"$ACCESS_LOG_FILE" || echo 0)
 
@@ -868,7 +877,7 @@ rc=0
 FAILED_EARLY=0 # from here on, status 1 means the table check failed
 BENCH_DATE="$(date -u '+%Y-%m-%d %H:%M UTC')" BENCH_COMMAND="$cmd" BENCH_LOAD="$LOAD_DESC" \
     BENCH_METHOD="" BENCH_WARNINGS="$WARNINGS" BENCH_RUNTIME="$RUNTIME" BENCH_CHECK=$([ "$CHECK" = 1 ] && echo 1 || echo 0) \
-    BENCH_EXPECTED="direct haproxy meta asyncmeta router router-accesslog" \
+    BENCH_EXPECTED="direct haproxy meta asyncmeta router router-accesslog haproxy-churn router-churn" \
     "$PY" "$LIB" report "$WORK" "$OUT" || rc=$?
 log "done in $(($(date +%s) - T_START)) s (plus ${BUILD_SECS} s for checks and the build)"
 exit "$rc"

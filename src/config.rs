@@ -57,7 +57,13 @@ pub struct Config {
     pub bind_timeout: Duration,
     /// How long shutdown waits for in-flight operations.
     pub shutdown_grace: Duration,
+    /// Worker threads, each with a single-threaded runtime of its own
+    /// ([`crate::workers`]); shared DSA connections are kept per worker.
+    pub workers: usize,
+    /// The access log: on or off, where it goes, in which format.
     pub access_log: bool,
+    pub access_log_target: crate::access::Target,
+    pub access_log_format: crate::access::Format,
     /// Active health probes; `None` turns them off.
     pub health: Option<HealthConfig>,
     /// Operations in flight from this router to one DSA (0: no limit);
@@ -122,7 +128,10 @@ impl Default for Config {
             op_total_timeout: Duration::ZERO,
             bind_timeout: Duration::from_secs(5),
             shutdown_grace: Duration::from_secs(10),
+            workers: 1,
             access_log: true,
+            access_log_target: crate::access::Target::Stderr,
+            access_log_format: crate::access::Format::Text,
             health: Some(HealthConfig::default()),
             dsa_concurrency_limit: DEFAULT_DSA_CONCURRENCY_LIMIT,
             thresholds: Thresholds::default(),

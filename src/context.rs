@@ -271,7 +271,7 @@ fn build(
                     })
                     .cloned()
             });
-            Ok(reuse.unwrap_or_else(|| Arc::new(Pool::new(st.clone(), d, cfg.limits(), tls))))
+            Ok(reuse.unwrap_or_else(|| Arc::new(Pool::new(st.clone(), d, cfg.limits(), tls, cfg.workers))))
         })
         .collect::<Result<_>>()?;
     Ok(Routing {

@@ -38,6 +38,8 @@
 //! * `tail`: hedged reads and outlier ejection (one task: read latencies,
 //!   the hedge budget, the ejection rules).
 //! * [`fuzzing`]: what the fuzz targets run (`fuzz/`, `scripts/fuzz.sh`).
+//! * [`access`]: the access log, formatted on the operation's thread and
+//!   written by a thread of its own.
 //! * [`admin`]: the admin HTTP API (status, metrics, control) and `ctl`.
 //! * [`cli`]: output of the `check` and `explain` subcommands.
 //! * [`tls`]: rustls configuration (client-facing and towards DSAs), the
@@ -56,6 +58,7 @@
 #![forbid(unsafe_code)]
 #![warn(unreachable_pub)]
 
+pub mod access;
 pub mod admin;
 pub mod cli;
 pub mod config;
@@ -79,6 +82,7 @@ pub(crate) mod tail;
 pub mod tls;
 pub(crate) mod upstream;
 pub mod wire;
+pub mod workers;
 
 #[cfg(test)]
 mod layout;

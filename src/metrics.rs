@@ -179,7 +179,19 @@ impl Metrics {
                 self.refusals[i].load(Ordering::Relaxed)
             );
         }
-        let simple: [(&str, &str, &str, i64); 9] = [
+        let simple: [(&str, &str, &str, i64); 11] = [
+            (
+                "dsa_router_access_log_lines_total",
+                "counter",
+                "Access-log lines written.",
+                crate::access::written() as i64,
+            ),
+            (
+                "dsa_router_access_log_dropped_total",
+                "counter",
+                "Access-log lines dropped because their destination did not keep up.",
+                crate::access::dropped() as i64,
+            ),
             (
                 "dsa_router_hedges_total",
                 "counter",

@@ -37,8 +37,26 @@ pub async fn run_with_ldaps(
     listener: TcpListener,
     ldaps: Option<TcpListener>,
     router: Arc<Context>,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) {
+    run_on(listener, ldaps, router, shutdown, None).await
+}
+
+/// [`run_with_ldaps`], handing each client connection to the least busy of
+/// `workers` (and this runtime, worker 0): see [`crate::workers`].
+pub async fn run_on(
+    listener: TcpListener,
+    ldaps: Option<TcpListener>,
+    router: Arc<Context>,
+    mut shutdown: watch::Receiver<bool>,
+    workers: Option<&crate::workers::Workers>,
+) {
+    // Loop detection watches connections to these ports.
+    for l in std::iter::once(&listener).chain(ldaps.as_ref()) {
+        if let Ok(a) = l.local_addr() {
+            crate::upstream::conn::listening_on(a.port());
+        }
+    }
     if let Some(h) = router.cfg.health.clone() {
         tokio::spawn(crate::health::run(router.clone(), h, shutdown.clone()));
     }
@@ -79,9 +97,11 @@ pub async fn run_with_ldaps(
                 continue;
             }
         };
-        let looped = stream
-            .local_addr()
-            .ok()
+        // Only a peer port this process connected from needs the local
+        // address (a system call) to tell.
+        let looped = crate::upstream::conn::outbound_port(peer.port())
+            .then(|| stream.local_addr().ok())
+            .flatten()
             .and_then(|l| crate::upstream::conn::own_outbound(&peer, &l));
         if let Some(dsa) = looped {
             // This router connected to itself: its knowledge names it as
@@ -138,7 +158,38 @@ pub async fn run_with_ldaps(
         };
         let router = router.clone();
         let shutdown = shutdown.clone();
-        sessions.spawn(async move {
+        // Another worker's session: the socket leaves this runtime's
+        // reactor and joins that worker's, where all its I/O happens.
+        let placement = workers.map(crate::workers::Workers::place);
+        let handle = placement.as_ref().and_then(|p| p.handle.clone());
+        let stream = match &handle {
+            Some(_) => match stream.into_std() {
+                Ok(s) => Handoff::Moved(s),
+                Err(e) => {
+                    tracing::warn!(client = %peer, error = %e, "cannot hand the connection to a worker");
+                    release_ip();
+                    continue;
+                }
+            },
+            None => Handoff::Here(stream),
+        };
+        let session = async move {
+            let _ticket = placement.map(|p| p.ticket);
+            let stream = match stream {
+                Handoff::Here(s) => Some(s),
+                Handoff::Moved(s) => match tokio::net::TcpStream::from_std(s) {
+                    Ok(s) => Some(s),
+                    Err(e) => {
+                        tracing::warn!(client = %peer, error = %e, "a worker cannot take the connection");
+                        None
+                    }
+                },
+            };
+            let Some(stream) = stream else {
+                release_ip();
+                drop(permit);
+                return;
+            };
             let m = router.metrics.clone();
             m.clients.fetch_add(1, Ordering::Relaxed);
             m.clients_total.fetch_add(1, Ordering::Relaxed);
@@ -168,7 +219,11 @@ pub async fn run_with_ldaps(
             m.clients.fetch_sub(1, Ordering::Relaxed);
             release_ip();
             drop(permit);
-        });
+        };
+        match &handle {
+            Some(h) => sessions.spawn_on(session, h),
+            None => sessions.spawn(session),
+        };
     }
     drop(listener);
     drop(ldaps);
@@ -178,6 +233,13 @@ pub async fn run_with_ldaps(
     })
     .await;
     sessions.abort_all();
+}
+
+/// A client connection on the accepting runtime, or taken off it for
+/// another worker.
+enum Handoff {
+    Here(tokio::net::TcpStream),
+    Moved(std::net::TcpStream),
 }
 
 /// Send a Notice of Disconnection and close, without holding up the loop.

@@ -107,6 +107,15 @@ pub struct LimitArgs {
     /// Turn the access log (one line per operation) off.
     #[arg(long)]
     pub no_access_log: bool,
+    /// Write the access log to this file (appended to; SIGUSR1 reopens it,
+    /// for logrotate) instead of stderr (`-`). `demo` logs no operations
+    /// unless given one.
+    #[arg(long, value_name = "PATH")]
+    pub access_log: Option<PathBuf>,
+    /// The access log's format: `text` (`TIME  INFO access: key=value
+    /// ...`) or `json` (one object per line).
+    #[arg(long, value_enum, default_value_t = crate::access::Format::Text)]
+    pub access_log_format: crate::access::Format,
     /// Seconds between health probes of each DSA (0: no active probes).
     #[arg(long, default_value_t = 1.0)]
     pub probe_interval: f64,
@@ -293,6 +302,11 @@ impl LimitArgs {
             }),
             shutdown_grace: Duration::from_secs(self.shutdown_grace),
             access_log: !self.no_access_log,
+            access_log_target: match &self.access_log {
+                Some(p) if p.as_os_str() != "-" => crate::access::Target::File(p.clone()),
+                _ => crate::access::Target::Stderr,
+            },
+            access_log_format: self.access_log_format,
             health: (self.probe_interval > 0.0).then(|| crate::config::HealthConfig {
                 interval: Duration::from_secs_f64(self.probe_interval.max(0.01)),
                 timeout: Duration::from_secs_f64(self.probe_timeout.max(0.01)),
@@ -393,10 +407,11 @@ pub struct ServeArgs {
     /// Reload when a knowledge or TLS file changes (polled every second).
     #[arg(long)]
     pub watch: bool,
-    /// Worker threads. 1 (the default) runs a single-threaded scheduler,
-    /// the cheapest per operation; more for more than one core's worth of
-    /// traffic; 0 for one per CPU.
-    #[arg(long, default_value_t = 1)]
+    /// Worker threads, each a single-threaded runtime serving its share of
+    /// the clients on DSA connections of its own. 0 (the default): one per
+    /// CPU this process may use (cgroup quota aware); 1 for the smallest
+    /// footprint.
+    #[arg(long, default_value_t = 0)]
     pub threads: usize,
     #[command(flatten)]
     pub limits: LimitArgs,
@@ -481,6 +496,7 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
         .and_then(|mut c| args.tls.apply(&mut c).map(|_| c))
         .and_then(|mut c| {
             c.listen = listen;
+            c.workers = crate::workers::resolve(args.threads);
             Context::new(c, snap, name)
         }) {
         Ok(r) => Arc::new(r),
@@ -489,14 +505,28 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let rt = match runtime(args.threads) {
+    if let Err(e) = start_access_log(&router.cfg) {
+        eprintln!("error: {e}");
+        return ExitCode::from(1);
+    }
+    // Worker 0 is this thread's single-threaded runtime; the others are
+    // threads of their own (crate::workers).
+    let rt = match runtime(1) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::from(1);
         }
     };
+    let workers = match crate::workers::Workers::start(router.cfg.workers) {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("error: cannot start the worker threads: {e}");
+            return ExitCode::from(1);
+        }
+    };
     let root = args.knowledge.clone();
+    let pool = &workers;
     let result: Result<()> = rt.block_on(async move {
         let listen = &router.cfg.listen;
         let listener = crate::server::listen(listen)
@@ -536,13 +566,16 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
             tokio::spawn(watch_files(router.clone(), rx.clone()));
         }
         tokio::spawn(signals(tx, router.clone(), root));
-        crate::server::run_with_ldaps(listener, ldaps, router, rx).await;
+        tracing::info!(threads = router.cfg.workers, "worker threads");
+        crate::server::run_on(listener, ldaps, router, rx, Some(pool)).await;
         tracing::info!("dsa-router stopped");
         Ok(())
     });
     // A reload still reading knowledge (a slow or hostile file) does not
     // keep the process from exiting.
     rt.shutdown_timeout(Duration::from_secs(1));
+    workers.stop();
+    crate::access::flush();
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -550,6 +583,19 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// The access log's writer, when the log is on.
+fn start_access_log(cfg: &Config) -> Result<()> {
+    if !cfg.access_log {
+        return Ok(());
+    }
+    crate::access::start(cfg.access_log_format, cfg.access_log_target.clone()).map_err(|e| {
+        Error::config(format!(
+            "cannot open the access log {:?}: {e}",
+            cfg.access_log_target
+        ))
+    })
 }
 
 /// `--watch`: reload when any knowledge or TLS file's modification time or
@@ -603,13 +649,15 @@ async fn watch_files(router: Arc<Context>, mut shutdown: watch::Receiver<bool>) 
     }
 }
 
-/// SIGINT/SIGTERM: shut down. SIGHUP: reload knowledge.
+/// SIGINT/SIGTERM: shut down. SIGHUP: reload knowledge. SIGUSR1: reopen
+/// the access log's file.
 async fn signals(tx: watch::Sender<bool>, router: Arc<Context>, root: PathBuf) {
     use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+    let (Ok(mut term), Ok(mut int), Ok(mut hup), Ok(mut usr1)) = (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
         signal(SignalKind::hangup()),
+        signal(SignalKind::user_defined1()),
     ) else {
         tracing::error!("cannot install signal handlers");
         return;
@@ -619,6 +667,7 @@ async fn signals(tx: watch::Sender<bool>, router: Arc<Context>, root: PathBuf) {
         tokio::select! {
             _ = term.recv() => break,
             _ = int.recv() => break,
+            _ = usr1.recv() => crate::access::reopen(),
             _ = hup.recv() => {
                 // Off the runtime's threads: with --threads 1 a reload
                 // would otherwise stall every connection while it reads.
@@ -660,8 +709,13 @@ pub fn demo(limits: &LimitArgs, listen: Option<String>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    // The terminal is the demo's: no line per operation (serve logs them).
-    cfg.access_log = false;
+    // The terminal is the demo's: no line per operation (serve logs them),
+    // unless --access-log names a file.
+    cfg.access_log = matches!(cfg.access_log_target, crate::access::Target::File(_));
+    if let Err(e) = start_access_log(&cfg) {
+        eprintln!("error: {e}");
+        return ExitCode::from(1);
+    }
     match rt.block_on(crate::demo::run(cfg, listen)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

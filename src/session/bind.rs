@@ -217,9 +217,18 @@ impl Session {
             started.elapsed().as_micros() as u64,
         );
         let policy = ppolicy::Policy::of_response(&resp, &rh);
-        if self.router.cfg.access_log {
+        if crate::access::enabled() {
             let policy = policy.map(|p| p.to_string());
-            tracing::info!(target: "access", client = %self.peer, op = "bind", dn = %dn, partition = %p.prefix, dsa = %name, result = code, ppolicy = policy.as_deref(), latency_us = started.elapsed().as_micros() as u64);
+            crate::access::line(|f| {
+                f.addr("client", self.peer)
+                    .quoted("op", "bind")
+                    .display("dn", &dn)
+                    .display("partition", &p.prefix)
+                    .plain("dsa", &name)
+                    .num("result", u64::from(code))
+                    .quoted_opt("ppolicy", policy.as_deref())
+                    .num("latency_us", started.elapsed().as_micros() as u64);
+            });
         }
         if code == 0 && password.is_empty() {
             // An unauthenticated bind (RFC 4513 5.1.2): the DSA took it as

@@ -134,14 +134,14 @@ impl Session {
             .flatten()
             .or(affine)
             .or(sasl_home);
-        let log = cfg.access_log.then(|| {
-            Box::new(LogCtx {
-                client: self.peer,
-                op: req.op.name(),
-                dn: dn_text.to_string(),
-                partition: p.prefix.to_string(),
-                affinity: affine.map(|_| "read-your-writes"),
-            })
+        let log = crate::access::enabled().then(|| {
+            LogCtx::new(
+                self.peer,
+                req.op.name(),
+                dn_text,
+                &p.prefix,
+                affine.map(|_| "read-your-writes"),
+            )
         });
         let delivery = Arc::new(out::ToClient {
             out: self.out.clone(),

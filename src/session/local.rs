@@ -68,9 +68,14 @@ impl Session {
         self.router
             .metrics
             .op(crate::metrics::op_index("search"), 0, 0);
-        if self.router.cfg.access_log {
-            tracing::info!(target: "access", client = %self.peer, op = "search", dn = "", result = 0, dsa = "-", "answered by the router: root DSE");
-        }
+        crate::access::line(|f| {
+            f.addr("client", self.peer)
+                .quoted("op", "search")
+                .plain("dn", "")
+                .num("result", 0)
+                .plain("dsa", "-")
+                .quoted("note", "answered by the router: root DSE");
+        });
         self.out.send(b.freeze()).await;
     }
 
@@ -295,10 +300,13 @@ impl Session {
         self.router
             .metrics
             .op(crate::metrics::op_index("extended"), code.clone() as u8, 0);
-        if self.router.cfg.access_log {
-            let result = code.clone() as u32;
-            tracing::info!(target: "access", client = %self.peer, op = "extended", result, dsa = "-", "answered by the router: StartTLS {msg}");
-        }
+        crate::access::line(|f| {
+            f.addr("client", self.peer)
+                .quoted("op", "extended")
+                .num("result", code.clone() as u64)
+                .plain("dsa", "-")
+                .quoted("note", &format!("answered by the router: StartTLS {msg}"));
+        });
         let mut b = BytesMut::new();
         response::extended(msgid, code, msg, Some(OID_START_TLS), None, &mut b);
         self.out.send(b.freeze()).await;

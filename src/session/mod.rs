@@ -215,10 +215,13 @@ impl Session {
             code.clone() as u8,
             0,
         );
-        if self.router.cfg.access_log {
-            let result = code.clone() as u32;
-            tracing::info!(target: "access", client = %self.peer, op = req.op.name(), result, dsa = "-", "answered by the router: {msg}");
-        }
+        crate::access::line(|f| {
+            f.addr("client", self.peer)
+                .quoted("op", req.op.name())
+                .num("result", code.clone() as u64)
+                .plain("dsa", "-")
+                .quoted("note", &format!("answered by the router: {msg}"));
+        });
         response::result(req.msgid, t, code, matched, msg, &mut b);
         self.out.send(b.freeze()).await;
     }

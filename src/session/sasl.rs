@@ -152,9 +152,15 @@ impl Session {
             }
             _ => conn.close(),
         }
-        if self.router.cfg.access_log {
-            tracing::info!(target: "access", client = %self.peer, op = "bind", mech = %mech, authz = authz.as_deref(), dsa = %dsa, result = code, latency_us = started.elapsed().as_micros() as u64);
-        }
+        crate::access::line(|f| {
+            f.addr("client", self.peer)
+                .quoted("op", "bind")
+                .plain("mech", mech)
+                .quoted_opt("authz", authz.as_deref())
+                .plain("dsa", &dsa)
+                .num("result", u64::from(code))
+                .num("latency_us", started.elapsed().as_micros() as u64);
+        });
         let mut b = BytesMut::with_capacity(resp.len() + 4);
         frame::rewrite(&resp, &rh, req.msgid, None, &mut b);
         self.out.send(b.freeze()).await;

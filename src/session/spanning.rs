@@ -155,15 +155,8 @@ impl Session {
             let base = s
                 .base
                 .map_or_else(|| base_text.to_string(), |b| b.to_string());
-            let log = self.router.cfg.access_log.then(|| {
-                Box::new(LogCtx {
-                    client: self.peer,
-                    op: "search",
-                    dn: base.clone(),
-                    partition: p.prefix.to_string(),
-                    affinity: None,
-                })
-            });
+            let log = crate::access::enabled()
+                .then(|| LogCtx::new(self.peer, "search", &base, &p.prefix, None));
             let mut sub = search::rebase(pdu, h, &sh, &base, s.scope, control.as_deref());
             if !strip.is_empty() {
                 if let Ok(sh) = frame::header(&sub) {

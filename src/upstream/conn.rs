@@ -62,6 +62,22 @@ pub struct Conn {
 static OUTBOUND: std::sync::LazyLock<dashmap::DashMap<u16, (String, u64)>> =
     std::sync::LazyLock::new(dashmap::DashMap::new);
 
+/// The ports this process listens on for clients: only a connection to one
+/// of them can reach the router itself.
+static LISTENING: std::sync::LazyLock<dashmap::DashSet<u16>> =
+    std::sync::LazyLock::new(dashmap::DashSet::new);
+
+/// Whether `port` is the local port of one of this process's registered
+/// connections to DSAs (cheap: most often there are none).
+pub(crate) fn outbound_port(port: u16) -> bool {
+    OUTBOUND.contains_key(&port)
+}
+
+/// Note a port this process listens on for clients.
+pub(crate) fn listening_on(port: u16) {
+    LISTENING.insert(port);
+}
+
 /// Tells registrations of the same port apart.
 static SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
@@ -69,6 +85,9 @@ static SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(
 /// own outbound connections: from this host (`local` is the accepting
 /// socket's address) and from a port of ours.
 pub(crate) fn own_outbound(peer: &SocketAddr, local: &SocketAddr) -> Option<String> {
+    if !outbound_port(peer.port()) {
+        return None;
+    }
     let same_host =
         peer.ip() == local.ip() || (peer.ip().is_loopback() && local.ip().is_loopback());
     if !same_host {
@@ -83,6 +102,9 @@ struct Registered(u16, u64);
 
 impl Drop for Registered {
     fn drop(&mut self) {
+        if self.0 == 0 {
+            return; // not registered
+        }
         OUTBOUND.remove_if(&self.0, |_, v| v.1 == self.1);
     }
 }
@@ -100,6 +122,18 @@ async fn connect_registered(to: SocketAddr, dsa: &str) -> io::Result<(TcpStream,
     } else {
         (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
     };
+    // Binding first picks the port before connect() would. Only where the
+    // destination port is one this process listens on: elsewhere the
+    // connection cannot reach the router itself, and connect() picks a port
+    // far more cheaply (with thousands of connections in TIME_WAIT, as
+    // connection churn leaves, bind() scans for a free port at a cost of
+    // milliseconds). SO_REUSEADDR lets the scan take a port whose earlier
+    // connection is in TIME_WAIT.
+    if !LISTENING.contains(&to.port()) {
+        let s = sock.connect(to).await?;
+        return Ok((s, Registered(0, 0)));
+    }
+    sock.set_reuseaddr(true)?;
     sock.bind(any)?;
     let port = sock.local_addr()?.port();
     let serial = SERIAL.fetch_add(1, Ordering::Relaxed);
@@ -173,7 +207,7 @@ impl Conn {
         limits: Limits,
         local: Option<Registered>,
     ) -> Arc<Conn> {
-        let _ = stream.set_nodelay(true);
+        // TCP_NODELAY is set where it connected.
         let (rd, wr) = stream.into_split();
         Self::start_halves::<_, OwnedWriteHalf>(
             dsa,
@@ -570,17 +604,13 @@ impl Conn {
             }
         }
         if let Some(log) = &p.log {
-            tracing::info!(
-                target: "access",
-                client = %log.client,
-                op = log.op,
-                dn = %log.dn,
-                partition = %log.partition,
-                dsa = %self.dsa.name,
-                affinity = log.affinity,
-                result = code.unwrap_or(255),
-                latency_us = p.started.elapsed().as_micros() as u64,
-            );
+            crate::access::line(|f| {
+                f.head(&log.head)
+                    .plain("dsa", &self.dsa.name)
+                    .quoted_opt("affinity", log.affinity)
+                    .num("result", u64::from(code.unwrap_or(255)))
+                    .num("latency_us", p.started.elapsed().as_micros() as u64);
+            });
         }
         match p.sink {
             Sink::Detached => {}

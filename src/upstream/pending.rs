@@ -37,13 +37,31 @@ pub struct Extra {
 /// Access-log context, present only when the access log is on.
 #[derive(Clone)]
 pub struct LogCtx {
-    pub client: SocketAddr,
-    pub op: &'static str,
-    pub dn: String,
-    pub partition: String,
+    /// The fields known when the operation is placed (client, operation,
+    /// DN, partition), formatted once.
+    pub head: crate::access::Head,
     /// Why the target was chosen, when not by the usual selection
     /// (`read-your-writes`).
     pub affinity: Option<&'static str>,
+}
+
+impl LogCtx {
+    /// The context of one operation (boxed: it rides in [`Pending`]).
+    pub fn new(
+        client: SocketAddr,
+        op: &'static str,
+        dn: &str,
+        partition: &dyn std::fmt::Display,
+        affinity: Option<&'static str>,
+    ) -> Box<LogCtx> {
+        let head = crate::access::Head::new(|f| {
+            f.addr("client", client)
+                .quoted("op", op)
+                .plain("dn", dn)
+                .display("partition", partition);
+        });
+        Box::new(LogCtx { head, affinity })
+    }
 }
 
 /// Entries held back until a read's final response (boxed: most

@@ -43,14 +43,22 @@ impl Slot {
     }
 }
 
+/// One worker thread's shared connections (see [`crate::workers`]).
+#[derive(Default)]
+struct Shared {
+    anon: Slot,
+    routed: Slot,
+}
+
 pub struct Pool {
     pub dsa: Arc<DsaState>,
     pub addrs: Vec<String>,
     /// A bind as `ldap-dsa-name`/`ldap-dsa-password`, when the DSA trusts
     /// conveyed originators.
     router_identity: Option<BindPdu>,
-    anon: Slot,
-    routed: Slot,
+    /// The shared connections, a pair per worker thread: a session's
+    /// operations run on its own thread's.
+    shared: Box<[Shared]>,
     limits: Limits,
     /// TLS towards this DSA, when knowledge asks for it.
     pub tls: Option<crate::tls::DsaTls>,
@@ -78,6 +86,7 @@ impl Pool {
         def: &DsaDef,
         limits: Limits,
         tls: Option<crate::tls::DsaTls>,
+        workers: usize,
     ) -> Pool {
         let native = def
             .native_prefix
@@ -107,8 +116,7 @@ impl Pool {
             dsa,
             addrs: socket_addrs(def),
             router_identity,
-            anon: Slot::default(),
-            routed: Slot::default(),
+            shared: (0..workers.max(1)).map(|_| Shared::default()).collect(),
             limits,
             tls,
             native,
@@ -121,18 +129,29 @@ impl Pool {
         self.router_identity.is_some()
     }
 
+    /// This worker thread's shared connection slot.
+    fn slot(&self, routed: bool) -> &Slot {
+        let s = &self.shared[crate::workers::id() % self.shared.len()];
+        if routed {
+            &s.routed
+        } else {
+            &s.anon
+        }
+    }
+
+    /// Every shared connection slot, of every worker.
+    fn slots(&self) -> impl Iterator<Item = &Slot> + '_ {
+        self.shared.iter().flat_map(|s| [&s.anon, &s.routed])
+    }
+
     /// The shared connection, if one is open now (no waiting).
     pub fn shared_now(&self, routed: bool) -> Option<Arc<Conn>> {
-        if routed {
-            self.routed.live()
-        } else {
-            self.anon.live()
-        }
+        self.slot(routed).live()
     }
 
     /// The shared connection: anonymous, or bound as the router.
     pub async fn shared(&self, routed: bool) -> Result<Arc<Conn>, Error> {
-        let slot = if routed { &self.routed } else { &self.anon };
+        let slot = self.slot(routed);
         if let Some(c) = slot.live() {
             return Ok(c);
         }
@@ -203,9 +222,9 @@ impl Pool {
     pub async fn close_when_idle(&self, grace: Duration) {
         let deadline = Instant::now() + grace;
         loop {
-            let busy = [&self.anon, &self.routed]
-                .iter()
-                .filter_map(|s| s.live())
+            let busy = self
+                .slots()
+                .filter_map(Slot::live)
                 .any(|c| c.pending_count() > 0);
             if !busy || Instant::now() >= deadline {
                 break;
@@ -218,14 +237,12 @@ impl Pool {
     /// The shared connections open now (where reads that may be hedged
     /// wait).
     pub fn shared_conns(&self) -> impl Iterator<Item = Arc<Conn>> + '_ {
-        [&self.anon, &self.routed]
-            .into_iter()
-            .filter_map(Slot::live)
+        self.slots().filter_map(Slot::live)
     }
 
     /// Close the shared connections (DSA removed or readdressed).
     pub fn close(&self) {
-        for s in [&self.anon, &self.routed] {
+        for s in self.slots() {
             if let Some(c) = s.take() {
                 c.close();
             }

@@ -12,6 +12,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod access_log;
 mod fanout_slapd;
 mod horizontal_slapd;
 mod interop_slapd;

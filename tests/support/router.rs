@@ -92,9 +92,17 @@ impl Router {
         panic!("could not start the router: {last}")
     }
 
-    /// The router's log so far, without terminal colours.
+    /// The router's log so far, without terminal colours. Access-log lines
+    /// are written by a writer thread every 20 ms: this waits for one
+    /// round first.
     pub fn log_text(&self) -> String {
+        std::thread::sleep(Duration::from_millis(60));
         strip_ansi(&fs::read_to_string(&self.log).unwrap_or_default())
+    }
+
+    /// The router's process ID (for signals).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// The DSA names of the access-log lines for operation `op` on `dn`.

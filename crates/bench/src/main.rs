@@ -73,6 +73,12 @@ pub struct BenchArgs {
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
+    /// Connection churn: each operation is a connection of its own (connect,
+    /// bind as a random user with --password, one request from --mix,
+    /// unbind, close), as web logins do; throughput and latency count the
+    /// whole sequence.
+    #[arg(long)]
+    pub churn: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -304,6 +310,93 @@ async fn connection(addr: String, plan: std::sync::Arc<Plan>, seed: u64) -> Tall
     }
 }
 
+/// `--churn`: one connection per operation, until the end of the run.
+async fn churn(addr: String, plan: std::sync::Arc<Plan>, seed: u64) -> Tally {
+    let mut t = Tally::default();
+    let mut rng = Rng(seed | 1);
+    let mut out = BytesMut::with_capacity(512);
+    let mut buf = BytesMut::with_capacity(4096);
+    let binds = &plan.templates[&Kind::Bind];
+    while Instant::now() < plan.end {
+        let at = Instant::now();
+        let user = (rng.next() % binds.len() as u64) as usize;
+        let (kind, _) = plan.pick(&mut rng);
+        let reqs = &plan.templates[&kind];
+        let req = &reqs[user.min(reqs.len() - 1)];
+        let code = match churn_once(&addr, &binds[user], req, &mut out, &mut buf).await {
+            Ok(code) => code,
+            Err(()) => {
+                t.io_errors += 1;
+                continue;
+            }
+        };
+        if at < plan.measure_from {
+            continue;
+        }
+        let good = match kind {
+            Kind::Compare => code == 5 || code == 6,
+            _ => code == 0,
+        };
+        if good {
+            t.ok += 1;
+            t.lat_us
+                .push(at.elapsed().as_micros().min(u32::MAX as u128) as u32);
+        } else {
+            *t.errors.entry(code).or_insert(0) += 1;
+        }
+    }
+    t
+}
+
+/// Connect, bind, send `req`, unbind, close: the bind's result when it
+/// failed, else the request's.
+async fn churn_once(
+    addr: &str,
+    bind: &[u8],
+    req: &[u8],
+    out: &mut BytesMut,
+    buf: &mut BytesMut,
+) -> Result<u8, ()> {
+    let mut s = tokio::net::TcpStream::connect(addr).await.map_err(|_| ())?;
+    let _ = s.set_nodelay(true);
+    buf.clear();
+    for (id, pdu) in [(1, bind), (2, req)] {
+        let h = frame::header(pdu).map_err(|_| ())?;
+        out.clear();
+        frame::rewrite(pdu, &h, id, None, out);
+        s.write_all(out).await.map_err(|_| ())?;
+        let code = loop {
+            match frame::frame_len(buf, 64 << 20) {
+                Ok(Some(len)) => {
+                    let pdu = buf.split_to(len);
+                    let Ok(h) = frame::header(&pdu) else {
+                        return Err(());
+                    };
+                    if tag::is_final_response(h.op_tag) && h.msgid == id {
+                        break result_code(&pdu, &h).unwrap_or(80);
+                    }
+                }
+                Ok(None) => {
+                    let read = tokio::time::timeout(Duration::from_secs(10), s.read_buf(buf));
+                    match read.await {
+                        Ok(Ok(n)) if n > 0 => {}
+                        _ => return Err(()),
+                    }
+                }
+                Err(_) => return Err(()),
+            }
+        };
+        if id == 1 && code != 0 || id == 2 {
+            // An unbind (message 3), then close.
+            let _ = s
+                .write_all(&[0x30, 0x05, 0x02, 0x01, 0x03, 0x42, 0x00])
+                .await;
+            return Ok(code);
+        }
+    }
+    Err(())
+}
+
 fn percentile(sorted: &[u32], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
@@ -342,7 +435,13 @@ fn run_inner(a: &BenchArgs) -> Result<ExitCode, String> {
     if mix.iter().any(|(k, _)| *k == Kind::Bind) && a.depth > 1 {
         return Err("bind in the mix needs --depth 1 (LDAP allows nothing else while a bind is outstanding)".into());
     }
-    let kinds: Vec<Kind> = mix.iter().map(|(k, _)| *k).collect();
+    if a.churn && mix.iter().any(|(k, _)| *k == Kind::Bind) {
+        return Err("--churn binds each connection itself: leave bind out of --mix".into());
+    }
+    let mut kinds: Vec<Kind> = mix.iter().map(|(k, _)| *k).collect();
+    if a.churn {
+        kinds.push(Kind::Bind);
+    }
     let templates = templates(a, &kinds)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -364,11 +463,12 @@ fn run_inner(a: &BenchArgs) -> Result<ExitCode, String> {
     let tallies: Vec<Tally> = rt.block_on(async {
         let tasks: Vec<_> = (0..a.connections.max(1))
             .map(|i| {
-                tokio::spawn(connection(
-                    addr.clone(),
-                    plan.clone(),
-                    0x9E37_79B9_7F4A_7C15 ^ ((i as u64 + 1) * 7919),
-                ))
+                let seed = 0x9E37_79B9_7F4A_7C15 ^ ((i as u64 + 1) * 7919);
+                if a.churn {
+                    tokio::spawn(churn(addr.clone(), plan.clone(), seed))
+                } else {
+                    tokio::spawn(connection(addr.clone(), plan.clone(), seed))
+                }
             })
             .collect();
         let mut v = Vec::new();
@@ -411,6 +511,7 @@ fn run_inner(a: &BenchArgs) -> Result<ExitCode, String> {
                 "depth": a.depth,
                 "mix": a.mix,
                 "rate": a.rate,
+                "churn": a.churn,
             })
         );
     } else {
