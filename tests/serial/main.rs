@@ -10,4 +10,5 @@
 mod support;
 
 mod availability;
+mod soak;
 mod throttle;
