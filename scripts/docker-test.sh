@@ -80,6 +80,8 @@ port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0));
 
 export COMPOSE_PROJECT_NAME=$project
 export BASE_IMAGE=$base
+# No registry: the router image takes the binary built above.
+export BUILD_FROM=$base
 export DSA_ROUTER_PORT=$port
 export DSA_ROUTER_KNOWLEDGE=$work/knowledge
 # Built images keep fixed tags, reused as build cache by the next run.
