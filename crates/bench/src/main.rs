@@ -199,6 +199,23 @@ struct Tally {
     io_errors: u64,
 }
 
+impl Tally {
+    /// One measured operation of `kind`, sent at `at`, that ended with `code`.
+    fn record(&mut self, kind: Kind, code: u8, at: Instant) {
+        let good = match kind {
+            Kind::Compare => code == 5 || code == 6,
+            _ => code == 0,
+        };
+        if good {
+            self.ok += 1;
+            self.lat_us
+                .push(at.elapsed().as_micros().min(u32::MAX as u128) as u32);
+        } else {
+            *self.errors.entry(code).or_insert(0) += 1;
+        }
+    }
+}
+
 struct Plan {
     mix: Vec<(Kind, u32)>,
     total: u32,
@@ -294,18 +311,7 @@ async fn connection(addr: String, plan: std::sync::Arc<Plan>, seed: u64) -> Tall
             if at < plan.measure_from {
                 continue;
             }
-            let code = result_code(&pdu, &h).unwrap_or(80);
-            let good = match kind {
-                Kind::Compare => code == 5 || code == 6,
-                _ => code == 0,
-            };
-            if good {
-                t.ok += 1;
-                t.lat_us
-                    .push(at.elapsed().as_micros().min(u32::MAX as u128) as u32);
-            } else {
-                *t.errors.entry(code).or_insert(0) += 1;
-            }
+            t.record(kind, result_code(&pdu, &h).unwrap_or(80), at);
         }
     }
 }
@@ -333,17 +339,7 @@ async fn churn(addr: String, plan: std::sync::Arc<Plan>, seed: u64) -> Tally {
         if at < plan.measure_from {
             continue;
         }
-        let good = match kind {
-            Kind::Compare => code == 5 || code == 6,
-            _ => code == 0,
-        };
-        if good {
-            t.ok += 1;
-            t.lat_us
-                .push(at.elapsed().as_micros().min(u32::MAX as u128) as u32);
-        } else {
-            *t.errors.entry(code).or_insert(0) += 1;
-        }
+        t.record(kind, code, at);
     }
     t
 }
