@@ -102,16 +102,17 @@ struct Registered(u16, u64);
 
 impl Drop for Registered {
     fn drop(&mut self) {
-        if self.0 == 0 {
-            return; // not registered
-        }
         OUTBOUND.remove_if(&self.0, |_, v| v.1 == self.1);
     }
 }
 
-/// Connect to `to` from a port registered in [`OUTBOUND`] before the
-/// connection exists (so that accepting it can never win the race).
-async fn connect_registered(to: SocketAddr, dsa: &str) -> io::Result<(TcpStream, Registered)> {
+/// Connect to `to`; when `to` is a port this process listens on, from a
+/// port registered in [`OUTBOUND`] before the connection exists (so that
+/// accepting it can never win the race).
+async fn connect_registered(
+    to: SocketAddr,
+    dsa: &str,
+) -> io::Result<(TcpStream, Option<Registered>)> {
     let sock = if to.is_ipv4() {
         tokio::net::TcpSocket::new_v4()?
     } else {
@@ -131,7 +132,7 @@ async fn connect_registered(to: SocketAddr, dsa: &str) -> io::Result<(TcpStream,
     // connection is in TIME_WAIT.
     if !LISTENING.contains(&to.port()) {
         let s = sock.connect(to).await?;
-        return Ok((s, Registered(0, 0)));
+        return Ok((s, None));
     }
     sock.set_reuseaddr(true)?;
     sock.bind(any)?;
@@ -140,12 +141,12 @@ async fn connect_registered(to: SocketAddr, dsa: &str) -> io::Result<(TcpStream,
     OUTBOUND.insert(port, (dsa.to_string(), serial));
     let reg = Registered(port, serial);
     let s = sock.connect(to).await?;
-    Ok((s, reg))
+    Ok((s, Some(reg)))
 }
 
 /// Connect to the first address `a` (`host:port`) resolves to that
 /// answers.
-async fn connect_any(a: &str, dsa: &str) -> io::Result<(TcpStream, Registered)> {
+async fn connect_any(a: &str, dsa: &str) -> io::Result<(TcpStream, Option<Registered>)> {
     let mut last = io::Error::new(io::ErrorKind::NotFound, format!("{a}: no address"));
     for to in tokio::net::lookup_host(a).await? {
         match connect_registered(to, dsa).await {
@@ -171,7 +172,7 @@ impl Conn {
             match tokio::time::timeout(timeout, connect_any(a, &dsa.name)).await {
                 Ok(Ok((s, reg))) => {
                     let _ = s.set_nodelay(true);
-                    let local = Some(reg);
+                    let local = reg;
                     let Some(tls) = tls else {
                         return Ok(Self::start(dsa, s, limits, local));
                     };
