@@ -709,7 +709,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
     # Connection churn (web logins): connect, bind as a random user,
     # search, unbind, close; one operation is the whole sequence.
     measure haproxy-churn "HAProxy, connection per op" "$P_HAP" "$PID_HAP" "as HAProxy above; dsa-bench --churn: connect, bind as a random user, search, unbind, close" --churn
-    measure router-churn "dsa-router, connection per op" "$P_R" "$PID_R" "as dsa-router above; dsa-bench --churn (the bind opens a DSA connection of the client's own, as HAProxy's does)" --churn
+    measure router-churn "dsa-router, connection per op" "$P_R" "$PID_R" "as dsa-router above; dsa-bench --churn (each bind runs on a spare DSA connection an earlier client gave back, --spare-connections)" --churn
 done
 ACCESS_LINES=$(wc -l <"$ACCESS_LOG_FILE" || echo 0)
 

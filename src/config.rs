@@ -30,6 +30,9 @@ pub struct Config {
     /// Connections of clients' own per DSA (0: no limit); a client that
     /// would need one more gets `busy`.
     pub max_own_connections: u32,
+    /// Clients' own connections kept open for later binds, per DSA and
+    /// worker thread, once their clients are done with them (0: none).
+    pub spare_connections: usize,
     /// Read-your-writes: after a client's write, its reads of the same
     /// partition go to the DSA that took the write for this long (zero:
     /// off).
@@ -116,6 +119,7 @@ impl Default for Config {
             max_response_pdu: 16 << 20,
             max_outstanding: 256,
             max_own_connections: 0,
+            spare_connections: 16,
             read_your_writes: Duration::from_secs(5),
             affinity_scope: AffinityScope::Connection,
             tail: TailConfig::default(),
@@ -155,6 +159,7 @@ impl Config {
             max_response_pdu: self.max_response_pdu,
             fall: self.health.as_ref().map(|h| h.fall).unwrap_or(3),
             max_own_connections: self.max_own_connections,
+            spare_connections: self.spare_connections,
         }
     }
 }
@@ -278,4 +283,6 @@ pub struct Limits {
     pub fall: u32,
     /// Connections of clients' own per DSA (0: no limit).
     pub max_own_connections: u32,
+    /// Spare connections per DSA and worker thread.
+    pub spare_connections: usize,
 }

@@ -38,6 +38,14 @@ pub struct LimitArgs {
     /// would need one more gets `busy`. 0: no limit.
     #[arg(long, default_value_t = 0)]
     pub max_own_connections: u32,
+    /// Connections of clients' own kept open for later binds once their
+    /// clients have unbound or left, per DSA and worker thread (a web
+    /// login then costs the DSA a bind, not a TCP connection). Only a
+    /// connection that carried nothing the DSA keeps per connection is
+    /// kept; unused for 30 s it closes. They count in
+    /// --max-own-connections. 0: close them.
+    #[arg(long, default_value_t = 16)]
+    pub spare_connections: usize,
     /// Read-your-writes: after a client's write, its reads of the same
     /// partition go to the DSA that took the write for this long, while
     /// that DSA is eligible (multi-write DSAs replicate with a lag). `0`
@@ -279,6 +287,7 @@ impl LimitArgs {
             max_request_memory: self.max_request_memory.max(self.max_request_pdu.max(64)),
             max_response_pdu: self.max_response_pdu.max(64),
             max_own_connections: self.max_own_connections,
+            spare_connections: self.spare_connections,
             read_your_writes,
             affinity_scope: self.affinity_scope,
             tail: crate::config::TailConfig {

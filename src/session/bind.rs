@@ -145,6 +145,7 @@ impl Session {
         // next DSA, like a read.
         let started = std::time::Instant::now();
         let mut tried: Vec<usize> = Vec::new();
+        let mut spare_lost = false;
         let (dsa, conn, resp, rh, name) = loop {
             let (tx, rx) = oneshot::channel();
             let want = dispatch::Want {
@@ -189,6 +190,13 @@ impl Session {
                     }
                 },
                 Err(_) => format!("timed out after {} s", wait.as_secs_f32()),
+                Ok(Err(_)) if conn.reused() && !spare_lost => {
+                    // A spare the DSA closed while it waited (an idle
+                    // timeout): not the DSA's fault; once more, on a new
+                    // connection or another spare.
+                    spare_lost = true;
+                    continue;
+                }
                 Ok(Err(_)) => "connection lost".to_string(),
             };
             conn.abandon(id);
@@ -235,7 +243,7 @@ impl Session {
             // anonymous, and so does the router. Its name is never
             // conveyed or replayed.
             tracing::info!(client = %self.peer, dn = %dn, dsa = %name, "unauthenticated bind (a name with an empty password): the client stays anonymous");
-            conn.close();
+            conn.release();
         } else if code == 0 {
             let notable = policy.filter(|p| p.is_notable());
             let as_router = routing
@@ -255,7 +263,7 @@ impl Session {
             if own_conn || !routing.pools[dsa].proxies() {
                 self.private.insert(name.to_ascii_lowercase(), conn);
             } else {
-                conn.close();
+                conn.release();
             }
             self.identity = Identity::Bound(Bound {
                 dn: dn.clone(),
@@ -265,7 +273,7 @@ impl Session {
                 policy: notable.is_some(),
             });
         } else {
-            conn.close();
+            conn.release();
         }
         let mut b = if policy.is_some() && !client_ppolicy {
             ppolicy::strip(&resp, &rh, req.msgid)
@@ -321,7 +329,7 @@ impl Session {
             s.conn.close();
         }
         for (_, c) in self.private.drain() {
-            c.close();
+            c.release();
         }
     }
 }

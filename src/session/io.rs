@@ -174,7 +174,7 @@ pub async fn run(
     drop(buf);
     out.abandon_all();
     for (_, c) in s.private.drain() {
-        c.close();
+        c.release();
     }
     if let Some(step) = s.sasl.take() {
         step.conn.close();

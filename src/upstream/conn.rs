@@ -13,6 +13,7 @@
 
 use super::delivery::{Batch, Delivery};
 use super::pending::{Pending, Sink};
+use super::spare::{self, Spares};
 use crate::config::Limits;
 use crate::dsa_state::DsaState;
 use crate::error::{Error, Kind};
@@ -53,6 +54,15 @@ pub struct Conn {
     own: Mutex<Option<crate::dsa_state::Count>>,
     /// Its local port, registered in [`OUTBOUND`] while it lives.
     local: Mutex<Option<Registered>>,
+    /// A client's own connection: where it goes back when its client is
+    /// done with it ([`super::spare`]).
+    home: std::sync::OnceLock<std::sync::Weak<Spares>>,
+    /// Nothing sent on it may have left state on the DSA's side.
+    reusable: AtomicBool,
+    /// It was taken from the spares.
+    reused: AtomicBool,
+    /// Since when it has waited among the spares, unused.
+    spare_since: Mutex<Option<tokio::time::Instant>>,
 }
 
 /// Local ports of this process's connections to DSAs, with the DSA's
@@ -242,6 +252,10 @@ impl Conn {
             stop: CancellationToken::new(),
             own: Mutex::new(None),
             local: Mutex::new(local),
+            home: std::sync::OnceLock::new(),
+            reusable: AtomicBool::new(true),
+            reused: AtomicBool::new(false),
+            spare_since: Mutex::new(None),
         });
         let wire = wire(&conn.out);
         tokio::spawn(writer(wire, conn.clone()));
@@ -260,6 +274,54 @@ impl Conn {
 
     pub fn is_alive(&self) -> bool {
         self.alive.load(Ordering::Relaxed)
+    }
+
+    /// Make it a client's own connection that goes back to `spares` when
+    /// its client is done with it.
+    pub(crate) fn belongs_to(&self, spares: &Arc<Spares>) {
+        let _ = self.home.set(Arc::downgrade(spares));
+    }
+
+    /// Its client is done with it: kept among its DSA's spares for a later
+    /// bind when nothing is outstanding on it and nothing sent on it may
+    /// have left state behind; closed otherwise.
+    pub fn release(self: &Arc<Self>) {
+        let home = self.home.get().and_then(std::sync::Weak::upgrade);
+        let kept = match home {
+            Some(spares)
+                if self.reusable.load(Ordering::Relaxed)
+                    && self.is_alive()
+                    && self.pending_count() == 0 =>
+            {
+                *self.spare_lock() = Some(tokio::time::Instant::now());
+                spares.put(self.clone())
+            }
+            _ => false,
+        };
+        if !kept {
+            self.close();
+        }
+    }
+
+    /// Taken from the spares for a bind.
+    pub(crate) fn unspare(&self) {
+        *self.spare_lock() = None;
+        self.reused.store(true, Ordering::Relaxed);
+    }
+
+    /// It was a spare: it served an earlier client.
+    pub fn reused(&self) -> bool {
+        self.reused.load(Ordering::Relaxed)
+    }
+
+    /// Whether it has waited among the spares, unused, for over
+    /// [`spare::IDLE`].
+    fn spare_expired(&self) -> bool {
+        self.spare_lock().is_some_and(|t| t.elapsed() > spare::IDLE)
+    }
+
+    fn spare_lock(&self) -> std::sync::MutexGuard<'_, Option<tokio::time::Instant>> {
+        self.spare_since.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<i32, Pending>> {
@@ -308,6 +370,9 @@ impl Conn {
             self.forget(id);
             return Ok(id);
         }
+        if self.home.get().is_some() && (control.is_some() || !frame::leaves_no_state(pdu, h)) {
+            self.reusable.store(false, Ordering::Relaxed);
+        }
         let mut b = BytesMut::with_capacity(pdu.len() + control.map_or(4, |c| c.len() + 8));
         frame::rewrite(pdu, h, id, control, &mut b);
         self.send(b.freeze());
@@ -324,6 +389,8 @@ impl Conn {
     pub fn abandon(&self, id: i32) -> bool {
         let was = self.lock().remove(&id).is_some();
         if was {
+            // Its answer may still come, to nobody.
+            self.reusable.store(false, Ordering::Relaxed);
             self.send_abandon(id);
         }
         was
@@ -710,6 +777,10 @@ async fn reader<R: AsyncRead + Unpin>(mut rd: R, conn: Arc<Conn>, limits: Limits
         let n = tokio::select! {
             r = rd.read_buf(&mut buf) => r,
             _ = sweep.tick() => {
+                if conn.spare_expired() {
+                    conn.alive.store(false, Ordering::Relaxed);
+                    break "an unused spare".to_string();
+                }
                 conn.expire(limits.op_timeout, limits.op_total_timeout, limits.fall);
                 if partial_since.is_some_and(|t| t.elapsed() > limits.connect_timeout) {
                     // Stalled in the middle of a PDU: broken, not slow.
@@ -835,6 +906,7 @@ mod tests {
             max_response_pdu: 1 << 20,
             fall: 3,
             max_own_connections: 0,
+            spare_connections: 0,
         }
     }
 

@@ -1,6 +1,7 @@
 //! Connections to DSAs: [`conn::Conn`] multiplexes many operations on one
 //! TCP connection with message-ID remapping; [`pool::Pool`] holds each DSA's
-//! shared connections and makes private (client-bound) ones;
+//! shared connections and makes private (client-bound) ones, kept as
+//! [`spare`]s for later binds once their clients are done with them;
 //! [`delivery`] is how responses leave a connection without it knowing
 //! who receives them (clients, fan-outs, the router's own waiters).
 
@@ -10,3 +11,4 @@ pub(crate) mod delivery;
 pub(crate) mod hedge;
 pub(crate) mod pending;
 pub(crate) mod pool;
+pub(crate) mod spare;

@@ -10,6 +10,7 @@
 
 use super::conn::Conn;
 use super::pending::{Pending, Sink};
+use super::spare::Spares;
 pub(crate) use crate::config::Limits;
 use crate::dsa_state::DsaState;
 use crate::error::{Error, Kind};
@@ -60,6 +61,8 @@ pub struct Pool {
     /// operations run on its own thread's.
     shared: Box<[Shared]>,
     limits: Limits,
+    /// Clients' own connections given back, for later binds.
+    spares: Arc<Spares>,
     /// TLS towards this DSA, when knowledge asks for it.
     pub tls: Option<crate::tls::DsaTls>,
     /// The DSA holds the partition under its `native-prefix`.
@@ -117,6 +120,7 @@ impl Pool {
             addrs: socket_addrs(def),
             router_identity,
             shared: (0..workers.max(1)).map(|_| Shared::default()).collect(),
+            spares: Arc::new(Spares::new(workers, limits.spare_connections)),
             limits,
             tls,
             native,
@@ -177,8 +181,33 @@ impl Pool {
     }
 
     /// A connection of the client's own (anonymous, or bound by replaying
-    /// the client's bind).
+    /// the client's bind): a spare one when there is one
+    /// ([`super::spare`]), else a new one.
     pub async fn private(&self, identity: Option<&BindPdu>) -> Result<Arc<Conn>, Error> {
+        // A replayed bind names the DSA's native tree.
+        let mapped = identity.and_then(|b| {
+            let m = self.native.as_ref()?;
+            let h = frame::header(&b.pdu).ok()?;
+            let pdu = m.request(&b.pdu, &h)?;
+            Some(BindPdu::new(m.to_native(&b.dn)?, pdu.freeze()))
+        });
+        let identity = mapped.as_ref().or(identity);
+        while let Some(c) = self.spares.take() {
+            c.unspare();
+            let Some(bind) = identity else {
+                return Ok(c);
+            };
+            match bind_on(&c, &self.dsa, bind, self.limits).await {
+                Ok(()) => return Ok(c),
+                Err(e) if matches!(e.kind, Kind::BindRefused(_)) => {
+                    c.release();
+                    return Err(e);
+                }
+                // Lost meanwhile (the DSA closed it while it was idle):
+                // another spare, or a new connection.
+                Err(_) => c.close(),
+            }
+        }
         // A slot is reserved before connecting, so that concurrent clients
         // cannot overshoot the limit; the connection takes it over.
         let max = self.limits.max_own_connections;
@@ -198,22 +227,16 @@ impl Pool {
                 ),
             ));
         }
-        // A replayed bind names the DSA's native tree.
-        let mapped = identity.and_then(|b| {
-            let m = self.native.as_ref()?;
-            let h = frame::header(&b.pdu).ok()?;
-            let pdu = m.request(&b.pdu, &h)?;
-            Some(BindPdu::new(m.to_native(&b.dn)?, pdu.freeze()))
-        });
         let c = connect_bound(
             &self.dsa,
             &self.addrs,
-            mapped.as_ref().or(identity),
+            identity,
             self.limits,
             self.tls.as_ref(),
         )
         .await?;
         c.count_as_own(reserved);
+        c.belongs_to(&self.spares);
         Ok(c)
     }
 
@@ -240,8 +263,15 @@ impl Pool {
         self.slots().filter_map(Slot::live)
     }
 
-    /// Close the shared connections (DSA removed or readdressed).
+    /// Spare connections held now.
+    pub fn spares(&self) -> usize {
+        self.spares.held()
+    }
+
+    /// Close the shared and spare connections (DSA removed or
+    /// readdressed).
     pub fn close(&self) {
+        self.spares.close();
         for s in self.slots() {
             if let Some(c) = s.take() {
                 c.close();
@@ -266,19 +296,30 @@ pub(crate) async fn connect_bound(
             Error::new(Kind::Unreachable, reason)
         })?;
     if let Some(bind) = identity {
-        let dn = &bind.dn;
-        let resp = request(&conn, &bind.pdu, limits.op_timeout).await?;
-        let h = frame::header(&resp).map_err(|e| Error::new(Kind::BadResponse, e.to_string()))?;
-        let code = crate::wire::response::result_code(&resp, &h).unwrap_or(80);
-        if code != 0 {
+        if let Err(e) = bind_on(&conn, dsa, bind, limits).await {
             conn.close();
-            return Err(Error::new(
-                Kind::BindRefused(code),
-                format!("DSA {} refused the bind as {dn}", dsa.name),
-            ));
+            return Err(e);
         }
     }
     Ok(conn)
+}
+
+/// Bind `conn` as `bind`.
+async fn bind_on(
+    conn: &Arc<Conn>,
+    dsa: &DsaState,
+    bind: &BindPdu,
+    limits: Limits,
+) -> Result<(), Error> {
+    let resp = request(conn, &bind.pdu, limits.op_timeout).await?;
+    let h = frame::header(&resp).map_err(|e| Error::new(Kind::BadResponse, e.to_string()))?;
+    match crate::wire::response::result_code(&resp, &h).unwrap_or(80) {
+        0 => Ok(()),
+        code => Err(Error::new(
+            Kind::BindRefused(code),
+            format!("DSA {} refused the bind as {}", dsa.name, bind.dn),
+        )),
+    }
 }
 
 /// Send a PDU on `conn` and wait for its final response, unmodified.

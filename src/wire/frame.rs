@@ -226,6 +226,47 @@ pub fn abandon(msgid: i32, target: i32, out: &mut BytesMut) {
     out.put_slice(&t[..tn]);
 }
 
+/// Whether a request leaves nothing on its DSA connection once answered,
+/// so that the connection may serve a later client's bind: a simple bind,
+/// a search, compare or update, with no control but the password policy
+/// request. Anything else (SASL steps, extended operations, paging, sort
+/// and VLV contexts, persistent searches, transactions, any other control)
+/// may leave per-connection state behind.
+pub fn leaves_no_state(pdu: &[u8], h: &Header) -> bool {
+    let stateless_op = match h.op_tag {
+        tag::BIND_REQUEST => pdu
+            .get(h.op_start..h.op_end)
+            .and_then(|op| ber::tlv(op).ok())
+            .and_then(|t| t.cons())
+            .and_then(|mut e| e.nth(2))
+            .is_some_and(|auth| auth.tag == 0x80),
+        tag::SEARCH_REQUEST
+        | tag::COMPARE_REQUEST
+        | tag::ADD_REQUEST
+        | tag::MODIFY_REQUEST
+        | tag::DEL_REQUEST
+        | tag::MODDN_REQUEST => true,
+        _ => false,
+    };
+    if !stateless_op {
+        return false;
+    }
+    let rest = pdu.get(h.op_end..).unwrap_or_default();
+    if rest.is_empty() {
+        return true;
+    }
+    let Some(ctrls) = ber::tagged(rest, 0xa0).filter(|t| t.len == rest.len()) else {
+        return false;
+    };
+    let ppolicy = super::ppolicy::OID_PPOLICY.as_bytes();
+    ber::Elements(ctrls.body).all(|c| {
+        c.tag == 0x30
+            && c.cons()
+                .and_then(|mut e| e.next())
+                .is_some_and(|oid| oid.tag == 0x04 && oid.body == ppolicy)
+    }) && ber::well_formed(ctrls.body, 2)
+}
+
 /// Operation tags (identifier octets) the router acts on.
 pub mod tag {
     pub const BIND_REQUEST: u8 = 0x60;
@@ -330,5 +371,84 @@ mod tests {
         assert!(header(&[0x30, 0x03, 0x04, 0x01, 0x00]).is_err());
         assert!(header(&[0x30, 0x05, 0x02, 0x01, 0x01, 0x63, 0x09]).is_err());
         assert!(header(&[0x30, 0x06, 0x02, 0x01, 0xff, 0x42, 0x00, 0x00]).is_err());
+    }
+
+    /// An LDAPMessage with message ID 1 around `op` (short forms only).
+    fn msg(op: &[u8]) -> Vec<u8> {
+        let mut v = vec![0x30, (op.len() + 3) as u8, 0x02, 0x01, 0x01];
+        v.extend_from_slice(op);
+        v
+    }
+
+    /// `tag` with short-form length around `body`.
+    fn el(tag: u8, body: &[u8]) -> Vec<u8> {
+        let mut v = vec![tag, body.len() as u8];
+        v.extend_from_slice(body);
+        v
+    }
+
+    #[test]
+    fn only_requests_that_leave_no_connection_state_keep_it_reusable() {
+        let simple = el(
+            0x60,
+            &[
+                &[0x02, 0x01, 0x03][..],
+                &el(0x04, b"cn=a"),
+                &el(0x80, b"pw"),
+            ]
+            .concat(),
+        );
+        let sasl = el(
+            0x60,
+            &[
+                &[0x02, 0x01, 0x03][..],
+                &el(0x04, b""),
+                &el(0xa3, &el(0x04, b"EXTERNAL")),
+            ]
+            .concat(),
+        );
+        let search = [
+            0x63, 0x0b, 0x04, 0x00, 0x0a, 0x01, 0x00, 0x0a, 0x01, 0x00, 0x02, 0x01, 0x00,
+        ]
+        .to_vec();
+        let whoami = el(0x77, &el(0x80, b"1.3.6.1.4.1.4203.1.11.3"));
+        let delete = el(0x4a, b"o=x");
+        let abandon = el(0x50, &[0x05]);
+        let ppolicy = crate::wire::ppolicy::request_control();
+        let paged = crate::wire::search::paged_control(10, b"");
+        let proxy = proxy_authz_control("dn:cn=x");
+        let with = |op: &[u8], ctrls: &[&[u8]]| -> Vec<u8> {
+            let mut p = msg(op);
+            for c in ctrls {
+                let h = header(&p).expect("header");
+                let mut out = BytesMut::new();
+                rewrite(&p, &h, 1, Some(c), &mut out);
+                p = out.to_vec();
+            }
+            p
+        };
+        for (what, pdu, want) in [
+            ("simple bind", with(&simple, &[]), true),
+            ("simple bind, ppolicy", with(&simple, &[&ppolicy]), true),
+            ("SASL bind", with(&sasl, &[]), false),
+            ("search", with(&search, &[]), true),
+            ("search, paged", with(&search, &[&paged]), false),
+            (
+                "search, ppolicy and paged",
+                with(&search, &[&ppolicy, &paged]),
+                false,
+            ),
+            (
+                "search, proxied authorization",
+                with(&search, &[&proxy]),
+                false,
+            ),
+            ("WhoAmI", with(&whoami, &[]), false),
+            ("delete", with(&delete, &[]), true),
+            ("abandon", with(&abandon, &[]), false),
+        ] {
+            let h = header(&pdu).expect(what);
+            assert_eq!(leaves_no_state(&pdu, &h), want, "{what}");
+        }
     }
 }

@@ -1210,6 +1210,85 @@ async fn bound_idle_clients_do_not_pin_dsa_connections() {
     drop(clients);
 }
 
+/// One connection per login (connect, bind, search, unbind, as web
+/// applications do): each bind runs on a DSA connection an earlier login
+/// gave back (a spare), so D1 accepts a few connections for 20 logins, not
+/// 20; every login sees exactly what its own identity may (the router's
+/// identity reads SECRET, alice does not), so a spare never lends its last
+/// client's identity. A connection that carried a control other than the
+/// password policy request is closed, not kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logins_of_a_connection_each_bind_on_spare_dsa_connections() {
+    let h = Builder::default()
+        .democorp(&["D1"])
+        .cfg(|c| {
+            c.health = None;
+            // Every bound client on connections of its own, bound as itself.
+            c.own_connection = dsa_router::config::OwnConnection::Always;
+            // One spare: what the last login gave back.
+            c.spare_connections = 1;
+        })
+        .start()
+        .await;
+    let login = |dn: &'static str, pw: &'static str, control: bool| {
+        let url = h.url();
+        async move {
+            let mut l = bound(&url, dn, pw).await;
+            let r = if control {
+                within(
+                    "search",
+                    l.with_controls(ldap3::controls::ManageDsaIt).search(
+                        SECRET,
+                        Scope::Base,
+                        "(objectClass=*)",
+                        vec!["cn"],
+                    ),
+                )
+                .await
+            } else {
+                within(
+                    "search",
+                    l.search(SECRET, Scope::Base, "(objectClass=*)", vec!["cn"]),
+                )
+                .await
+            }
+            .unwrap();
+            let _ = l.unbind().await;
+            // The router gives the connection back when the session ends.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            (r.1.rc, r.0.len())
+        }
+    };
+    let d1 = &h.dsa("D1").stats;
+    let before = d1.connections();
+    for i in 0..20 {
+        if i % 2 == 0 {
+            assert_eq!(
+                login(ROUTER_ID, "routerpw", false).await,
+                (0, 1),
+                "login {i}"
+            );
+        } else {
+            let (rc, n) = login(ALICE, "alicepw", false).await;
+            assert!(
+                rc == 32 && n == 0,
+                "login {i}: alice saw SECRET: rc {rc}, {n} entries"
+            );
+        }
+    }
+    let opened = d1.connections() - before;
+    assert!(
+        opened <= 3,
+        "D1 accepted {opened} connections for 20 logins"
+    );
+    // A login whose connection carried another control: its connection is
+    // closed, so the next login needs a new one.
+    assert_eq!(login(ROUTER_ID, "routerpw", true).await.0, 0);
+    let before = d1.connections();
+    assert_eq!(login(ROUTER_ID, "routerpw", false).await, (0, 1));
+    assert_eq!(d1.connections() - before, 1, "a used connection was reused");
+}
+
 /// A client that pipelines requests the router answers itself (root DSE)
 /// and never reads holds at most its queue: the router stops reading its
 /// requests while the queue is full, and other clients stay prompt.
