@@ -10,8 +10,8 @@ floods need none) and, one after another:
    stopping.
 
 For each: the router process's RSS before, its peak during (sampled every
-100 ms), and 3 s after the clients closed (another client reading once a
-second meanwhile), and the latency of a root DSE read by another client
+100 ms), and 1, 3 and 10 s after the clients closed (another client reading
+once a second meanwhile), and the latency of a root DSE read by another client
 during the flood. Prints one table.
 
 Usage: bench/floods.py [path/to/dsa-router [serve options]]
@@ -75,14 +75,15 @@ def flood(pid, name, start, close):
     close(socks)
     # The allocator (mimalloc) gives freed memory back a second after, on
     # its next activity: a live router always has some, so another client
-    # reads once a second meanwhile.
-    for _ in range(3):
+    # reads once a second meanwhile. RSS 1, 3 and 10 s after the close.
+    after = {}
+    for s in range(1, 11):
         time.sleep(1)
         prompt_read()
+        after[s] = rss_kib(pid)
     stop.set()
     th.join()
-    after = rss_kib(pid)
-    return [name, before, peak[0], after, lat]
+    return [name, before, peak[0], after[1], after[3], after[10], lat]
 
 
 def pipeline():
@@ -149,11 +150,12 @@ def main():
         finally:
             p.terminate()
             p.wait()
-    print("| flood | RSS before | peak during | 3 s after close | after vs before | another client's read during |")
-    print("|---|---|---|---|---|---|")
-    for name, b, pk, a, lat in rows:
-        print(f"| {name} | {b / 1024:.1f} MiB | {pk / 1024:.1f} MiB | {a / 1024:.1f} MiB | "
-              f"{(a - b) / b * 100:+.0f}% | {lat:.1f} ms |")
+    print("| flood | RSS before | peak during | 1 s after close | 3 s after | 10 s after "
+          "| 3 s after vs before | another client's read during |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, b, pk, a1, a3, a10, lat in rows:
+        print(f"| {name} | {b / 1024:.1f} MiB | {pk / 1024:.1f} MiB | {a1 / 1024:.1f} MiB | "
+              f"{a3 / 1024:.1f} MiB | {a10 / 1024:.1f} MiB | {(a3 - b) / b * 100:+.0f}% | {lat:.1f} ms |")
 
 
 if __name__ == "__main__":

@@ -133,6 +133,7 @@ pub async fn run(
             let started = *pdu_started.get_or_insert_with(tokio::time::Instant::now);
             Some(after(started, cfg.pdu_timeout))
         };
+        make_room(&mut buf);
         if let Some(due) = due {
             if due < timer.deadline() {
                 timer.as_mut().reset(due);
@@ -221,6 +222,30 @@ impl Drop for Counted<'_> {
 /// `--max-request-memory` (most requests are far smaller).
 const SMALL: usize = 64 * 1024;
 
+/// An incomplete request this large is read into one buffer of the size
+/// its header announces (see [`make_room`]).
+const GROW_EXACT: usize = 32 * 1024;
+
+/// Once an incomplete request has `GROW_EXACT` bytes, give its buffer the
+/// whole length its header announces (checked against `--max-request-pdu`
+/// by [`frame::frame_len`]) in one allocation, instead of doubling it as
+/// bytes arrive. Doubling copies the request at each step, can hold almost
+/// twice its size, and leaves a freed buffer of every size on the way in
+/// the allocator, which keeps some of each size class after the client is
+/// gone (RSS that does not come back after a flood of large requests).
+fn make_room(buf: &mut BytesMut) {
+    if buf.len() < GROW_EXACT {
+        return;
+    }
+    if let Some(total) = frame::announced_len(buf) {
+        if total > buf.capacity() {
+            let mut whole = BytesMut::with_capacity(total);
+            whole.extend_from_slice(buf);
+            *buf = whole;
+        }
+    }
+}
+
 /// A deadline that never comes (an hour is re-armed when it does).
 fn far_future() -> tokio::time::Instant {
     tokio::time::Instant::now() + std::time::Duration::from_secs(3600)
@@ -290,4 +315,49 @@ pub(super) async fn writer(
     out.ob.close();
     wire.shutdown().await;
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The first `have` bytes of an add whose PDU is `total` bytes long.
+    fn partial_add(total: usize, have: usize) -> BytesMut {
+        let body = total - 6;
+        let mut b = BytesMut::new();
+        b.extend_from_slice(&[0x30, 0x84]);
+        b.extend_from_slice(&u32::try_from(body).unwrap_or(0).to_be_bytes());
+        b.resize(have, 0);
+        b
+    }
+
+    #[test]
+    fn a_large_incomplete_request_gets_its_announced_size_at_once() {
+        let total = 4_000_000;
+        let mut buf = partial_add(total, GROW_EXACT + 100);
+        let before = buf.clone();
+        make_room(&mut buf);
+        assert_eq!(buf.capacity(), total);
+        assert_eq!(buf, before);
+        // Already room: nothing moves.
+        let at = buf.as_ptr();
+        buf.resize(total - 1, 0);
+        make_room(&mut buf);
+        assert_eq!((buf.as_ptr(), buf.capacity()), (at, total));
+    }
+
+    #[test]
+    fn small_or_unframed_requests_grow_as_before() {
+        let mut buf = partial_add(4_000_000, GROW_EXACT - 1);
+        let cap = buf.capacity();
+        make_room(&mut buf);
+        assert_eq!(buf.capacity(), cap);
+        // Not a SEQUENCE (frame_len refuses it), or a header cut short.
+        let mut junk = BytesMut::from(&vec![0x04; GROW_EXACT + 1][..]);
+        let cap = junk.capacity();
+        make_room(&mut junk);
+        assert_eq!(junk.capacity(), cap);
+        assert_eq!(frame::announced_len(&[0x30, 0x84, 0, 0]), None);
+        assert_eq!(frame::announced_len(&[0x30, 0x03, 2, 1, 1]), Some(5));
+    }
 }

@@ -62,6 +62,17 @@ pub fn frame_len(buf: &[u8], max: usize) -> Result<Option<usize>, FrameError> {
     })
 }
 
+/// The whole length of the PDU whose header is at the front of `buf`
+/// (however much of it has arrived), `None` when the header is incomplete
+/// or not a SEQUENCE's. Unchecked against any limit: see [`frame_len`].
+pub fn announced_len(buf: &[u8]) -> Option<usize> {
+    if buf.first() != Some(&0x30) {
+        return None;
+    }
+    let (len, n) = ber::read_len(buf.get(1..)?).ok()?;
+    (1 + n).checked_add(len)
+}
+
 /// The parts of a complete PDU: where the message ID sits and what follows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Header {
