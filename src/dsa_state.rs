@@ -42,6 +42,9 @@ pub struct DsaState {
     pub errors: AtomicU64,
     /// Connections of clients' own open to it (stateful clients).
     pub own_conns: AtomicI64,
+    /// Spare connections: clients' own ones kept for later binds
+    /// ([`crate::upstream::spare`]).
+    pub spare_conns: AtomicI64,
     /// Persistent searches (sync refreshAndPersist) running on it.
     pub persistent: AtomicI64,
     /// Bumped each time the DSA goes down; connections watch it to re-send
@@ -224,6 +227,7 @@ impl DsaState {
             served: AtomicU64::new(0),
             errors: AtomicU64::new(0),
             own_conns: AtomicI64::new(0),
+            spare_conns: AtomicI64::new(0),
             persistent: AtomicI64::new(0),
             down_epoch: AtomicU64::new(0),
             down_signal: tokio::sync::Notify::new(),

@@ -17,6 +17,8 @@ pub struct DsaReport {
     /// Connections of clients' own (stateful clients) open to it.
     #[serde(default)]
     pub own_connections: i64,
+    /// Clients' own connections kept open for later binds.
+    pub spare_connections: i64,
     /// Persistent searches (sync refreshAndPersist) running on it.
     #[serde(default)]
     pub persistent_searches: i64,
@@ -125,6 +127,9 @@ pub fn status(router: &Context) -> Status {
                         },
                         in_flight: st.in_flight(),
                         own_connections: st.own_conns.load(std::sync::atomic::Ordering::Relaxed),
+                        spare_connections: st
+                            .spare_conns
+                            .load(std::sync::atomic::Ordering::Relaxed),
                         persistent_searches: st
                             .persistent
                             .load(std::sync::atomic::Ordering::Relaxed),
@@ -206,7 +211,7 @@ pub fn dsa_metrics(router: &Context, out: &mut String) {
         let _ = writeln!(out, "{name} {v}");
     }
     let r = router.routing();
-    let series: [(&str, &str, &str); 7] = [
+    let series: [(&str, &str, &str); 8] = [
         (
             "dsa_router_dsa_in_flight",
             "gauge",
@@ -216,6 +221,11 @@ pub fn dsa_metrics(router: &Context, out: &mut String) {
             "dsa_router_dsa_own_connections",
             "gauge",
             "Connections of clients' own (stateful clients) open to the DSA.",
+        ),
+        (
+            "dsa_router_dsa_spare_connections",
+            "gauge",
+            "Clients' own connections to the DSA kept open for later binds (--spare-connections).",
         ),
         (
             "dsa_router_dsa_persistent_searches",
@@ -255,6 +265,10 @@ pub fn dsa_metrics(router: &Context, out: &mut String) {
                 "dsa_router_dsa_in_flight" => st.in_flight() as u64,
                 "dsa_router_dsa_own_connections" => st
                     .own_conns
+                    .load(std::sync::atomic::Ordering::Relaxed)
+                    .max(0) as u64,
+                "dsa_router_dsa_spare_connections" => st
+                    .spare_conns
                     .load(std::sync::atomic::Ordering::Relaxed)
                     .max(0) as u64,
                 "dsa_router_dsa_persistent_searches" => st

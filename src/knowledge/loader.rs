@@ -482,11 +482,15 @@ impl Loader<'_> {
     /// every slot covered, and no DSA of that prefix without a part.
     fn horizontal_sets(&mut self) {
         let mut sets: Vec<(String, Vec<usize>)> = Vec::new();
+        let mut index: HashMap<String, usize> = HashMap::new();
         for (i, (d, _)) in self.dsas.iter().enumerate() {
             let key = d.prefix.normalized();
-            match sets.iter_mut().find(|(k, _)| *k == key) {
-                Some((_, v)) => v.push(i),
-                None => sets.push((key, vec![i])),
+            match index.get(&key) {
+                Some(&at) => sets[at].1.push(i),
+                None => {
+                    index.insert(key.clone(), sets.len());
+                    sets.push((key, vec![i]));
+                }
             }
         }
         for (_, members) in sets {
@@ -589,7 +593,10 @@ impl Loader<'_> {
 
     /// A prefix or a load-share group with one member whose name is close
     /// to another's: likely a typo that made a partition or group of its
-    /// own.
+    /// own. Pairwise, so only while the pairs stay under
+    /// [`NEAR_DUPLICATE_PAIRS`]: beyond, knowledge this large is generated,
+    /// not typed, and the check is skipped (said in a warning) so that
+    /// loading stays linear.
     fn near_duplicates(&mut self) {
         let mut found = Vec::new();
         for (label, key) in [
@@ -599,35 +606,50 @@ impl Loader<'_> {
             ),
             ("load-share group", |d: &DsaDef| d.load_share_group.clone()),
         ] {
-            let mut count: Vec<(String, usize, usize)> = Vec::new();
+            // Each name (case-insensitive): as first written, how many
+            // DSAs, the first DSA's index, its letters (digits removed).
+            let mut index: HashMap<String, usize> = HashMap::new();
+            let mut count: Vec<(String, usize, usize, String)> = Vec::new();
             for (i, (d, _)) in self.dsas.iter().enumerate() {
                 let Some(k) = key(d) else {
                     continue;
                 };
-                match count
-                    .iter_mut()
-                    .find(|(c, _, _)| c.eq_ignore_ascii_case(&k))
-                {
-                    Some(e) => e.1 += 1,
-                    None => count.push((k, 1, i)),
+                let lower = k.to_ascii_lowercase();
+                match index.get(&lower) {
+                    Some(&at) => count[at].1 += 1,
+                    None => {
+                        index.insert(lower, count.len());
+                        // Names that differ only in their digits are a
+                        // series (GROUP1, GROUP2), not a typo.
+                        let letters = k
+                            .chars()
+                            .filter(|c| !c.is_ascii_digit())
+                            .collect::<String>()
+                            .to_ascii_lowercase();
+                        count.push((k, 1, i, letters));
+                    }
                 }
             }
-            for (k, n, i) in &count {
+            let singles = count.iter().filter(|c| c.1 == 1).count();
+            if singles.saturating_mul(count.len()) > NEAR_DUPLICATE_PAIRS {
+                found.push(Diagnostic::warning(
+                    format!(
+                        "{} {label}s: the check for names close to another's (typos) is skipped above {NEAR_DUPLICATE_PAIRS} pairs",
+                        count.len()
+                    ),
+                    None,
+                    None,
+                ));
+                continue;
+            }
+            for (k, n, i, letters) in &count {
                 if *n != 1 {
                     continue;
                 }
-                // Names that differ only in their digits are a series
-                // (GROUP1, GROUP2), not a typo.
-                let letters = |s: &str| -> String {
-                    s.chars()
-                        .filter(|c| !c.is_ascii_digit())
-                        .collect::<String>()
-                        .to_ascii_lowercase()
-                };
                 let others = count
                     .iter()
-                    .filter(|(o, _, _)| o != k && letters(o) != letters(k))
-                    .map(|(o, _, _)| o.as_str());
+                    .filter(|(o, _, _, l)| o != k && l != letters)
+                    .map(|(o, _, _, _)| o.as_str());
                 if let Some(c) = diag::closest(k, others) {
                     let (d, text) = &self.dsas[*i];
                     found.push(Diagnostic::warning(
@@ -644,3 +666,7 @@ impl Loader<'_> {
         self.warnings.extend(found);
     }
 }
+
+/// Pairs of names the typo check of [`Loader::near_duplicates`] compares
+/// at most (some four million: well under a second).
+const NEAR_DUPLICATE_PAIRS: usize = 4_000_000;

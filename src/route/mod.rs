@@ -118,29 +118,34 @@ impl Table {
             .collect();
 
         let mut partitions: Vec<Partition> = Vec::new();
+        // Each partition's index by prefix and slot: linear in the DSAs.
+        let mut index: std::collections::HashMap<(&crate::dn::Dn, Option<u32>), usize> =
+            std::collections::HashMap::new();
         for (i, d) in snap.dsas.iter().enumerate() {
             if Some(i) == router_idx {
                 continue;
             }
             let slot = d.hash.as_ref().map(|h| h.slot);
-            match partitions
-                .iter_mut()
-                .find(|p| p.prefix == d.prefix && p.hash.as_ref().map(|h| h.slot) == slot)
-            {
-                Some(p) => p.order.push(i),
-                None => partitions.push(Partition {
-                    key: match &d.hash {
-                        Some(h) => format!("{}#{}", d.prefix.normalized(), h.slot),
-                        None => d.prefix.normalized(),
-                    },
-                    hash: d.hash.clone(),
-                    prefix: d.prefix.clone(),
-                    order: vec![i],
-                    groups: Vec::new(),
-                    write_order: Vec::new(),
-                    read_only: Vec::new(),
-                    rotor: AtomicUsize::new(0),
-                }),
+            match index.entry((&d.prefix, slot)) {
+                std::collections::hash_map::Entry::Occupied(e) => {
+                    partitions[*e.get()].order.push(i)
+                }
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    e.insert(partitions.len());
+                    partitions.push(Partition {
+                        key: match &d.hash {
+                            Some(h) => format!("{}#{}", d.prefix.normalized(), h.slot),
+                            None => d.prefix.normalized(),
+                        },
+                        hash: d.hash.clone(),
+                        prefix: d.prefix.clone(),
+                        order: vec![i],
+                        groups: Vec::new(),
+                        write_order: Vec::new(),
+                        read_only: Vec::new(),
+                        rotor: AtomicUsize::new(0),
+                    })
+                }
             }
         }
         for p in &mut partitions {

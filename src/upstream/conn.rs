@@ -264,12 +264,15 @@ impl Conn {
     }
 
     /// Count it as a client's own connection while it lives (with the
-    /// count reserved for it).
+    /// count reserved for it), no longer as a spare.
     pub fn count_as_own(self: &Arc<Self>, count: crate::dsa_state::Count) {
-        let mut own = self.own.lock().unwrap_or_else(|p| p.into_inner());
-        if own.is_none() {
-            *own = Some(count);
-        }
+        *self.own.lock().unwrap_or_else(|p| p.into_inner()) = Some(count);
+    }
+
+    /// Count it as a spare while it waits for a bind.
+    pub(crate) fn count_as_spare(&self) {
+        let spare = crate::dsa_state::Count::new(&self.dsa, |s| &s.spare_conns);
+        *self.own.lock().unwrap_or_else(|p| p.into_inner()) = Some(spare);
     }
 
     pub fn is_alive(&self) -> bool {

@@ -192,22 +192,6 @@ impl Pool {
             Some(BindPdu::new(m.to_native(&b.dn)?, pdu.freeze()))
         });
         let identity = mapped.as_ref().or(identity);
-        while let Some(c) = self.spares.take() {
-            c.unspare();
-            let Some(bind) = identity else {
-                return Ok(c);
-            };
-            match bind_on(&c, &self.dsa, bind, self.limits).await {
-                Ok(()) => return Ok(c),
-                Err(e) if matches!(e.kind, Kind::BindRefused(_)) => {
-                    c.release();
-                    return Err(e);
-                }
-                // Lost meanwhile (the DSA closed it while it was idle):
-                // another spare, or a new connection.
-                Err(_) => c.close(),
-            }
-        }
         // A slot is reserved before connecting, so that concurrent clients
         // cannot overshoot the limit; the connection takes it over.
         let max = self.limits.max_own_connections;
@@ -226,6 +210,26 @@ impl Pool {
                     self.dsa.name
                 ),
             ));
+        }
+        while let Some(c) = self.spares.take() {
+            c.unspare();
+            let Some(bind) = identity else {
+                c.count_as_own(reserved);
+                return Ok(c);
+            };
+            match bind_on(&c, &self.dsa, bind, self.limits).await {
+                Ok(()) => {
+                    c.count_as_own(reserved);
+                    return Ok(c);
+                }
+                Err(e) if matches!(e.kind, Kind::BindRefused(_)) => {
+                    c.release();
+                    return Err(e);
+                }
+                // Lost meanwhile (the DSA closed it while it was idle):
+                // another spare, or a new connection.
+                Err(_) => c.close(),
+            }
         }
         let c = connect_bound(
             &self.dsa,

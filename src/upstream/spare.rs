@@ -16,8 +16,9 @@
 //!
 //! Spares are kept per worker thread (the connection's tasks run on the
 //! worker that made it), at most `--spare-connections` per DSA and worker;
-//! one unused for [`IDLE`] closes itself. They count among the DSA's
-//! connections of clients' own (`--max-own-connections`).
+//! one unused for [`IDLE`] closes itself. `/status` and `/metrics` count
+//! them apart from the clients' own connections (and
+//! `--max-own-connections` does not count them).
 
 use super::conn::Conn;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -71,6 +72,7 @@ impl Spares {
         if v.len() >= self.cap {
             return false;
         }
+        c.count_as_spare();
         v.push(c);
         true
     }

@@ -1758,7 +1758,8 @@ fn env_u64(name: &str) -> Option<u64> {
 }
 
 /// Wait (polling `/status`) until every DSA is up with nothing in flight,
-/// no own connections and no client connections; the last status.
+/// no own connections, no spare ones (they close after 30 s unused) and
+/// no client connections; the last status.
 fn wait_recovered(r: &RouterHandle, limit: Duration) -> (bool, Option<Value>) {
     let t = Instant::now();
     let mut last = None;
@@ -1770,6 +1771,7 @@ fn wait_recovered(r: &RouterHandle, limit: Duration) -> (bool, Option<Value>) {
                     d["state"] == "up"
                         && d["in_flight"].as_u64() == Some(0)
                         && d["own_connections"].as_i64() == Some(0)
+                        && d["spare_connections"].as_i64() == Some(0)
                 })
                 && s["client_connections"].as_i64() == Some(0);
             last = Some(s);
