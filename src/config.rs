@@ -23,6 +23,9 @@ pub struct Config {
     /// Bytes all clients' incomplete requests may hold at once; a client
     /// whose large incomplete request would go beyond is disconnected.
     pub max_request_memory: usize,
+    /// Bytes of responses queued for all clients at once; beyond, a
+    /// client with a backlog whose response would go over is disconnected.
+    pub max_response_memory: usize,
     /// Largest response PDU accepted from a DSA.
     pub max_response_pdu: usize,
     /// Outstanding operations per client connection (`busy` beyond).
@@ -116,6 +119,7 @@ impl Default for Config {
             max_clients: 10_000,
             max_request_pdu: 4 << 20,
             max_request_memory: 256 << 20,
+            max_response_memory: 1 << 30,
             max_response_pdu: 16 << 20,
             max_outstanding: 256,
             max_own_connections: 0,

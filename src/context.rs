@@ -41,6 +41,8 @@ pub struct Context {
     /// Bytes held by clients' large incomplete requests (see
     /// `--max-request-memory`).
     pub request_memory: std::sync::atomic::AtomicUsize,
+    /// Responses queued for all clients (see `--max-response-memory`).
+    pub(crate) response_memory: Arc<crate::outbox::Budget>,
 }
 
 /// What the last reload did.
@@ -77,6 +79,7 @@ impl Context {
             thresholds(&cfg, &routing.snap)?,
             cfg.utilization_window,
         ));
+        let response_memory = Arc::new(crate::outbox::Budget::new(cfg.max_response_memory));
         Ok(Context {
             throttle,
             cfg,
@@ -89,7 +92,19 @@ impl Context {
             last_reload: std::sync::Mutex::new(None),
             affinity: dashmap::DashMap::new(),
             request_memory: std::sync::atomic::AtomicUsize::new(0),
+            response_memory,
         })
+    }
+
+    /// Bytes of responses queued for clients now (see
+    /// `--max-response-memory`).
+    pub fn queued_response_bytes(&self) -> usize {
+        self.response_memory.used()
+    }
+
+    /// Clients disconnected because of `--max-response-memory`.
+    pub fn response_memory_disconnects(&self) -> u64 {
+        self.response_memory.refused()
     }
 
     /// The current snapshot.

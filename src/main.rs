@@ -60,7 +60,7 @@ enum Cmd {
         #[arg(long)]
         listen: Option<String>,
         #[command(flatten)]
-        limits: dsa_router::cli::serve::LimitArgs,
+        limits: Box<dsa_router::cli::serve::LimitArgs>,
     },
 }
 

@@ -24,6 +24,8 @@ const BATCH: usize = 64 * 1024;
 
 pub(crate) struct Outbox {
     q: Mutex<State>,
+    /// The router-wide budget its queued bytes count in (clients' queues).
+    budget: Option<Arc<Budget>>,
     ready: Notify,
     /// Told when the writer takes from the queue (room for a producer
     /// that waits for it).
@@ -65,6 +67,46 @@ pub(crate) struct Bound {
     pub bytes: usize,
 }
 
+/// Bytes queued in all clients' outboxes, and how many there may be
+/// (`--max-response-memory`): a push with a bound that would go beyond it
+/// while its own queue holds a backlog is refused like one over its own
+/// bound (the client is not keeping up, and the router as a whole holds
+/// too much for such clients).
+pub(crate) struct Budget {
+    used: std::sync::atomic::AtomicUsize,
+    max: usize,
+    /// Pushes refused because of this budget.
+    refused: std::sync::atomic::AtomicU64,
+}
+
+impl Budget {
+    pub(crate) fn new(max: usize) -> Budget {
+        Budget {
+            used: Default::default(),
+            max: max.max(1),
+            refused: Default::default(),
+        }
+    }
+
+    /// Bytes queued now.
+    pub(crate) fn used(&self) -> usize {
+        self.used.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Pushes refused so far.
+    pub(crate) fn refused(&self) -> u64 {
+        self.refused.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn add(&self, n: usize) {
+        self.used.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn sub(&self, n: usize) {
+        self.used.fetch_sub(n, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 impl Default for Outbox {
     fn default() -> Self {
         Outbox::new()
@@ -75,6 +117,17 @@ impl Outbox {
     pub(crate) fn new() -> Outbox {
         Outbox {
             q: Mutex::new(State::default()),
+            budget: None,
+            ready: Notify::new(),
+            drained: Notify::new(),
+        }
+    }
+
+    /// An outbox whose queued bytes count in `budget`.
+    pub(crate) fn with_budget(budget: Arc<Budget>) -> Outbox {
+        Outbox {
+            q: Mutex::new(State::default()),
+            budget: Some(budget),
             ready: Notify::new(),
             drained: Notify::new(),
         }
@@ -104,6 +157,9 @@ impl Outbox {
         q.closed = true;
         q.direct = None;
         q.items = VecDeque::new();
+        if let Some(b) = &self.budget {
+            b.sub(q.bytes);
+        }
         q.bytes = 0;
         drop(q);
         self.drained.notify_waiters();
@@ -123,6 +179,12 @@ impl Outbox {
             if over && !q.items.is_empty() {
                 return Push::Full;
             }
+            if let Some(g) = &self.budget {
+                if !q.items.is_empty() && g.used() + pdu.len() > g.max {
+                    g.refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    return Push::Full;
+                }
+            }
         }
         let mut pdu = pdu;
         if !q.busy && q.items.is_empty() {
@@ -138,6 +200,9 @@ impl Outbox {
             }
         }
         q.bytes += pdu.len();
+        if let Some(b) = &self.budget {
+            b.add(pdu.len());
+        }
         q.items.push_back(pdu);
         drop(q);
         self.ready.notify_one();
@@ -152,6 +217,9 @@ impl Outbox {
         let mut took = false;
         while let Some(b) = q.items.pop_front() {
             q.bytes -= b.len();
+            if let Some(g) = &self.budget {
+                g.sub(b.len());
+            }
             buf.extend_from_slice(&b);
             took = true;
             if buf.len() >= BATCH {

@@ -86,6 +86,17 @@ async fn get_metrics(State(app): State<App>, headers: HeaderMap) -> Response {
     let mut out = String::with_capacity(8192);
     app.router.metrics.render(&mut out);
     status::dsa_metrics(&app.router, &mut out);
+    let budget = &app.router.response_memory;
+    out.push_str(&format!(
+        "# HELP dsa_router_queued_response_bytes Responses queued for clients that do not keep up (--max-response-memory).\n\
+         # TYPE dsa_router_queued_response_bytes gauge\n\
+         dsa_router_queued_response_bytes {}\n\
+         # HELP dsa_router_response_memory_disconnects_total Clients disconnected because the responses queued for all clients reached --max-response-memory.\n\
+         # TYPE dsa_router_response_memory_disconnects_total counter\n\
+         dsa_router_response_memory_disconnects_total {}\n",
+        budget.used(),
+        budget.refused()
+    ));
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
 }
 

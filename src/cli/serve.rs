@@ -27,6 +27,12 @@ pub struct LimitArgs {
     /// (busy), the others keep theirs.
     #[arg(long, default_value_t = 256 << 20)]
     pub max_request_memory: usize,
+    /// Bytes of responses queued for all clients at once (each client has
+    /// its own bound too, --client-queue-bytes); beyond, a client with a
+    /// backlog whose next response would go over is disconnected and its
+    /// operations abandoned, as when its own queue is full.
+    #[arg(long, default_value_t = 1 << 30)]
+    pub max_response_memory: usize,
     /// Largest response PDU from a DSA, bytes.
     #[arg(long, default_value_t = 16 << 20)]
     pub max_response_pdu: usize,
@@ -285,6 +291,7 @@ impl LimitArgs {
             max_clients: self.max_clients.max(1),
             max_request_pdu: self.max_request_pdu.max(64),
             max_request_memory: self.max_request_memory.max(self.max_request_pdu.max(64)),
+            max_response_memory: self.max_response_memory,
             max_response_pdu: self.max_response_pdu.max(64),
             max_own_connections: self.max_own_connections,
             spare_connections: self.spare_connections,

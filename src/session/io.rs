@@ -24,7 +24,11 @@ pub async fn run(
     let stream = stream.into();
     let tls = stream.is_tls();
     let (mut rd, wr) = stream.split();
-    let out = ClientOut::new(router.cfg.client_queue, router.cfg.client_queue_bytes);
+    let out = ClientOut::new(
+        router.cfg.client_queue,
+        router.cfg.client_queue_bytes,
+        router.response_memory.clone(),
+    );
     let done = CancellationToken::new();
     let mut pause = CancellationToken::new();
     let mut writer = tokio::spawn(writer(wr, out.clone(), done.clone(), pause.clone()));

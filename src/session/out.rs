@@ -91,9 +91,13 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl ClientOut {
-    pub fn new(max_pdus: usize, max_bytes: usize) -> Arc<ClientOut> {
+    pub(crate) fn new(
+        max_pdus: usize,
+        max_bytes: usize,
+        budget: Arc<crate::outbox::Budget>,
+    ) -> Arc<ClientOut> {
         Arc::new(ClientOut {
-            ob: Outbox::new(),
+            ob: Outbox::with_budget(budget),
             bound: Bound {
                 pdus: max_pdus.max(1),
                 bytes: max_bytes.max(1),

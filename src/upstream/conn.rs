@@ -431,6 +431,10 @@ impl Conn {
         self.stop.cancel();
         // The socket is closed: its port is no longer ours.
         drop(self.local.lock().unwrap_or_else(|p| p.into_inner()).take());
+        // Nor does it count as a client's own or a spare connection (one
+        // that was a spare may wait in its list until the list is next
+        // used).
+        drop(self.own.lock().unwrap_or_else(|p| p.into_inner()).take());
         let drained: Vec<(i32, Pending)> = self.lock().drain().collect();
         let name = &self.dsa.name;
         for (_, p) in drained {

@@ -577,6 +577,25 @@ async fn partition_with_no_dsa_reachable_is_unavailable() {
     }
 }
 
+/// A stalled client: a small receive buffer, one search of all of
+/// `ou=Bulk` under BIG (all attributes), and no reads.
+async fn stalled_bulk_search(addr: std::net::SocketAddr) -> Raw {
+    let sock = tokio::net::TcpSocket::new_v4().unwrap();
+    sock.set_recv_buffer_size(4096).unwrap();
+    let stream = within("connect", sock.connect(addr)).await.unwrap();
+    let mut raw = Raw::from_stream(stream);
+    raw.send(&encode(search_msg(
+        1,
+        &format!("ou=Bulk,{BIG}"),
+        LdapSearchScope::Subtree,
+        LdapFilter::Present("objectClass".into()),
+        &[],
+    )))
+    .await
+    .unwrap();
+    raw
+}
+
 // 8. A client that stops reading stalls nobody else, and memory stays
 // bounded.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -596,22 +615,7 @@ async fn stalled_client_does_not_stall_others_or_grow_memory() {
     }
     let rss_before = rss_kib();
 
-    // The stalled client: a small receive buffer, one big search (all
-    // attributes), and no reads.
-    let sock = tokio::net::TcpSocket::new_v4().unwrap();
-    sock.set_recv_buffer_size(4096).unwrap();
-    let stream = within("connect", sock.connect(h.addr)).await.unwrap();
-    let mut stalled = Raw::from_stream(stream);
-    stalled
-        .send(&encode(search_msg(
-            1,
-            &format!("ou=Bulk,{BIG}"),
-            LdapSearchScope::Subtree,
-            LdapFilter::Present("objectClass".into()),
-            &[],
-        )))
-        .await
-        .unwrap();
+    let mut stalled = stalled_bulk_search(h.addr).await;
 
     // The other client's base searches on the same DSA (the same shared
     // upstream connection: both are anonymous), from the moment the big
@@ -1332,6 +1336,58 @@ async fn a_client_that_never_reads_its_local_answers_holds_a_bounded_queue() {
         grown < 64 * 1024,
         "RSS grew by {grown} KiB for one client that does not read"
     );
+}
+
+/// Responses queued for all clients are bounded router-wide
+/// (`--max-response-memory`), not only per client: four clients that each
+/// start a 60,000-entry search and never read would queue megabytes each
+/// within their own bound (16 MiB); with a 512 KiB budget the total stays
+/// near it, and clients with a backlog whose responses would go over are
+/// disconnected (their searches abandoned upstream).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn responses_queued_for_all_clients_are_bounded_router_wide() {
+    let _heavy = HEAVY.lock().await;
+    const N: u64 = 60_000;
+    const BUDGET: usize = 512 * 1024;
+    let h = Builder::default()
+        .democorp(&["D1"])
+        .extra("B1", BIG, big_directory(BIG, "B1", N as usize))
+        .cfg(|c| c.max_response_memory = BUDGET)
+        .start()
+        .await;
+    let b1 = h.dsa("B1");
+    let mut stalled = Vec::new();
+    for _ in 0..4 {
+        stalled.push(stalled_bulk_search(h.addr).await);
+    }
+    // Until B1 has nothing more to send: every search abandoned by the
+    // router or sent whole.
+    let t0 = Instant::now();
+    let mut most = 0;
+    loop {
+        most = most.max(h.router.queued_response_bytes());
+        let abandoned = b1.stats.searches_abandoned();
+        let sent = b1.stats.entries_sent();
+        if abandoned + sent / (N + 1) >= 4 || t0.elapsed() > Duration::from_secs(20) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let disconnects = h.router.response_memory_disconnects();
+    assert!(
+        disconnects >= 1 && b1.stats.searches_abandoned() >= 1,
+        "no client was disconnected for the budget ({disconnects}; abandoned {}; most queued {most} bytes)",
+        b1.stats.searches_abandoned()
+    );
+    // Over by at most one response per client (an empty queue takes one).
+    assert!(
+        most <= BUDGET + 4 * 1024,
+        "{most} bytes queued for all clients, budget {BUDGET}"
+    );
+    // Others are served meanwhile and after.
+    let mut other = ldap(&h.url()).await;
+    assert_eq!(served_by(&mut other, BIG).await, "B1");
+    drop(stalled);
 }
 
 /// Clients that each send most of a large request and stop hold memory
