@@ -107,15 +107,30 @@ impl PartialEq for Dn {
 
 impl Eq for Dn {}
 
-impl std::hash::Hash for Dn {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        for rdn in &self.rdns {
+/// The key of the DN made of `rdns`.
+fn suffix_key(rdns: &[Rdn]) -> u64 {
+    use std::hash::Hasher;
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    Dn::hash_rdns(rdns, &mut h);
+    h.finish()
+}
+
+impl Dn {
+    fn hash_rdns<H: std::hash::Hasher>(rdns: &[Rdn], state: &mut H) {
+        use std::hash::Hash;
+        for rdn in rdns {
             for ava in &rdn.avas {
                 ava.norm_attr.hash(state);
                 ava.norm_value.hash(state);
             }
             0xffu8.hash(state);
         }
+    }
+}
+
+impl std::hash::Hash for Dn {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        Dn::hash_rdns(&self.rdns, state);
     }
 }
 
@@ -141,6 +156,17 @@ impl Dn {
     /// RDNs, leaf first.
     pub fn rdns(&self) -> &[Rdn] {
         &self.rdns
+    }
+
+    /// A hash of the DN that equal DNs share (as [`Hash`] hashes it).
+    pub fn key(&self) -> u64 {
+        suffix_key(&self.rdns)
+    }
+
+    /// [`Dn::key`] of the DN itself, then of each ancestor up to the
+    /// root (deepest first).
+    pub fn ancestor_keys(&self) -> impl Iterator<Item = u64> + '_ {
+        (0..=self.rdns.len()).map(move |k| suffix_key(&self.rdns[k..]))
     }
 
     /// True when `self` is `other` or one of its ancestors.

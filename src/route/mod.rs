@@ -94,9 +94,15 @@ pub struct Table {
     /// Sorted by prefix depth, deepest first, so the first match is the
     /// longest prefix.
     partitions: Vec<Partition>,
+    /// With many partitions: their indexes by [`Dn::key`] of their prefix,
+    /// so that a lookup costs a hash per level of the DN, not a scan.
+    index: Option<std::collections::HashMap<u64, Vec<usize>>>,
     /// The router's own DSA, never a target.
     pub router: Option<DsaIdx>,
 }
+
+/// Above this many partitions, lookups use the index.
+const INDEXED: usize = 32;
 
 impl Table {
     /// Build the table. `router` names the router's own block, if any.
@@ -180,8 +186,16 @@ impl Table {
             }
         }
         partitions.sort_by_key(|p| std::cmp::Reverse(p.prefix.depth()));
+        let index = (partitions.len() > INDEXED).then(|| {
+            let mut ix: std::collections::HashMap<u64, Vec<usize>> = Default::default();
+            for (i, p) in partitions.iter().enumerate() {
+                ix.entry(p.prefix.key()).or_default().push(i);
+            }
+            ix
+        });
         Ok(Table {
             partitions,
+            index,
             router: router_idx,
         })
     }
@@ -211,19 +225,35 @@ impl Table {
     /// a horizontal partition, the slot of the RDN just below the prefix
     /// (the prefix entry itself: slot 0).
     pub fn lookup(&self, dn: &Dn) -> Lookup<'_> {
-        match self
-            .partitions
-            .iter()
-            .find(|p| p.prefix.is_ancestor_or_self_of(dn))
-        {
+        let longest = match &self.index {
+            None => self
+                .partitions
+                .iter()
+                .find(|p| p.prefix.is_ancestor_or_self_of(dn)),
+            // The deepest ancestor (or the DN) that is a prefix; the first
+            // partition of that prefix, as the scan finds it.
+            Some(ix) => dn.ancestor_keys().find_map(|k| {
+                ix.get(&k)?
+                    .iter()
+                    .map(|&i| &self.partitions[i])
+                    .find(|p| p.prefix.is_ancestor_or_self_of(dn))
+            }),
+        };
+        match longest {
             Some(p) if p.hash.is_some() => {
                 let want = self.slot_of(p, dn).unwrap_or(0);
-                let slot = self
-                    .partitions
-                    .iter()
-                    .find(|q| {
-                        q.prefix == p.prefix && q.hash.as_ref().is_some_and(|h| h.slot == want)
-                    })
+                let same_prefix: Box<dyn Iterator<Item = &Partition>> = match &self.index {
+                    None => Box::new(self.partitions.iter()),
+                    Some(ix) => Box::new(
+                        ix.get(&p.prefix.key())
+                            .into_iter()
+                            .flatten()
+                            .map(|&i| &self.partitions[i]),
+                    ),
+                };
+                let slot = same_prefix
+                    .filter(|q| q.prefix == p.prefix)
+                    .find(|q| q.hash.as_ref().is_some_and(|h| h.slot == want))
                     .unwrap_or(p);
                 Lookup::Partition(slot)
             }
@@ -439,5 +469,73 @@ mod tests {
         assert!(spans(&t, "c=AU", 1)
             .iter()
             .all(|(p, _, _)| !p.contains("DEEP")));
+    }
+
+    /// Many partitions: nested organisations, units under some, and a
+    /// horizontal partition (three slots) under one.
+    fn many() -> String {
+        let mut k = String::new();
+        let mut dsa = |name: String, prefix: String| {
+            k.push_str(&format!(
+                "set dsa \"{name}\" = {{\n prefix = {prefix}\n address = tcp \"h\" port 1\n}};\n"
+            ));
+        };
+        for o in 0..30 {
+            dsa(format!("O{o}"), format!("<c AU><o O{o}>"));
+            if o % 3 == 0 {
+                for u in 0..3 {
+                    dsa(format!("O{o}U{u}"), format!("<c AU><o O{o}><ou U{u}>"));
+                }
+            }
+        }
+        for slot in 0..3 {
+            dsa(
+                format!("H{slot}"),
+                format!("<c AU><o O1><ou People><uid \"[hash1(3)={slot}]\">"),
+            );
+        }
+        dsa("NZ".into(), "<c NZ>".into());
+        k
+    }
+
+    /// What a lookup found, comparable across tables.
+    fn found(t: &Table, dn: &Dn) -> Vec<String> {
+        match t.lookup(dn) {
+            Lookup::Partition(p) => vec![p.key.clone()],
+            Lookup::NoPartition { below } => {
+                let mut v: Vec<String> = below.iter().map(|p| format!("below {}", p.key)).collect();
+                v.sort();
+                v
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// With many partitions the lookup goes by the index; it finds
+        /// exactly what scanning every partition finds.
+        #[test]
+        fn the_indexed_lookup_finds_what_the_scan_finds(
+            c in proptest::sample::select(vec!["AU", "au", "NZ", "UK"]),
+            o in proptest::option::of(0..34u32),
+            ou in proptest::option::of(proptest::sample::select(vec!["U0", "u1", "U2", "U7", "People"])),
+            uid in proptest::option::of("[a-z]{1,6}"),
+            cn in proptest::option::of("[a-z]{1,3}"),
+        ) {
+            let text = many();
+            let snap = load_from(Path::new("r.dxg"), &Memory::default().with("r.dxg", &text))
+                .expect("knowledge loads");
+            let indexed = Table::build(&snap, None).expect("table");
+            proptest::prop_assert!(indexed.index.is_some());
+            let mut scan = Table::build(&snap, None).expect("table");
+            scan.index = None;
+            let mut parts = Vec::new();
+            if let Some(cn) = cn { parts.push(format!("cn={cn}")); }
+            if let Some(u) = uid { parts.push(format!("uid={u}")); }
+            if let Some(u) = ou { parts.push(format!("ou={u}")); }
+            if let Some(o) = o { parts.push(format!("o=O{o}")); }
+            parts.push(format!("c={c}"));
+            let dn = Dn::parse_ldap(&parts.join(",")).expect("dn");
+            proptest::prop_assert_eq!(found(&indexed, &dn), found(&scan, &dn), "{}", dn);
+        }
     }
 }
