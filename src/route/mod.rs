@@ -242,19 +242,19 @@ impl Table {
         match longest {
             Some(p) if p.hash.is_some() => {
                 let want = self.slot_of(p, dn).unwrap_or(0);
-                let same_prefix: Box<dyn Iterator<Item = &Partition>> = match &self.index {
-                    None => Box::new(self.partitions.iter()),
-                    Some(ix) => Box::new(
-                        ix.get(&p.prefix.key())
-                            .into_iter()
-                            .flatten()
-                            .map(|&i| &self.partitions[i]),
-                    ),
+                let is_slot = |q: &&Partition| {
+                    q.prefix == p.prefix && q.hash.as_ref().is_some_and(|h| h.slot == want)
                 };
-                let slot = same_prefix
-                    .filter(|q| q.prefix == p.prefix)
-                    .find(|q| q.hash.as_ref().is_some_and(|h| h.slot == want))
-                    .unwrap_or(p);
+                let slot = match &self.index {
+                    None => self.partitions.iter().find(is_slot),
+                    Some(ix) => ix
+                        .get(&p.prefix.key())
+                        .into_iter()
+                        .flatten()
+                        .map(|&i| &self.partitions[i])
+                        .find(is_slot),
+                }
+                .unwrap_or(p);
                 Lookup::Partition(slot)
             }
             Some(p) => Lookup::Partition(p),

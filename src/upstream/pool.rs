@@ -267,11 +267,6 @@ impl Pool {
         self.slots().filter_map(Slot::live)
     }
 
-    /// Spare connections held now.
-    pub fn spares(&self) -> usize {
-        self.spares.held()
-    }
-
     /// Close the shared and spare connections (DSA removed or
     /// readdressed).
     pub fn close(&self) {

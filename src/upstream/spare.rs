@@ -91,12 +91,4 @@ impl Spares {
             }
         }
     }
-
-    /// Spares held now, all workers.
-    pub(crate) fn held(&self) -> usize {
-        self.per_worker
-            .iter()
-            .map(|w| w.lock().unwrap_or_else(|p| p.into_inner()).len())
-            .sum()
-    }
 }
