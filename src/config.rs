@@ -160,6 +160,7 @@ impl Config {
             connect_timeout: self.connect_timeout,
             op_timeout: self.op_timeout,
             op_total_timeout: self.op_total_timeout,
+            bind_timeout: self.bind_timeout.min(self.op_timeout),
             max_response_pdu: self.max_response_pdu,
             fall: self.health.as_ref().map(|h| h.fall).unwrap_or(3),
             max_own_connections: self.max_own_connections,
@@ -282,6 +283,9 @@ pub struct Limits {
     pub op_timeout: Duration,
     /// Cap on an operation's whole time (zero: none).
     pub op_total_timeout: Duration,
+    /// How long a bind the router makes (its own, or a client's replayed)
+    /// waits for its DSA.
+    pub bind_timeout: Duration,
     pub max_response_pdu: usize,
     /// Health `fall`: an operation timeout counts as a failed probe.
     pub fall: u32,

@@ -110,6 +110,7 @@ pub(crate) async fn run(
                             let lim = crate::config::Limits {
                                 connect_timeout: cfg.timeout,
                                 op_timeout: cfg.timeout,
+                                bind_timeout: cfg.timeout,
                                 ..limits
                             };
                             pool::connect_bound(&st, &addrs, bind.as_ref(), lim, tls.as_ref()).await

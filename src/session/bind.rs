@@ -328,8 +328,9 @@ impl Session {
         if let Some(s) = self.sasl.take() {
             s.conn.close();
         }
-        for (_, c) in self.private.drain() {
-            c.release();
-        }
+        // Operations of the old identity still placing (a read going to
+        // another DSA) hold the old map: closed, it opens nothing more.
+        self.private.release_all();
+        self.private = Default::default();
     }
 }

@@ -12,13 +12,15 @@
 //! connection; a bound client on the router's shared connection with the
 //! proxied-authorization control where the DSA trusts conveyed originators,
 //! otherwise (or when it must keep a connection of its own) on a connection
-//! of its own bound by replaying its bind. Re-sends use shared connections
-//! only.
+//! of its own bound by replaying its bind, opened in a task of its own
+//! while the operation waits ([`super::own`]). Re-sends use shared
+//! connections only.
 //!
 //! (Over 500 lines by design: the choice, the slot, the connection and the
 //! submission, and the re-send that goes through them again, are one path
 //! that is easier to check whole.)
 
+use super::own::{Have, Opening, Outcome, Own};
 use super::{Bound, Identity};
 use crate::context::{Context, Routing};
 use crate::dn::Dn;
@@ -33,7 +35,7 @@ use crate::upstream::pending::{Pending, Sink};
 use crate::upstream::pool::Pool;
 use crate::wire::frame::{self, Header};
 use bytes::Bytes;
-use std::collections::HashMap;
+use futures::FutureExt;
 use std::sync::{Arc, Weak};
 
 /// Attempts per operation, the first included.
@@ -53,7 +55,7 @@ pub(super) enum Via<'s> {
     /// authorization control).
     Client {
         identity: &'s Identity,
-        own: &'s mut HashMap<String, Arc<Conn>>,
+        own: &'s Arc<Own>,
         own_conn: bool,
     },
 }
@@ -88,7 +90,7 @@ impl super::Session {
     pub(super) fn via(&mut self, own_conn: bool) -> Via<'_> {
         Via::Client {
             identity: &self.identity,
-            own: &mut self.private,
+            own: &self.private,
             own_conn,
         }
     }
@@ -119,7 +121,7 @@ pub(super) struct Placed {
 /// `Err` means nothing was built: the caller answers. Once built, the
 /// operation is answered through its delivery whatever happens.
 pub(super) async fn place(
-    routing: &Routing,
+    routing: &Arc<Routing>,
     p: &Partition,
     want: Want,
     mut via: Via<'_>,
@@ -196,9 +198,14 @@ pub(super) async fn place(
         };
         let pool = &routing.pools[dsa];
         let name = &routing.snap.dsas[dsa].name;
+        let mut opening = None;
         let (conn, proxy, shared) = match connection(&mut via, pool, name).await {
             Ok((Got::Now(c), proxy, shared)) => (Some(c), proxy, shared),
             Ok((Got::Later, proxy, shared)) => (None, proxy, shared),
+            Ok((Got::Queued(o), proxy, shared)) => {
+                opening = Some(o);
+                (None, proxy, shared)
+            }
             Err(Next::Fail(e)) => return Err(e),
             Err(Next::Skip(e)) => {
                 tracing::warn!(dsa = %name, error = %e, "cannot reach DSA; trying the next target");
@@ -250,6 +257,59 @@ pub(super) async fn place(
             Some((b, mh)) => (&b[..], mh),
             None => (pdu, *h),
         };
+        if let Some(o) = opening {
+            // The client's own connection to the DSA is being opened: the
+            // operation waits for it behind the client's earlier ones
+            // there, without holding up its others. A read that cannot
+            // have it goes to the next DSA, as it would have inline.
+            let again = match (&via, is_write) {
+                (
+                    Via::Client {
+                        identity,
+                        own,
+                        own_conn,
+                    },
+                    false,
+                ) => routing
+                    .table
+                    .partitions()
+                    .iter()
+                    .position(|q| std::ptr::eq(q, p))
+                    .map(|part| Again {
+                        routing: routing.clone(),
+                        part,
+                        identity: (*identity).clone(),
+                        own: (*own).clone(),
+                        own_conn: *own_conn,
+                        tried: placed.tried.clone(),
+                    }),
+                _ => None,
+            };
+            let (pdu, name) = (Bytes::copy_from_slice(pdu), name.clone());
+            o.enqueue(Box::new(move |outcome| match outcome {
+                Outcome::Open(conn) => {
+                    submit(conn, pending, &pdu, &h, control.as_deref(), delivery, &name);
+                }
+                Outcome::Failed(e) => match (refusal(&name, e.clone()), again) {
+                    (Next::Skip(e), Some(a)) => a.elsewhere(pending, dsa, &name, pdu, h, e),
+                    (Next::Skip(e), None) => pending.fail(
+                        &name,
+                        Error::new(Kind::Unreachable, format!("DSA {name}: {e}")),
+                    ),
+                    (Next::Fail(e), _) => pending.fail(&name, e),
+                },
+                Outcome::Dropped => pending.fail(
+                    &name,
+                    Error::new(
+                        Kind::ConnectionLost { write: is_write },
+                        format!(
+                            "the client bound again or left before its connection to DSA {name} was open"
+                        ),
+                    ),
+                ),
+            }));
+            return Ok(placed);
+        }
         let Some(conn) = placed.conn.clone() else {
             // The DSA's shared connection is being made: send once it is,
             // in a task of its own, so that a DSA slow to accept or to
@@ -326,10 +386,13 @@ fn submit(
     }
 }
 
-/// A connection had at once, or one being made (shared connections only).
+/// A connection had at once, or one being made.
 enum Got {
     Now(Arc<Conn>),
+    /// A shared connection being made.
     Later,
+    /// The client's own connection being opened.
+    Queued(Arc<Opening>),
 }
 
 /// Why a DSA's connection could not be had.
@@ -344,7 +407,7 @@ enum Next {
 /// shared).
 async fn connection(
     via: &mut Via<'_>,
-    pool: &Pool,
+    pool: &Arc<Pool>,
     name: &str,
 ) -> Result<(Got, Option<String>, bool), Next> {
     // A shared connection open now, else one to be made after placing.
@@ -371,11 +434,14 @@ async fn connection(
             own,
             own_conn,
         } => {
+            if own.closed() {
+                // An operation of an identity that has ended (a read
+                // going to another DSA after the client bound again).
+                return Err(Next::Fail(super::own::left()));
+            }
             // A SASL identity is used where it was made, on its DSA.
             let sasl_here = matches!(&**identity, Identity::Bound(Bound { bind: None, .. }))
-                && own
-                    .get(&name.to_ascii_lowercase())
-                    .is_some_and(|c| c.is_alive());
+                && own.has(&name.to_ascii_lowercase());
             let got = match (&**identity, *own_conn) {
                 (Identity::Anonymous, false) => Ok((shared(false), None, true)),
                 // An identity the router does not know (a SASL bind whose
@@ -385,21 +451,28 @@ async fn connection(
                 {
                     Ok((shared(true), Some(b.authz.clone()), true))
                 }
-                (identity, _) => own_connection(identity, own, name, pool)
-                    .await
-                    .map(|c| (Got::Now(c), None, false)),
+                (identity, _) => {
+                    own_connection(identity, own, name, pool).map(|g| (g, None, false))
+                }
             };
-            got.map_err(|e| match e {
-                Error {
-                    kind: Kind::BindRefused(code),
-                    text,
-                } => Next::Fail(Error::new(
-                    Kind::BindRefused(code),
-                    format!("your identity could not be established on DSA {name} ({text}, result {code})"),
-                )),
-                e => skip_unless_busy(e),
-            })
+            got.map_err(|e| refusal(name, e))
         }
+    }
+}
+
+/// What a failure to have the client's connection to DSA `name` means: a
+/// refused identity ends the operation, like a DSA at its limit of
+/// clients' own connections; any other failure skips the DSA.
+fn refusal(name: &str, e: Error) -> Next {
+    match e {
+        Error {
+            kind: Kind::BindRefused(code),
+            text,
+        } => Next::Fail(Error::new(
+            Kind::BindRefused(code),
+            format!("your identity could not be established on DSA {name} ({text}, result {code})"),
+        )),
+        e => skip_unless_busy(e),
     }
 }
 
@@ -414,31 +487,114 @@ fn skip_unless_busy(e: Error) -> Next {
 }
 
 /// The client's own connection to a DSA, bound as the client (a simple
-/// bind replayed; a SASL identity only where it was made).
-async fn own_connection(
+/// bind replayed; a SASL identity only where it was made): open, or being
+/// opened in a task of its own.
+fn own_connection(
     identity: &Identity,
-    own: &mut HashMap<String, Arc<Conn>>,
+    own: &Arc<Own>,
     name: &str,
-    pool: &Pool,
-) -> Result<Arc<Conn>, Error> {
-    let key = name.to_ascii_lowercase();
-    if let Some(c) = own.get(&key).filter(|c| c.is_alive()) {
-        return Ok(c.clone());
-    }
-    let bind = match identity {
-        Identity::Bound(Bound { bind: Some(b), .. }) => Some(b),
-        Identity::Bound(_) => {
-            // SASL: the identity lives on the connection it was made on.
-            return Err(Error::new(
-                Kind::BindRefused(48),
-                format!("a SASL identity cannot be carried to DSA {name} on a connection of its own; bind with a simple bind for operations there"),
-            ));
+    pool: &Arc<Pool>,
+) -> Result<Got, Error> {
+    let have = own.get_or_open(&name.to_ascii_lowercase(), pool, || match identity {
+        Identity::Bound(Bound { bind: Some(b), .. }) => Ok(Some(b.clone())),
+        // SASL: the identity lives on the connection it was made on.
+        Identity::Bound(_) => Err(Error::new(
+            Kind::BindRefused(48),
+            format!("a SASL identity cannot be carried to DSA {name} on a connection of its own; bind with a simple bind for operations there"),
+        )),
+        Identity::Anonymous => Ok(None),
+    })?;
+    Ok(match have {
+        Have::Open(c) => Got::Now(c),
+        Have::Opening(o) => Got::Queued(o),
+    })
+}
+
+/// What a read waiting for the client's own connection to a DSA needs to
+/// go to the next DSA of its partition when that connection cannot be
+/// opened.
+struct Again {
+    routing: Arc<Routing>,
+    /// Its partition, by index in the routing table.
+    part: usize,
+    identity: Identity,
+    own: Arc<Own>,
+    own_conn: bool,
+    /// DSAs already tried.
+    tried: Vec<usize>,
+}
+
+impl Again {
+    /// Place `p` (failed on DSA `failed`, `name`, with `why`) on the next
+    /// DSA, as [`place`] would have had the connection failed inline.
+    /// Placing on a client's connections does not wait (a connection not
+    /// open yet is waited for by the operation, not here), so it is done
+    /// at once: reads that waited together keep their order. Were it ever
+    /// to wait, it goes on in a task of its own.
+    fn elsewhere(
+        self,
+        mut p: Pending,
+        failed: usize,
+        name: &str,
+        pdu: Bytes,
+        h: Header,
+        why: Error,
+    ) {
+        tracing::warn!(dsa = %name, error = %why, "cannot reach DSA; trying the next target");
+        p._guard = None;
+        let mut moved = Some(p);
+        let placed = self.place(failed, &mut moved, &pdu, &h).now_or_never();
+        match (placed, moved) {
+            (Some(Err(e)), Some(p)) => p.fail("", e),
+            (None, Some(p)) => {
+                tokio::spawn(async move {
+                    let mut moved = Some(p);
+                    if let (Err(e), Some(p)) =
+                        (self.place(failed, &mut moved, &pdu, &h).await, moved)
+                    {
+                        p.fail("", e);
+                    }
+                });
+            }
+            // Placed, or built and answered through its delivery.
+            _ => {}
         }
-        Identity::Anonymous => None,
-    };
-    let c = pool.private(bind).await?;
-    own.insert(key, c.clone());
-    Ok(c)
+    }
+
+    /// Place the pending operation in `moved` on a DSA of its partition
+    /// not tried yet (nor `failed`); it stays in `moved` when it was not
+    /// built.
+    async fn place(
+        &self,
+        failed: usize,
+        moved: &mut Option<Pending>,
+        pdu: &[u8],
+        h: &Header,
+    ) -> Result<Placed, Error> {
+        let Some(partition) = self.routing.table.partitions().get(self.part) else {
+            return Err(Error::router(
+                Kind::Unavailable,
+                "dsa-router: no such partition".into(),
+            ));
+        };
+        let mut tried = self.tried.clone();
+        tried.push(failed);
+        let want = Want {
+            is_write: false,
+            sticky: None,
+            tried,
+            group_of: None,
+        };
+        let via = Via::Client {
+            identity: &self.identity,
+            own: &self.own,
+            own_conn: self.own_conn,
+        };
+        place(&self.routing, partition, want, via, pdu, h, |_| {
+            moved.take().unwrap_or_else(|| Pending::new(Sink::Detached))
+        })
+        .await
+    }
 }
 
 /// What a read needs to be sent again (spec 3.4, 5): a search or compare

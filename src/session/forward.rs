@@ -123,7 +123,7 @@ impl Session {
         let sasl_home = match &self.identity {
             super::Identity::Bound(b) if b.bind.is_none() => p.order.iter().copied().find(|&i| {
                 self.private
-                    .contains_key(&routing.snap.dsas[i].name.to_ascii_lowercase())
+                    .has(&routing.snap.dsas[i].name.to_ascii_lowercase())
                     && routing.states.0[i].status().eligible()
             }),
             _ => None,

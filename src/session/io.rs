@@ -37,7 +37,7 @@ pub async fn run(
         peer,
         out: out.clone(),
         identity: Identity::Anonymous,
-        private: HashMap::new(),
+        private: Default::default(),
         state_dsa: HashMap::new(),
         sasl: None,
         affinity: HashMap::new(),
@@ -191,9 +191,7 @@ pub async fn run(
     drop(counted);
     drop(buf);
     out.abandon_all();
-    for (_, c) in s.private.drain() {
-        c.release();
-    }
+    s.private.release_all();
     if let Some(step) = s.sasl.take() {
         step.conn.close();
     }

@@ -21,6 +21,7 @@ mod forward;
 mod io;
 mod local;
 pub mod out;
+mod own;
 mod sasl;
 mod spanning;
 
@@ -28,7 +29,6 @@ pub use io::run;
 
 use crate::context::Context;
 use crate::metrics::Refusal;
-use crate::upstream::conn::Conn;
 use crate::upstream::pool::BindPdu;
 use crate::wire::frame::{self};
 use crate::wire::request::{self, Op, Request};
@@ -41,6 +41,7 @@ use std::sync::Arc;
 use tracing::Instrument;
 
 /// Who the client is.
+#[derive(Clone)]
 enum Identity {
     Anonymous,
     /// Bound; the bind PDU is kept (in memory only) to replay it.
@@ -48,6 +49,7 @@ enum Identity {
 }
 
 /// A bound client.
+#[derive(Clone)]
 struct Bound {
     /// Its DN: a simple bind's name; after SASL, the DN the DSA
     /// established (empty when the DSA named no DN).
@@ -84,8 +86,9 @@ struct Session {
     peer: SocketAddr,
     out: Arc<ClientOut>,
     identity: Identity,
-    /// Connections of the client's own, by DSA name (lower case).
-    private: HashMap<String, Arc<Conn>>,
+    /// Connections of the client's own, by DSA name (lower case), open
+    /// or being opened.
+    private: Arc<own::Own>,
     /// The DSA that holds this client's per-connection state (paged
     /// searches, VLV, transactions), by partition.
     state_dsa: HashMap<String, String>,

@@ -910,6 +910,7 @@ mod tests {
             connect_timeout: Duration::from_secs(1),
             op_timeout,
             op_total_timeout: Duration::ZERO,
+            bind_timeout: op_timeout,
             max_response_pdu: 1 << 20,
             fall: 3,
             max_own_connections: 0,

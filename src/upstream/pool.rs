@@ -228,7 +228,11 @@ impl Pool {
                 }
                 // Lost meanwhile (the DSA closed it while it was idle):
                 // another spare, or a new connection.
-                Err(_) => c.close(),
+                Err(e) if matches!(e.kind, Kind::ConnectionLost { .. }) => c.close(),
+                Err(e) => {
+                    c.close();
+                    return Err(self.bind_failed(e));
+                }
             }
         }
         let c = connect_bound(
@@ -238,10 +242,24 @@ impl Pool {
             self.limits,
             self.tls.as_ref(),
         )
-        .await?;
+        .await
+        .map_err(|e| self.bind_failed(e))?;
         c.count_as_own(reserved);
         c.belongs_to(&self.spares);
         Ok(c)
+    }
+
+    /// A client's replayed bind failed with `e`: a DSA that did not answer
+    /// it counts a failed probe, as for the client's own bind (spec 3.4).
+    fn bind_failed(&self, e: Error) -> Error {
+        if matches!(e.kind, Kind::Timeout { .. }) {
+            let why = format!(
+                "a replayed bind timed out after {} s",
+                self.limits.bind_timeout.as_secs_f32()
+            );
+            self.dsa.probe_failed(&why, self.limits.fall);
+        }
+        e
     }
 
     /// Wait (up to `grace`) for the shared connections' operations to
@@ -310,7 +328,7 @@ async fn bind_on(
     bind: &BindPdu,
     limits: Limits,
 ) -> Result<(), Error> {
-    let resp = request(conn, &bind.pdu, limits.op_timeout).await?;
+    let resp = request(conn, &bind.pdu, limits.bind_timeout).await?;
     let h = frame::header(&resp).map_err(|e| Error::new(Kind::BadResponse, e.to_string()))?;
     match crate::wire::response::result_code(&resp, &h).unwrap_or(80) {
         0 => Ok(()),

@@ -1188,6 +1188,80 @@ async fn a_silent_dsa_does_not_hold_up_the_clients_other_reads() {
     waiting.abort();
 }
 
+/// No head-of-line blocking on a client's own connections either: with
+/// every bound client on connections of its own, a read of EXTRA, whose
+/// first DSA accepts connections but never answers (the replay of the
+/// client's bind there hangs), does not hold up the client's next read of
+/// DEMOCORP; a second read of EXTRA waits behind the first for the same
+/// connection; when the bind times out both go to the next DSA and are
+/// answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_dsa_does_not_hold_up_reads_on_the_clients_own_connections() {
+    const EXTRA: &str = "o=Extra,c=AU";
+    // Both EXTRA DSAs know alice (her DEMOCORP entry), so her bind can be
+    // replayed there.
+    let extra = |n: &str| {
+        let ldif = format!(
+            "{}dn: {EXTRA}\nobjectClass: top\nobjectClass: organization\no: Extra\ndescription: {n}\n\n",
+            dsa_testdsa::seed_ldif(DEMOCORP, n)
+        );
+        dsa_testdsa::Directory::from_ldif(&ldif).expect("LDIF")
+    };
+    let bind_timeout = Duration::from_secs(3);
+    let h = Builder::default()
+        .democorp(&["D1"])
+        .extra("X1", EXTRA, extra("X1"))
+        .extra("X2", EXTRA, extra("X2"))
+        .cfg(|c| {
+            c.health = None;
+            c.own_connection = dsa_router::config::OwnConnection::Always;
+            c.bind_timeout = bind_timeout;
+        })
+        .start()
+        .await;
+    h.dsa("X1").faults.set_blackhole(true);
+    let alice = bound(&h.url(), ALICE, "alicepw").await;
+    let (rc, _, text) = sees(&mut alice.clone(), DEMOCORP, Scope::Base).await;
+    assert_eq!(rc, 0, "{text}");
+    let extra_read = |mut l: ldap3::Ldap| async move {
+        let t0 = Instant::now();
+        let r = l
+            .search(EXTRA, Scope::Base, "(objectClass=*)", vec!["description"])
+            .await
+            .unwrap()
+            .success()
+            .map(|(es, _)| {
+                es.into_iter()
+                    .flat_map(|e| SearchEntry::construct(e).attrs.remove("description"))
+                    .flatten()
+                    .collect::<Vec<_>>()
+            });
+        (t0.elapsed(), r)
+    };
+    let first = tokio::spawn(extra_read(alice.clone()));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let second = tokio::spawn(extra_read(alice.clone()));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let t0 = Instant::now();
+    let (rc, found, text) = sees(&mut alice.clone(), DEMOCORP, Scope::Base).await;
+    let took = t0.elapsed();
+    assert_eq!((rc, found.len()), (0, 1), "{text}");
+    assert!(
+        took < Duration::from_secs(1),
+        "the DEMOCORP read waited {took:?} behind the EXTRA reads"
+    );
+    let (took1, r1) = first.await.unwrap();
+    let (_, r2) = second.await.unwrap();
+    assert_eq!(r1.expect("first EXTRA read"), vec!["X2".to_string()]);
+    assert_eq!(r2.expect("second EXTRA read"), vec!["X2".to_string()]);
+    assert!(
+        took1 >= bind_timeout - Duration::from_millis(100)
+            && took1 < bind_timeout + Duration::from_secs(2),
+        "the first EXTRA read took {took1:?}: not sent on once X1's bind timed out"
+    );
+    assert!(h.dsa("X1").stats.connections() >= 1, "X1 was never tried");
+}
+
 /// Bound clients on DSAs that trust the router share its connection: their
 /// bind connections are not kept, so 30 idle bound clients hold no DSA
 /// connection each.
