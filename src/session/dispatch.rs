@@ -70,6 +70,9 @@ pub(super) struct Want {
     pub tried: Vec<usize>,
     /// Only a DSA of the group this one belongs to (hedges).
     pub group_of: Option<usize>,
+    /// The caller records the DSA it is placed on (state the DSA keeps
+    /// per connection): once placed, it is never moved to another.
+    pub pinned: bool,
 }
 
 impl Want {
@@ -80,6 +83,7 @@ impl Want {
             sticky,
             tried: Vec::new(),
             group_of: None,
+            pinned: false,
         }
     }
 }
@@ -134,6 +138,7 @@ pub(super) async fn place(
         sticky,
         mut tried,
         group_of,
+        pinned,
     } = want;
     let mut races = 0;
     loop {
@@ -250,6 +255,9 @@ pub(super) async fn place(
             _ => None,
         };
         let control = placed.proxy.as_deref().map(frame::proxy_authz_control);
+        // The client's request, as it came (a read sent on elsewhere goes
+        // with the DNs of its own, not of this DSA's native tree).
+        let (original, original_h) = (pdu, *h);
         let (pdu, h) = match mapped
             .as_ref()
             .and_then(|b| Some((b, frame::header(b).ok()?)))
@@ -262,7 +270,7 @@ pub(super) async fn place(
             // operation waits for it behind the client's earlier ones
             // there, without holding up its others. A read that cannot
             // have it goes to the next DSA, as it would have inline.
-            let again = match (&via, is_write) {
+            let again = match (&via, is_write || pinned) {
                 (
                     Via::Client {
                         identity,
@@ -282,6 +290,8 @@ pub(super) async fn place(
                         own: (*own).clone(),
                         own_conn: *own_conn,
                         tried: placed.tried.clone(),
+                        pdu: Bytes::copy_from_slice(original),
+                        h: original_h,
                     }),
                 _ => None,
             };
@@ -291,7 +301,7 @@ pub(super) async fn place(
                     submit(conn, pending, &pdu, &h, control.as_deref(), delivery, &name);
                 }
                 Outcome::Failed(e) => match (refusal(&name, e.clone()), again) {
-                    (Next::Skip(e), Some(a)) => a.elsewhere(pending, dsa, &name, pdu, h, e),
+                    (Next::Skip(e), Some(a)) => a.elsewhere(pending, dsa, &name, e),
                     (Next::Skip(e), None) => pending.fail(
                         &name,
                         Error::new(Kind::Unreachable, format!("DSA {name}: {e}")),
@@ -417,7 +427,10 @@ async fn connection(
     };
     match via {
         Via::Fresh => {
-            let c = pool.private(None).await.map_err(skip_unless_busy)?;
+            let c = pool
+                .private(crate::upstream::pool::Own::ForBind)
+                .await
+                .map_err(skip_unless_busy)?;
             Ok((Got::Now(c), None, false))
         }
         Via::Shared(proxy) => {
@@ -522,6 +535,9 @@ struct Again {
     own_conn: bool,
     /// DSAs already tried.
     tried: Vec<usize>,
+    /// The client's request, as it came.
+    pdu: Bytes,
+    h: Header,
 }
 
 impl Again {
@@ -531,27 +547,21 @@ impl Again {
     /// open yet is waited for by the operation, not here), so it is done
     /// at once: reads that waited together keep their order. Were it ever
     /// to wait, it goes on in a task of its own.
-    fn elsewhere(
-        self,
-        mut p: Pending,
-        failed: usize,
-        name: &str,
-        pdu: Bytes,
-        h: Header,
-        why: Error,
-    ) {
+    fn elsewhere(self, mut p: Pending, failed: usize, name: &str, why: Error) {
         tracing::warn!(dsa = %name, error = %why, "cannot reach DSA; trying the next target");
         p._guard = None;
+        // The failed DSA's native tree is not the next one's.
+        if let Some(e) = p.extra.as_mut() {
+            e.map = None;
+        }
         let mut moved = Some(p);
-        let placed = self.place(failed, &mut moved, &pdu, &h).now_or_never();
+        let placed = self.place(failed, &mut moved).now_or_never();
         match (placed, moved) {
             (Some(Err(e)), Some(p)) => p.fail("", e),
             (None, Some(p)) => {
                 tokio::spawn(async move {
                     let mut moved = Some(p);
-                    if let (Err(e), Some(p)) =
-                        (self.place(failed, &mut moved, &pdu, &h).await, moved)
-                    {
+                    if let (Err(e), Some(p)) = (self.place(failed, &mut moved).await, moved) {
                         p.fail("", e);
                     }
                 });
@@ -564,13 +574,7 @@ impl Again {
     /// Place the pending operation in `moved` on a DSA of its partition
     /// not tried yet (nor `failed`); it stays in `moved` when it was not
     /// built.
-    async fn place(
-        &self,
-        failed: usize,
-        moved: &mut Option<Pending>,
-        pdu: &[u8],
-        h: &Header,
-    ) -> Result<Placed, Error> {
+    async fn place(&self, failed: usize, moved: &mut Option<Pending>) -> Result<Placed, Error> {
         let Some(partition) = self.routing.table.partitions().get(self.part) else {
             return Err(Error::router(
                 Kind::Unavailable,
@@ -584,15 +588,22 @@ impl Again {
             sticky: None,
             tried,
             group_of: None,
+            pinned: false,
         };
         let via = Via::Client {
             identity: &self.identity,
             own: &self.own,
             own_conn: self.own_conn,
         };
-        place(&self.routing, partition, want, via, pdu, h, |_| {
-            moved.take().unwrap_or_else(|| Pending::new(Sink::Detached))
-        })
+        place(
+            &self.routing,
+            partition,
+            want,
+            via,
+            &self.pdu,
+            &self.h,
+            |_| moved.take().unwrap_or_else(|| Pending::new(Sink::Detached)),
+        )
         .await
     }
 }
@@ -680,6 +691,7 @@ impl Retry {
                 None
             },
             tried,
+            pinned: false,
         };
         if !self.hedge {
             tracing::info!(tried = ?self.tried, "re-sending a read to the next target");

@@ -149,7 +149,11 @@ impl Session {
             resp_tag: req.op.response_tag().unwrap_or(0x78),
             rebind,
         });
-        let want = dispatch::Want::first(is_write, sticky);
+        let want = dispatch::Want {
+            // Its DSA is recorded as the one holding the state.
+            pinned: needs.sticky,
+            ..dispatch::Want::first(is_write, sticky)
+        };
         let metrics = router.metrics.clone();
         self.out.track_placeholder(req.msgid);
         let via = self.via(needs.own_conn);

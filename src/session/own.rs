@@ -83,17 +83,11 @@ impl Own {
 
     /// The open connection to DSA `key` (lower case), if there is one.
     pub(super) fn open(&self, key: &str) -> Option<Arc<Conn>> {
-        let mut map = self.map();
-        let c = match map.get(key)? {
+        let c = match self.map().get(key)? {
             Slot::Open(c) => c.clone(),
             Slot::Opening(o) => o.opened()?,
         };
-        if c.is_alive() {
-            map.insert(key.to_string(), Slot::Open(c.clone()));
-            Some(c)
-        } else {
-            None
-        }
+        c.is_alive().then_some(c)
     }
 
     /// Whether the client has an open connection to DSA `key`.
@@ -137,8 +131,10 @@ impl Own {
                 if o.waiting() {
                     return Ok(Have::Opening(o.clone()));
                 }
+                // Only the task that opened it makes it `Open` (and gives
+                // it back if the client no longer wants it): it has one
+                // owner, so it is never given back twice.
                 if let Some(c) = o.opened().filter(|c| c.is_alive()) {
-                    map.insert(key.to_string(), Slot::Open(c.clone()));
                     return Ok(Have::Open(c));
                 }
             }
@@ -159,7 +155,11 @@ impl Own {
             opening.clone(),
         );
         tokio::spawn(async move {
-            let res = pool.private(bind.as_ref()).await;
+            let is = match &bind {
+                Some(b) => crate::upstream::pool::Own::Replay(b),
+                None => crate::upstream::pool::Own::Anonymous,
+            };
+            let res = pool.private(is).await;
             let kept = o.complete(res);
             // Still the client's (it did not bind again or leave)?
             let ours = own.upgrade().is_some_and(|own| {
@@ -172,8 +172,6 @@ impl Own {
                         };
                         true
                     }
-                    // Already taken up by an operation that came since.
-                    Some(Slot::Open(c)) => kept.as_ref().is_some_and(|k| Arc::ptr_eq(k, c)),
                     _ => false,
                 }
             });

@@ -168,7 +168,11 @@ impl Session {
                 fan.failed(i, "internal error re-basing the search".into());
                 continue;
             };
-            let want = dispatch::Want::first(false, sticky);
+            let want = dispatch::Want {
+                // Its DSA is recorded as the one holding the pages.
+                pinned: paged,
+                ..dispatch::Want::first(false, sticky)
+            };
             let delivery = Arc::new(fanout::FanPart {
                 fan: fan.clone(),
                 part: i,

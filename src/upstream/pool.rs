@@ -180,10 +180,14 @@ impl Pool {
         Ok(c)
     }
 
-    /// A connection of the client's own (anonymous, or bound by replaying
-    /// the client's bind): a spare one when there is one
+    /// A connection of the client's own, for its bind, bound by replaying
+    /// its bind, or anonymous: for a bind, a spare one when there is one
     /// ([`super::spare`]), else a new one.
-    pub async fn private(&self, identity: Option<&BindPdu>) -> Result<Arc<Conn>, Error> {
+    pub async fn private(&self, is: Own<'_>) -> Result<Arc<Conn>, Error> {
+        let identity = match is {
+            Own::Replay(b) => Some(b),
+            Own::ForBind | Own::Anonymous => None,
+        };
         // A replayed bind names the DSA's native tree.
         let mapped = identity.and_then(|b| {
             let m = self.native.as_ref()?;
@@ -211,9 +215,14 @@ impl Pool {
                 ),
             ));
         }
-        while let Some(c) = self.spares.take() {
+        // A spare still carries its last client's bind: it only ever
+        // serves a bind, which replaces that identity. An anonymous
+        // connection is a new one.
+        let spares = !matches!(is, Own::Anonymous);
+        while let Some(c) = spares.then(|| self.spares.take()).flatten() {
             c.unspare();
             let Some(bind) = identity else {
+                // The client's own bind follows on it.
                 c.count_as_own(reserved);
                 return Ok(c);
             };
@@ -386,6 +395,18 @@ pub(crate) fn bind_pdu(dn: &str, password: &[u8]) -> BytesMut {
 
 /// A simple bind request, ready to replay: the PDU as the client sent it
 /// (or as the router encoded it), password included. Never printed.
+/// What a client's connection of its own is for.
+#[derive(Clone, Copy)]
+pub enum Own<'a> {
+    /// The client's bind, sent on it next (a spare may serve).
+    ForBind,
+    /// The client's simple bind, replayed on it (a spare may serve).
+    Replay(&'a BindPdu),
+    /// An anonymous client's operations (never a spare: a spare carries
+    /// its last client's bind).
+    Anonymous,
+}
+
 #[derive(Clone)]
 pub struct BindPdu {
     pub dn: String,

@@ -1367,6 +1367,60 @@ async fn logins_of_a_connection_each_bind_on_spare_dsa_connections() {
     assert_eq!(d1.connections() - before, 1, "a used connection was reused");
 }
 
+/// A spare keeps the identity of the bind it last carried, so it only
+/// ever serves a bind: an anonymous client that needs a connection of its
+/// own (a paged search) gets a new one, and never reads as the spare's
+/// last client (the router's identity, which reads SECRET).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_anonymous_connection_of_its_own_is_never_a_spare_bound_as_another() {
+    let h = Builder::default()
+        .democorp(&["D1"])
+        .cfg(|c| {
+            c.health = None;
+            c.own_connection = dsa_router::config::OwnConnection::Always;
+            c.spare_connections = 4;
+        })
+        .start()
+        .await;
+    let spares = |h: &Harness| -> i64 {
+        dsa_router::admin::status::status(&h.router)
+            .partitions
+            .iter()
+            .flat_map(|p| &p.dsas)
+            .map(|d| d.spare_connections)
+            .sum()
+    };
+    let mut l = bound(&h.url(), ROUTER_ID, "routerpw").await;
+    let (rc, found, text) = sees(&mut l, SECRET, Scope::Base).await;
+    assert_eq!((rc, found.len()), (0, 1), "{text}");
+    let _ = l.unbind().await;
+    let t0 = Instant::now();
+    while spares(&h) == 0 && t0.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        spares(&h) > 0,
+        "the router's connection was not kept as a spare"
+    );
+    let mut anon = ldap(&h.url()).await;
+    let r = within(
+        "paged search",
+        anon.with_controls(PagedResults {
+            size: 10,
+            cookie: vec![],
+        })
+        .search(SECRET, Scope::Base, "(objectClass=*)", vec!["cn"]),
+    )
+    .await
+    .unwrap();
+    assert!(
+        r.0.is_empty() && r.1.rc == 32,
+        "an anonymous paged search saw SECRET: rc {}, {} entries",
+        r.1.rc,
+        r.0.len()
+    );
+}
+
 /// A client that pipelines requests the router answers itself (root DSE)
 /// and never reads holds at most its queue: the router stops reading its
 /// requests while the queue is full, and other clients stay prompt.
