@@ -1101,14 +1101,19 @@ async fn a_dsa_that_stops_answering_costs_reads_milliseconds_not_seconds() {
     }
 }
 
-/// Every DSA's operations in flight from the router, summed.
-fn in_flight(h: &Harness) -> u32 {
+/// A figure of every DSA's `/status`, summed.
+fn dsa_total(h: &Harness, f: impl Fn(&dsa_router::admin::status::DsaReport) -> i64) -> i64 {
     dsa_router::admin::status::status(&h.router)
         .partitions
         .iter()
         .flat_map(|p| &p.dsas)
-        .map(|d| d.in_flight)
-        .sum::<u32>()
+        .map(f)
+        .sum()
+}
+
+/// Every DSA's operations in flight from the router, summed.
+fn in_flight(h: &Harness) -> i64 {
+    dsa_total(h, |d| d.in_flight.into())
 }
 
 /// RFC 4511 4.1.1.1: a request reusing the message ID of one still
@@ -1288,6 +1293,20 @@ async fn bound_idle_clients_do_not_pin_dsa_connections() {
     drop(clients);
 }
 
+/// A router over D1 where every bound client runs on connections of its
+/// own, bound as itself, with `spares` spare connections per DSA.
+async fn own_connections_and_spares(spares: usize) -> Harness {
+    Builder::default()
+        .democorp(&["D1"])
+        .cfg(|c| {
+            c.health = None;
+            c.own_connection = dsa_router::config::OwnConnection::Always;
+            c.spare_connections = spares;
+        })
+        .start()
+        .await
+}
+
 /// One connection per login (connect, bind, search, unbind, as web
 /// applications do): each bind runs on a DSA connection an earlier login
 /// gave back (a spare), so D1 accepts a few connections for 20 logins, not
@@ -1297,17 +1316,8 @@ async fn bound_idle_clients_do_not_pin_dsa_connections() {
 /// password policy request is closed, not kept.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn logins_of_a_connection_each_bind_on_spare_dsa_connections() {
-    let h = Builder::default()
-        .democorp(&["D1"])
-        .cfg(|c| {
-            c.health = None;
-            // Every bound client on connections of its own, bound as itself.
-            c.own_connection = dsa_router::config::OwnConnection::Always;
-            // One spare: what the last login gave back.
-            c.spare_connections = 1;
-        })
-        .start()
-        .await;
+    // One spare: what the last login gave back.
+    let h = own_connections_and_spares(1).await;
     let login = |dn: &'static str, pw: &'static str, control: bool| {
         let url = h.url();
         async move {
@@ -1373,23 +1383,8 @@ async fn logins_of_a_connection_each_bind_on_spare_dsa_connections() {
 /// last client (the router's identity, which reads SECRET).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_anonymous_connection_of_its_own_is_never_a_spare_bound_as_another() {
-    let h = Builder::default()
-        .democorp(&["D1"])
-        .cfg(|c| {
-            c.health = None;
-            c.own_connection = dsa_router::config::OwnConnection::Always;
-            c.spare_connections = 4;
-        })
-        .start()
-        .await;
-    let spares = |h: &Harness| -> i64 {
-        dsa_router::admin::status::status(&h.router)
-            .partitions
-            .iter()
-            .flat_map(|p| &p.dsas)
-            .map(|d| d.spare_connections)
-            .sum()
-    };
+    let h = own_connections_and_spares(4).await;
+    let spares = |h: &Harness| dsa_total(h, |d| d.spare_connections);
     let mut l = bound(&h.url(), ROUTER_ID, "routerpw").await;
     let (rc, found, text) = sees(&mut l, SECRET, Scope::Base).await;
     assert_eq!((rc, found.len()), (0, 1), "{text}");
