@@ -298,6 +298,9 @@ pub(super) async fn place(
             let (pdu, name) = (Bytes::copy_from_slice(pdu), name.clone());
             o.enqueue(Box::new(move |outcome| match outcome {
                 Outcome::Open(conn) => {
+                    // Its silence counts from here, not from its wait.
+                    let mut pending = pending;
+                    pending.heard();
                     submit(conn, pending, &pdu, &h, control.as_deref(), delivery, &name);
                 }
                 Outcome::Failed(e) => match (refusal(&name, e.clone()), again) {
@@ -550,6 +553,7 @@ impl Again {
     fn elsewhere(self, mut p: Pending, failed: usize, name: &str, why: Error) {
         tracing::warn!(dsa = %name, error = %why, "cannot reach DSA; trying the next target");
         p._guard = None;
+        p.heard();
         // The failed DSA's native tree is not the next one's.
         if let Some(e) = p.extra.as_mut() {
             e.map = None;
