@@ -79,14 +79,12 @@ async fn get_status(State(app): State<App>, headers: HeaderMap) -> Response {
     Json(status::status(&app.router)).into_response()
 }
 
-async fn get_metrics(State(app): State<App>, headers: HeaderMap) -> Response {
-    if !authorized(&app, &headers) {
-        return denied();
-    }
+/// The whole `/metrics` exposition (Prometheus text format).
+pub fn metrics_text(router: &crate::context::Context) -> String {
     let mut out = String::with_capacity(8192);
-    app.router.metrics.render(&mut out);
-    status::dsa_metrics(&app.router, &mut out);
-    let budget = &app.router.response_memory;
+    router.metrics.render(&mut out);
+    status::dsa_metrics(router, &mut out);
+    let budget = &router.response_memory;
     out.push_str(&format!(
         "# HELP dsa_router_queued_response_bytes Responses queued for clients that do not keep up (--max-response-memory).\n\
          # TYPE dsa_router_queued_response_bytes gauge\n\
@@ -97,6 +95,14 @@ async fn get_metrics(State(app): State<App>, headers: HeaderMap) -> Response {
         budget.used(),
         budget.refused()
     ));
+    out
+}
+
+async fn get_metrics(State(app): State<App>, headers: HeaderMap) -> Response {
+    if !authorized(&app, &headers) {
+        return denied();
+    }
+    let out = metrics_text(&app.router);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
 }
 

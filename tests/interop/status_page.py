@@ -19,6 +19,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import re
 import threading
 import time
 
@@ -125,6 +126,10 @@ def main():
         driver.execute_script("arguments[0].dispatchEvent(new Event('change'))", box)
         until("both DSAs up", lambda: state(driver, "T1") == "up" and state(driver, "T2") == "up")
         print("page: T1 and T2 up")
+        conns = driver.find_element(By.CSS_SELECTOR, 'tr[data-dsa="T1"] td[data-label="own / spare conns"]').text
+        if not re.fullmatch(r"\d+ / \d+", conns):
+            raise SystemExit(f"T1's own / spare connections cell reads {conns!r}")
+        print(f"page: T1 own / spare connections {conns}")
 
         dsas["T2"].send_signal(signal.SIGKILL)
         dsas["T2"].wait()
