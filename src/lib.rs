@@ -68,6 +68,7 @@ pub mod demo;
 pub mod dn;
 pub(crate) mod dsa_state;
 pub mod error;
+pub(crate) mod fasthash;
 #[doc(hidden)]
 pub mod fuzzing;
 pub(crate) mod health;

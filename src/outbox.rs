@@ -47,6 +47,48 @@ struct State {
     direct: Option<Arc<OwnedWriteHalf>>,
 }
 
+/// A PDU being pushed: shared bytes, or a producer's reusable buffer.
+enum Src<'a> {
+    Shared(Bytes),
+    Buf(&'a mut BytesMut),
+}
+
+impl Src<'_> {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Src::Shared(b) => b,
+            Src::Buf(b) => b,
+        }
+    }
+
+    /// The first `n` bytes were written.
+    fn advance(&mut self, n: usize) {
+        match self {
+            Src::Shared(b) => {
+                let _ = b.split_to(n);
+            }
+            Src::Buf(b) => {
+                let _ = b.split_to(n);
+            }
+        }
+    }
+
+    /// All of it was written: a buffer is emptied, its room kept.
+    fn written(self) {
+        if let Src::Buf(b) = self {
+            b.clear();
+        }
+    }
+
+    /// What is left, to queue.
+    fn take(self) -> Bytes {
+        match self {
+            Src::Shared(b) => b,
+            Src::Buf(b) => b.split().freeze(),
+        }
+    }
+}
+
 /// What became of a pushed PDU.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Push {
@@ -168,6 +210,21 @@ impl Outbox {
     /// Append a PDU (within `bound`, if given), writing it at once when
     /// nothing is ahead of it.
     pub(crate) fn push(&self, pdu: Bytes, bound: Option<Bound>) -> Push {
+        self.push_from(Src::Shared(pdu), bound)
+    }
+
+    /// [`push`](Self::push) from a buffer the caller keeps and reuses: the
+    /// PDU is written from it, with no copy and no allocation, when the
+    /// socket takes it whole, and the buffer is left empty with its room
+    /// kept; when it has to wait, its bytes are split off and queued (the
+    /// buffer is then left empty, without room). Refused (`Full`,
+    /// `Closed`), its bytes stay where they are.
+    pub(crate) fn push_buf(&self, buf: &mut BytesMut, bound: Option<Bound>) -> Push {
+        self.push_from(Src::Buf(buf), bound)
+    }
+
+    fn push_from(&self, mut pdu: Src<'_>, bound: Option<Bound>) -> Push {
+        let len = pdu.bytes().len();
         let mut q = self.lock();
         if q.closed {
             return Push::Closed;
@@ -175,30 +232,31 @@ impl Outbox {
         if let Some(b) = bound {
             // An empty queue takes anything (one batch may exceed the
             // byte bound); a backlog stays within it.
-            let over = q.items.len() >= b.pdus || q.bytes + pdu.len() > b.bytes;
+            let over = q.items.len() >= b.pdus || q.bytes + len > b.bytes;
             if over && !q.items.is_empty() {
                 return Push::Full;
             }
             if let Some(g) = &self.budget {
-                if !q.items.is_empty() && g.used() + pdu.len() > g.max {
+                if !q.items.is_empty() && g.used() + len > g.max {
                     g.refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     return Push::Full;
                 }
             }
         }
-        let mut pdu = pdu;
         if !q.busy && q.items.is_empty() {
             if let Some(sock) = &q.direct {
-                match sock.try_write(&pdu) {
-                    Ok(n) if n >= pdu.len() => return Push::Written,
-                    Ok(n) => {
-                        let _ = pdu.split_to(n);
+                match sock.try_write(pdu.bytes()) {
+                    Ok(n) if n >= len => {
+                        pdu.written();
+                        return Push::Written;
                     }
+                    Ok(n) => pdu.advance(n),
                     // WouldBlock, or an error the writer will see too.
                     Err(_) => {}
                 }
             }
         }
+        let pdu = pdu.take();
         q.bytes += pdu.len();
         if let Some(b) = &self.budget {
             b.add(pdu.len());
@@ -420,5 +478,44 @@ mod tests {
         let mut got = vec![0u8; 19];
         b.read_exact(&mut got).await.expect("read");
         assert_eq!(&got, b"one,xtwo,three,four");
+    }
+
+    /// A producer's buffer: written from in place (emptied, its room kept
+    /// for the next PDU), queued when it must wait (in order, the buffer
+    /// left empty), left alone when refused.
+    #[tokio::test]
+    async fn a_reused_buffer_is_written_in_place_or_queued_in_order() {
+        let (a, mut b) = pair().await;
+        let (_rd, wr) = a.into_split();
+        let sock = Arc::new(wr);
+        let ob = Outbox::new();
+        ob.attach(sock.clone());
+        let mut buf = BytesMut::with_capacity(64);
+        buf.extend_from_slice(b"one,");
+        assert_eq!(ob.push_buf(&mut buf, None), Push::Written);
+        assert!(buf.is_empty() && buf.capacity() >= 60, "room kept");
+        ob.detach();
+        buf.extend_from_slice(b"two,");
+        assert_eq!(ob.push_buf(&mut buf, None), Push::Queued);
+        assert!(buf.is_empty());
+        ob.attach(sock.clone());
+        // Behind the queued one, never before it.
+        buf.extend_from_slice(b"three");
+        assert_eq!(ob.push_buf(&mut buf, None), Push::Queued);
+        let bound = Some(Bound {
+            pdus: 1,
+            bytes: 100,
+        });
+        buf.extend_from_slice(b"refused");
+        assert_eq!(ob.push_buf(&mut buf, bound), Push::Full);
+        assert_eq!(&buf[..], b"refused");
+        let mut held = BytesMut::new();
+        assert!(ob.take(&mut held));
+        write_plain(&sock, &held).await.expect("write");
+        let mut got = vec![0u8; 13];
+        b.read_exact(&mut got).await.expect("read");
+        assert_eq!(&got, b"one,two,three");
+        ob.close();
+        assert_eq!(ob.push_buf(&mut buf, None), Push::Closed);
     }
 }

@@ -220,14 +220,14 @@ pub fn explain_route(
             .checked_sub(p.prefix.depth() + 1)
             .map(|d| &parsed.rdns()[d]);
         let ava = rdn.and_then(|r| match &h.attr {
-            Some(a) => r.avas().iter().find(|v| v.attr.eq_ignore_ascii_case(a)),
+            Some(a) => r.avas().iter().find(|v| v.attr().eq_ignore_ascii_case(a)),
             None => r.avas().first(),
         });
         x.slot = Some(SlotInfo {
             attribute: h.attr.clone().unwrap_or_else(|| "*".into()),
-            value: ava.map(|v| crate::knowledge::hash::normalise(&v.value)),
+            value: ava.map(|v| crate::knowledge::hash::normalise(v.value())),
             algorithm: h.algo.name(),
-            hash: ava.map(|v| crate::knowledge::hash::hash(h.algo, &v.value)),
+            hash: ava.map(|v| crate::knowledge::hash::hash(h.algo, v.value())),
             total: h.total,
             slot: h.slot,
         });

@@ -37,57 +37,120 @@ impl fmt::Display for DnError {
 impl std::error::Error for DnError {}
 
 /// One attribute-value assertion: `type=value`.
-#[derive(Debug, Clone)]
+///
+/// Its four strings (the type and the decoded value as written, and their
+/// normalized forms) share one buffer: a DN is parsed for every operation
+/// the router routes, and one allocation per AVA is a quarter of four.
+#[derive(Clone)]
 pub struct Ava {
-    /// The attribute type as written.
-    pub attr: String,
-    /// The decoded value as written (escapes resolved).
-    pub value: String,
-    norm_attr: String,
-    norm_value: String,
+    /// Type, value, normalized type, normalized value, one after another.
+    text: String,
+    /// Where the first three end in `text`.
+    ends: [usize; 3],
 }
 
 impl Ava {
     pub fn new(attr: &str, value: &str) -> Ava {
+        let mut text = String::with_capacity(2 * (attr.len() + value.len()) + 8);
+        text.push_str(attr);
+        let a = text.len();
+        text.push_str(value);
+        let v = text.len();
+        normalize_attr_into(attr, &mut text);
+        let n = text.len();
+        normalize_value_into(value, &mut text);
         Ava {
-            attr: attr.to_string(),
-            value: value.to_string(),
-            norm_attr: normalize_attr(attr),
-            norm_value: normalize_value(value),
+            text,
+            ends: [a, v, n],
         }
     }
 
+    /// The attribute type as written.
+    pub fn attr(&self) -> &str {
+        &self.text[..self.ends[0]]
+    }
+
+    /// The decoded value as written (escapes resolved).
+    pub fn value(&self) -> &str {
+        &self.text[self.ends[0]..self.ends[1]]
+    }
+
+    fn norm_attr(&self) -> &str {
+        &self.text[self.ends[1]..self.ends[2]]
+    }
+
+    fn norm_value(&self) -> &str {
+        &self.text[self.ends[2]..]
+    }
+
     fn key(&self) -> (&str, &str) {
-        (&self.norm_attr, &self.norm_value)
+        (self.norm_attr(), self.norm_value())
+    }
+}
+
+impl fmt::Debug for Ava {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Ava")
+            .field("attr", &self.attr())
+            .field("value", &self.value())
+            .field("norm_attr", &self.norm_attr())
+            .field("norm_value", &self.norm_value())
+            .finish()
     }
 }
 
 /// A relative distinguished name: one or more AVAs, kept sorted by their
 /// normalized form so that `cn=a+uid=b` equals `uid=b+cn=a`.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Rdn {
-    avas: Vec<Ava>,
+    avas: Avas,
+}
+
+/// An RDN's AVAs: almost always one, kept without a vector of its own.
+#[derive(Debug, Clone)]
+enum Avas {
+    One(Ava),
+    Many(Vec<Ava>),
 }
 
 impl Rdn {
     pub fn new(mut avas: Vec<Ava>) -> Rdn {
+        if avas.len() == 1 {
+            if let Some(a) = avas.pop() {
+                return Rdn::one(a);
+            }
+        }
         avas.sort_by(|a, b| a.key().cmp(&b.key()));
-        Rdn { avas }
+        Rdn {
+            avas: Avas::Many(avas),
+        }
+    }
+
+    /// An RDN of one AVA.
+    pub fn one(ava: Ava) -> Rdn {
+        Rdn {
+            avas: Avas::One(ava),
+        }
     }
 
     pub fn avas(&self) -> &[Ava] {
-        &self.avas
+        match &self.avas {
+            Avas::One(a) => std::slice::from_ref(a),
+            Avas::Many(v) => v,
+        }
+    }
+}
+
+impl fmt::Debug for Rdn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Rdn").field("avas", &self.avas()).finish()
     }
 }
 
 impl PartialEq for Rdn {
     fn eq(&self, other: &Rdn) -> bool {
-        self.avas.len() == other.avas.len()
-            && self
-                .avas
-                .iter()
-                .zip(other.avas.iter())
-                .all(|(a, b)| a.key() == b.key())
+        let (a, b) = (self.avas(), other.avas());
+        a.len() == b.len() && a.iter().zip(b.iter()).all(|(a, b)| a.key() == b.key())
     }
 }
 
@@ -110,7 +173,7 @@ impl Eq for Dn {}
 /// The key of the DN made of `rdns`.
 fn suffix_key(rdns: &[Rdn]) -> u64 {
     use std::hash::Hasher;
-    let mut h = std::collections::hash_map::DefaultHasher::new();
+    let mut h = crate::fasthash::FastHasher::default();
     Dn::hash_rdns(rdns, &mut h);
     h.finish()
 }
@@ -119,9 +182,9 @@ impl Dn {
     fn hash_rdns<H: std::hash::Hasher>(rdns: &[Rdn], state: &mut H) {
         use std::hash::Hash;
         for rdn in rdns {
-            for ava in &rdn.avas {
-                ava.norm_attr.hash(state);
-                ava.norm_value.hash(state);
+            for ava in rdn.avas() {
+                ava.norm_attr().hash(state);
+                ava.norm_value().hash(state);
             }
             0xffu8.hash(state);
         }
@@ -188,7 +251,7 @@ impl Dn {
     /// The normalized LDAP string: lowercase types and values, sorted AVAs,
     /// no insignificant spaces. Equal DNs have equal normalized strings.
     pub fn normalized(&self) -> String {
-        self.ldap_string(|a| (&a.norm_attr, &a.norm_value))
+        self.ldap_string(|a| a.key())
     }
 
     /// The RFC 4514 string of the types and values `pick` chooses.
@@ -198,7 +261,7 @@ impl Dn {
             if i > 0 {
                 out.push(',');
             }
-            for (j, ava) in rdn.avas.iter().enumerate() {
+            for (j, ava) in rdn.avas().iter().enumerate() {
                 if j > 0 {
                     out.push('+');
                 }
@@ -242,26 +305,29 @@ impl fmt::Display for Dn {
     /// The LDAP string form as written (types and value case kept), escaped
     /// per RFC 4514.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.ldap_string(|a| (&a.attr, &a.value)))
+        f.write_str(&self.ldap_string(|a| (a.attr(), a.value())))
     }
 }
 
-fn normalize_attr(attr: &str) -> String {
-    let lower = attr.trim().to_ascii_lowercase();
+/// Append the normalized form of attribute type `attr` to `out`:
+/// lower case, a few well-known OIDs and long names mapped to their short
+/// names.
+fn normalize_attr_into(attr: &str, out: &mut String) {
+    let start = out.len();
+    out.push_str(attr.trim());
+    out[start..].make_ascii_lowercase();
     // `OID.2.5.4.3` (RFC 1779's form) is `2.5.4.3`; `oid.cn` is a type of
     // its own, not `cn`.
-    let lower = match lower.strip_prefix("oid.") {
-        Some(rest)
-            if !rest.is_empty()
-                && rest
-                    .split('.')
-                    .all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())) =>
-        {
-            rest
-        }
-        _ => &lower,
+    let numeric_oid = |rest: &str| {
+        !rest.is_empty()
+            && rest
+                .split('.')
+                .all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
     };
-    let short = match lower {
+    if out[start..].strip_prefix("oid.").is_some_and(numeric_oid) {
+        out.drain(start..start + 4);
+    }
+    let short = match &out[start..] {
         "2.5.4.3" => "cn",
         "2.5.4.6" => "c",
         "2.5.4.7" => "l",
@@ -279,23 +345,38 @@ fn normalize_attr(attr: &str) -> String {
         "domaincomponent" => "dc",
         "localityname" => "l",
         "stateorprovincename" => "st",
-        other => other,
+        _ => return,
     };
-    short.to_string()
+    out.truncate(start);
+    out.push_str(short);
 }
 
-/// Case-fold and drop leading, trailing and repeated inner spaces.
-fn normalize_value(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
+/// Append `value` case-folded, without leading, trailing and repeated
+/// inner spaces, to `out`.
+fn normalize_value_into(value: &str, out: &mut String) {
+    let b = value.as_bytes();
+    // The common case, ASCII with single inner spaces: only case to fold
+    // (for ASCII, `char::to_lowercase` is `to_ascii_lowercase`).
+    if b.is_ascii()
+        && b.first() != Some(&b' ')
+        && b.last() != Some(&b' ')
+        && !b.windows(2).any(|w| w == b"  ")
+    {
+        let start = out.len();
+        out.push_str(value);
+        out[start..].make_ascii_lowercase();
+        return;
+    }
+    let mut first = true;
     for word in value.split(' ').filter(|w| !w.is_empty()) {
-        if !out.is_empty() {
+        if !first {
             out.push(' ');
         }
+        first = false;
         for c in word.chars() {
             out.extend(c.to_lowercase());
         }
     }
-    out
 }
 
 /// RFC 4514 section 2.4 escaping.

@@ -92,10 +92,13 @@ impl HashPart {
     /// `None` when that RDN has no value of the hashed attribute.
     pub fn slot_of(&self, rdn: &Rdn) -> Option<u32> {
         let ava = match &self.attr {
-            Some(a) => rdn.avas().iter().find(|v| v.attr.eq_ignore_ascii_case(a))?,
+            Some(a) => rdn
+                .avas()
+                .iter()
+                .find(|v| v.attr().eq_ignore_ascii_case(a))?,
             None => rdn.avas().first()?,
         };
-        Some(slot(self.algo, &ava.value, self.total))
+        Some(slot(self.algo, ava.value(), self.total))
     }
 
     /// `<uid "[hash1(3)=0]">`, as written in knowledge.

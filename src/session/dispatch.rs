@@ -221,7 +221,12 @@ pub(super) async fn place(
                 continue;
             }
         };
-        tracing::Span::current().record("dsa", name.as_str());
+        // The operation's span is a debug one: below that level there is
+        // nothing to record in, and `Span::current` costs a registry
+        // look-up and a clone per operation.
+        if tracing::level_enabled!(tracing::Level::DEBUG) {
+            tracing::Span::current().record("dsa", name.as_str());
+        }
         let mut placed = Placed {
             dsa,
             conn,
@@ -430,8 +435,10 @@ async fn connection(
     };
     match via {
         Via::Fresh => {
-            let c = pool
-                .private(crate::upstream::pool::Own::ForBind)
+            // Boxed: opening a connection (connect, TLS) is a large state,
+            // and a rare one; inline it would be part of every operation's
+            // future.
+            let c = Box::pin(pool.private(crate::upstream::pool::Own::ForBind))
                 .await
                 .map_err(skip_unless_busy)?;
             Ok((Got::Now(c), None, false))

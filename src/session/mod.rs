@@ -169,8 +169,11 @@ impl Session {
                 self.out.abandon(*target);
                 Flow::Continue
             }
-            Op::Bind { .. } => self.bind(&pdu, &h, &req).await,
-            Op::Extended { .. } => self.extended(&pdu, &h, &req).await,
+            // Boxed: binds and extended operations may open a connection
+            // of the client's own (a large state); inline, every request's
+            // future would be that large (io.rs boxes it per request).
+            Op::Bind { .. } => Box::pin(self.bind(&pdu, &h, &req)).await,
+            Op::Extended { .. } => Box::pin(self.extended(&pdu, &h, &req)).await,
             Op::Search { base, scope: 0, .. } if base.is_empty() => {
                 self.root_dse(&req).await;
                 Flow::Continue

@@ -7,6 +7,7 @@
 
 use super::fanout::Fan;
 use crate::error::Error;
+use crate::fasthash::FastMap;
 use crate::outbox::{Bound, Outbox, Push};
 use crate::upstream::conn::Conn;
 use crate::upstream::delivery::{Batch, Delivery as Deliver, Outlet};
@@ -15,7 +16,6 @@ use crate::upstream::pool::BindPdu;
 use crate::wire::frame::{self, Header};
 use crate::wire::response;
 use bytes::{Bytes, BytesMut};
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use tokio_util::sync::CancellationToken;
 
@@ -81,7 +81,7 @@ pub struct ClientOut {
     pub(super) ob: Outbox,
     /// What may wait in the queue for a client that does not read.
     bound: Bound,
-    outstanding: Mutex<HashMap<i32, Tracked>>,
+    outstanding: Mutex<FastMap<i32, Tracked>>,
     /// Cancelled to disconnect the client (overflow, shutdown).
     pub kill: CancellationToken,
 }
@@ -102,7 +102,7 @@ impl ClientOut {
                 pdus: max_pdus.max(1),
                 bytes: max_bytes.max(1),
             },
-            outstanding: Mutex::new(HashMap::new()),
+            outstanding: Mutex::new(FastMap::default()),
             kill: CancellationToken::new(),
         })
     }
@@ -110,11 +110,7 @@ impl ClientOut {
     /// Send a PDU to the client without waiting: written at once when
     /// nothing is queued, else queued within the client's limits.
     pub fn deliver(&self, pdu: Bytes) -> Delivery {
-        match self.ob.push(pdu, Some(self.bound)) {
-            Push::Written | Push::Queued => Delivery::Queued,
-            Push::Full => Delivery::Full,
-            Push::Closed => Delivery::Gone,
-        }
+        delivery(self.ob.push(pdu, Some(self.bound)))
     }
 
     /// Send a PDU the router wrote itself (the session task's own
@@ -240,15 +236,29 @@ impl ClientOut {
     }
 }
 
+/// What a push to a client's queue means for the response.
+fn delivery(p: Push) -> Delivery {
+    match p {
+        Push::Written | Push::Queued => Delivery::Queued,
+        Push::Full => Delivery::Full,
+        Push::Closed => Delivery::Gone,
+    }
+}
+
 impl Outlet for ClientOut {
     /// A client that is not reading (its queue full) is disconnected and
     /// its operations abandoned; so are the operations of a client that is
     /// gone.
-    fn hand_over(&self, bytes: Bytes, ended: &[i32]) {
+    fn hand_over(&self, bytes: &mut BytesMut, ended: &[i32]) {
         for &msgid in ended {
             self.finish(msgid);
         }
-        match self.deliver(bytes) {
+        let pushed = match self.ob.push_buf(bytes, Some(self.bound)) {
+            Push::Written | Push::Queued => Delivery::Queued,
+            Push::Full => Delivery::Full,
+            Push::Closed => Delivery::Gone,
+        };
+        match pushed {
             Delivery::Queued => {}
             Delivery::Full => self.overflow(),
             Delivery::Gone => self.abandon_all(),

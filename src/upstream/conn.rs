@@ -17,11 +17,11 @@ use super::spare::{self, Spares};
 use crate::config::Limits;
 use crate::dsa_state::DsaState;
 use crate::error::{Error, Kind};
+use crate::fasthash::FastMap;
 use crate::outbox::{Outbox, Push, Step, WriteEnd};
 use crate::wire::frame::{self, tag, Header};
 use crate::wire::response;
 use bytes::{Bytes, BytesMut};
-use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
@@ -44,7 +44,7 @@ pub struct Conn {
     pub dsa: Arc<DsaState>,
     /// Requests to the DSA, written by the sender when nothing is queued.
     out: Outbox,
-    pending: Mutex<HashMap<i32, Pending>>,
+    pending: Mutex<FastMap<i32, Pending>>,
     next_id: AtomicI32,
     /// `next_id` has wrapped around.
     wrapped: AtomicBool,
@@ -76,6 +76,14 @@ static OUTBOUND: std::sync::LazyLock<dashmap::DashMap<u16, (String, u64)>> =
 /// of them can reach the router itself.
 static LISTENING: std::sync::LazyLock<dashmap::DashSet<u16>> =
     std::sync::LazyLock::new(dashmap::DashSet::new);
+
+thread_local! {
+    /// Where [`Conn::submit`] rewrites a request before writing it.
+    static SCRATCH: std::cell::RefCell<BytesMut> = std::cell::RefCell::new(BytesMut::new());
+}
+
+/// A scratch buffer grown past this (a large request) is not kept.
+const SCRATCH_KEEP: usize = 64 * 1024;
 
 /// Whether `port` is the local port of one of this process's registered
 /// connections to DSAs (cheap: most often there are none).
@@ -245,7 +253,7 @@ impl Conn {
         let conn = Arc::new(Conn {
             dsa,
             out: Outbox::new(),
-            pending: Mutex::new(HashMap::new()),
+            pending: Mutex::new(FastMap::default()),
             next_id: AtomicI32::new(1),
             wrapped: AtomicBool::new(false),
             alive: AtomicBool::new(true),
@@ -327,7 +335,7 @@ impl Conn {
         self.spare_since.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<i32, Pending>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, FastMap<i32, Pending>> {
         self.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -376,9 +384,22 @@ impl Conn {
         if self.home.get().is_some() && (control.is_some() || !frame::leaves_no_state(pdu, h)) {
             self.reusable.store(false, Ordering::Relaxed);
         }
-        let mut b = BytesMut::with_capacity(pdu.len() + control.map_or(4, |c| c.len() + 8));
-        frame::rewrite(pdu, h, id, control, &mut b);
-        self.send(b.freeze());
+        // Rewritten into this thread's scratch buffer and written from
+        // there: no allocation per request unless it has to wait.
+        SCRATCH.with(|s| {
+            let mut b = s.borrow_mut();
+            b.clear();
+            b.reserve(pdu.len() + control.map_or(4, |c| c.len() + 8));
+            frame::rewrite(pdu, h, id, control, &mut b);
+            if self.is_alive() {
+                // Refused only when closed: the connection's failure
+                // reaches the operation through its reader.
+                let _ = self.out.push_buf(&mut b, None);
+            }
+            if b.capacity() > SCRATCH_KEEP {
+                *b = BytesMut::new();
+            }
+        });
         Ok(id)
     }
 

@@ -61,7 +61,7 @@ pub trait Resend: Send + Sync {
 pub trait Outlet: Send + Sync {
     /// Hand the client `bytes`; `ended` are the message IDs of operations
     /// whose final response is among them.
-    fn hand_over(&self, bytes: Bytes, ended: &[i32]);
+    fn hand_over(&self, bytes: &mut BytesMut, ended: &[i32]);
 }
 
 /// Responses gathered over one read from a DSA, a buffer per client: a
@@ -69,7 +69,14 @@ pub trait Outlet: Send + Sync {
 #[derive(Default)]
 pub struct Batch {
     to: Vec<(Arc<dyn Outlet>, BytesMut, Vec<i32>)>,
+    /// Buffers of earlier flushes, kept for the next (a reader's batches
+    /// allocate nothing once warm).
+    spare: Vec<(BytesMut, Vec<i32>)>,
 }
+
+/// Spare buffers a batch keeps, and the largest it keeps.
+const SPARES: usize = 8;
+const SPARE_BYTES: usize = 64 * 1024;
 
 impl Batch {
     /// The index of the buffer for `out` (the last few clients are looked
@@ -85,7 +92,8 @@ impl Batch {
             Some(i) => from + i,
             None => {
                 let o: Arc<dyn Outlet> = out.clone();
-                self.to.push((o, BytesMut::new(), Vec::new()));
+                let (b, ended) = self.spare.pop().unwrap_or_default();
+                self.to.push((o, b, ended));
                 n
             }
         }
@@ -107,8 +115,13 @@ impl Batch {
 
     /// Hand each client its responses.
     pub fn flush(&mut self) {
-        for (out, b, ended) in self.to.drain(..) {
-            out.hand_over(b.freeze(), &ended);
+        for (out, mut b, mut ended) in self.to.drain(..) {
+            out.hand_over(&mut b, &ended);
+            if self.spare.len() < SPARES && b.capacity() <= SPARE_BYTES {
+                b.clear();
+                ended.clear();
+                self.spare.push((b, ended));
+            }
         }
     }
 }
