@@ -276,18 +276,19 @@ impl Session {
         if self.router.cfg.read_your_writes.is_zero() {
             return None;
         }
-        let now = std::time::Instant::now();
+        // The clock is read only when there is a window to check.
+        let now = std::time::Instant::now;
         let name = match self.identity_key() {
             Some(dn) => self
                 .router
                 .affinity
                 .get(&(dn, key.to_string()))
-                .filter(|e| e.1 > now)
+                .filter(|e| e.1 > now())
                 .map(|e| e.0.clone()),
             None => self
                 .affinity
                 .get(key)
-                .filter(|(_, until)| *until > now)
+                .filter(|(_, until)| *until > now())
                 .map(|(n, _)| n.clone()),
         }?;
         routing

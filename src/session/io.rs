@@ -157,9 +157,12 @@ pub async fn run(
             }
         }
         tokio::select! {
+            // No clock read here: bytes that end a request restart the
+            // idle time when it has been handled (below), and a request's
+            // first bytes start the PDU timeout.
             r = rd.read_some(&mut buf) => match r {
                 Ok(0) | Err(_) => break,
-                Ok(_) => last_read = tokio::time::Instant::now(),
+                Ok(_) => {}
             },
             _ = &mut timer => match due {
                 Some(due) if due <= tokio::time::Instant::now() => {

@@ -690,13 +690,13 @@ impl Conn {
             None => (pdu, h),
         };
         let code = response::result_code(&pdu, &h);
+        // One clock read for the metrics, the read latencies and the log.
+        let took = p.started.elapsed();
         if matches!(p.sink, Sink::To(_)) {
             self.dsa.served.fetch_add(1, Ordering::Relaxed);
-            p.record(code.unwrap_or(80));
+            p.record(code.unwrap_or(80), took);
             if !p.is_write && !p.persistent {
-                self.dsa
-                    .reads
-                    .record(p.started.elapsed().as_micros() as u64);
+                self.dsa.reads.record(took.as_micros() as u64);
             }
         }
         if let Some(log) = &p.log {
@@ -705,7 +705,7 @@ impl Conn {
                     .plain("dsa", &self.dsa.name)
                     .quoted_opt("affinity", log.affinity)
                     .num("result", u64::from(code.unwrap_or(255)))
-                    .num("latency_us", p.started.elapsed().as_micros() as u64);
+                    .num("latency_us", took.as_micros() as u64);
             });
         }
         match p.sink {

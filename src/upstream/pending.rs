@@ -162,14 +162,11 @@ impl Pending {
         }
     }
 
-    /// Count the operation's completion with `code`.
-    pub fn record(&self, code: u8) {
+    /// Count the operation's completion with `code`, `took` after it
+    /// was placed.
+    pub fn record(&self, code: u8, took: std::time::Duration) {
         if let Some(m) = &self.metrics {
-            m.op(
-                self.op as usize,
-                code,
-                self.started.elapsed().as_micros() as u64,
-            );
+            m.op(self.op as usize, code, took.as_micros() as u64);
         }
     }
 
@@ -216,7 +213,7 @@ impl Pending {
                 return r.resend(self, failed, e);
             }
         }
-        self.record(e.code() as u8);
+        self.record(e.code() as u8, self.started.elapsed());
         if let Sink::To(d) = &self.sink {
             d.fail(&e);
         }
