@@ -422,6 +422,22 @@ mod tests {
         (a, b)
     }
 
+    /// An outbox writing directly to a socket, that socket, and its peer
+    /// (and the socket's read half, kept open).
+    async fn attached() -> (
+        Outbox,
+        Arc<OwnedWriteHalf>,
+        TcpStream,
+        tokio::net::tcp::OwnedReadHalf,
+    ) {
+        let (a, b) = pair().await;
+        let (rd, wr) = a.into_split();
+        let sock = Arc::new(wr);
+        let ob = Outbox::new();
+        ob.attach(sock.clone());
+        (ob, sock, b, rd)
+    }
+
     #[test]
     fn bound_and_close() {
         let ob = Outbox::new();
@@ -452,11 +468,7 @@ mod tests {
     /// the bytes arrive in push order either way.
     #[tokio::test]
     async fn direct_keeps_order() {
-        let (a, mut b) = pair().await;
-        let (_rd, wr) = a.into_split();
-        let sock = Arc::new(wr);
-        let ob = Outbox::new();
-        ob.attach(sock.clone());
+        let (ob, sock, mut b, _rd) = attached().await;
         assert_eq!(ob.push(Bytes::from_static(b"one,"), None), Push::Written);
         assert_eq!(ob.push(Bytes::from_static(b"x"), None), Push::Written);
         // Detached (StartTLS hand-over): pushes queue.
@@ -485,11 +497,7 @@ mod tests {
     /// left empty), left alone when refused.
     #[tokio::test]
     async fn a_reused_buffer_is_written_in_place_or_queued_in_order() {
-        let (a, mut b) = pair().await;
-        let (_rd, wr) = a.into_split();
-        let sock = Arc::new(wr);
-        let ob = Outbox::new();
-        ob.attach(sock.clone());
+        let (ob, sock, mut b, _rd) = attached().await;
         let mut buf = BytesMut::with_capacity(64);
         buf.extend_from_slice(b"one,");
         assert_eq!(ob.push_buf(&mut buf, None), Push::Written);
