@@ -381,12 +381,25 @@ def cmd_report(work, out_path):
                hap_churn["ops_per_sec"] if hap_churn else None,
                lambda m, l: m >= l,
                lambda m, l: f"{m:.0f} vs {l:.0f} ops/s ({m / l:.2f}x)")
+        one = by.get("router-1thread")
+        target("dsa-router (default threads) CPU/op <= 1.10 x --threads 1",
+               router["cpu_us_per_op"], one["cpu_us_per_op"] if one else None,
+               lambda m, l: m <= 1.10 * l,
+               lambda m, l: f"{m:.1f} µs vs {l:.1f} µs ({m / l:.2f}x)")
         logged = by.get("router-accesslog")
         target("dsa-router + access log CPU/op <= 1.05 x without",
                logged["cpu_us_per_op"] if logged else None, router["cpu_us_per_op"],
                lambda m, l: m <= 1.05 * l,
                lambda m, l: f"{m:.1f} µs vs {l:.1f} µs ({m / l:.2f}x)")
     extras = meta.get("extras", [])
+    for e in extras:
+        if e["what"].endswith("idle client connections to dsa-router") and not e["result"].startswith("FAILED"):
+            try:
+                mib = float(e["result"].split()[1])
+            except (IndexError, ValueError):
+                mib = None
+            target(e["what"].split()[0] + " idle connections in <= 100 MiB RSS", mib, 100.0,
+                   lambda m, l: m <= l, lambda m, l: f"{m:.1f} MiB")
     warnings = list(meta.get("warnings", []))
     noisy = [f"{r['path']} {r['other_cpu_pct']:.0f}%" for r in rows if r["other_cpu_pct"] > 10]
     if noisy:
@@ -445,7 +458,9 @@ def cmd_report(work, out_path):
                       "and >= 1.8 x back-meta (row `dsa-router`, access log off); the access log "
                       "costs at most 5% CPU/op (row `dsa-router + access log`); with a connection per "
                       "operation (rows `..., connection per op`), dsa-router's CPU/op <= HAProxy's "
-                      "and its throughput >= HAProxy's."
+                      "and its throughput >= HAProxy's; the default threads (one per CPU) cost at most "
+                      "10% CPU/op more than `--threads 1` (row `dsa-router --threads 1`); 10,000 idle "
+                      "connections in at most 100 MiB."
                       + ("" if meta["check"] else " This was a `--quick` run: indicative only.") + "\n")
             for name, verdict, why in targets:
                 md.append(f"* **{verdict}** {name}: {why}")

@@ -31,14 +31,18 @@
 #                              the same naming context (searches fan out to
 #                              both, so every entry comes back twice)
 #   EXTRAS [1]                 0 skips the idle-connection and bulk measurements
-#   IDLE_CONNS [10000, quick 1000]   BULK_ENTRIES [100000, quick 10000]
+#   IDLE_CONNS [10000, quick 1000]
+#   BULK_ENTRIES ["100000 1000000", quick 10000]   one streamed search per
+#                              size (space-separated), each from a slapd and
+#                              a router of its own
 #   ROUTER_ARGS []             extra `serve` arguments for both measured
 #                              routers (default: one worker thread per CPU,
 #                              like HAProxy's default nbthread); shown in
 #                              settings
 #   PATHS [all]                measure only these paths (space-separated keys:
 #                              direct haproxy meta asyncmeta router
-#                              router-accesslog haproxy-churn router-churn),
+#                              router-1thread router-accesslog haproxy-churn
+#                              router-churn),
 #                              for quick experiments
 #   BULK_ROUTER_ARGS []        extra `serve` arguments for the bulk router
 #                              (e.g. "--client-queue 100000")
@@ -105,7 +109,7 @@ HAPROXY_NBTHREAD=${HAPROXY_NBTHREAD:-$(nproc)}
 META_LAYOUT=${META_LAYOUT:-uris}
 EXTRAS=${EXTRAS:-1}
 IDLE_CONNS=${IDLE_CONNS:-10000}
-BULK_ENTRIES=${BULK_ENTRIES:-100000}
+BULK_ENTRIES=${BULK_ENTRIES:-100000 1000000}
 NOFILE=${NOFILE:-65536}
 CHECK=${CHECK:-1}
 OUT=${OUT:-$ROOT/docs/benchmarks.md}
@@ -605,6 +609,11 @@ new_router() { # NAME KNOWLEDGE READY_FN EXTRA_ARGS...
 # shellcheck disable=SC2086 # ROUTER_ARGS: extra words for serve
 new_router router "$KNOW" router_ready --no-access-log ${ROUTER_ARGS:-}
 P_R=$S_PORT PID_R=$S_PID
+# The same on one worker thread (--threads 1; ROUTER_ARGS may not name
+# --threads again): what the default's extra threads cost per operation.
+# shellcheck disable=SC2086
+new_router router-1thread "$KNOW" router_ready --no-access-log --threads 1 ${ROUTER_ARGS:-}
+P_R1=$S_PORT PID_R1=$S_PID
 # With the access log on, to a file (--access-log), as in production.
 ACCESS_LOG_FILE="$WORK/router/access.log"
 # shellcheck disable=SC2086
@@ -705,6 +714,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
     measure meta "slapd back-meta" "$P_META" "$PID_META" "$META_SET"
     measure asyncmeta "slapd back-asyncmeta" "$P_AMETA" "$PID_AMETA" "${META_SET/threads 16 (default)/max-target-conns 255, max-pending-ops 128, threads 16 (defaults)}"
     measure router "dsa-router" "$P_R" "$PID_R" "2 DSAs in one load-share group, probe every 1 s, access log off, ${ROUTER_ARGS:-defaults (--threads 0: one worker per CPU)}"
+    measure router-1thread "dsa-router --threads 1" "$P_R1" "$PID_R1" "as above, one worker thread (--threads 1)"
     measure router-accesslog "dsa-router + access log" "$P_RL" "$PID_RL" "as above, access log on (--access-log to a file)"
     # Connection churn (web logins): connect, bind as a random user,
     # search, unbind, close; one operation is the whole sequence.
@@ -786,57 +796,60 @@ if [ "$EXTRAS" = 1 ]; then
     log "idle: RSS $(mib "$rss0") -> $(mib "$rss1") MiB with $IDLE_CONNS connections (peak $(mib "$hwm1"))"
     stop_pid "$PID_I"
 
-    # Bulk: a third slapd with BULK_ENTRIES entries under ou=bulk, a fresh router.
-    log "generating and loading $BULK_ENTRIES bulk entries into slapd #3"
-    "$PY" "$LIB" ldif-bulk "$BULK_ENTRIES" >"$WORK/bulk.ldif"
-    new_slapd slapd3-bulk mdb "$WORK/bulk.ldif"
-    P3=$S_PORT PID3=$S_PID
-    rm -f "$WORK/bulk.ldif"
-    write_knowledge "$WORK/router/bulk.dxg" "B1:$P3"
-    bulk_ready() {
-        local n
-        n=$(count_entries "ldap://127.0.0.1:$1/" "ou=bulk,$SUFFIX" "(uid=bulk000001)" uid) || return 1
-        [ "$n" = 1 ]
-    }
-    # shellcheck disable=SC2086 # BULK_ROUTER_ARGS: extra words for serve
-    new_router router-bulk "$WORK/router/bulk.dxg" bulk_ready --no-access-log ${BULK_ROUTER_ARGS:-}
-    P_B=$S_PORT PID_B=$S_PID
-    sleep 1
-    hwm0=$(mem_of "$PID_B" VmHWM)
-    # stream_bulk URL: sets BULK_N (entries received), BULK_S (seconds) and
-    # BULK_ERR (ldapsearch's complaint; empty when it succeeded)
-    stream_bulk() {
-        local t0 t1 out="$WORK/bulk-out.ldif"
-        BULK_ERR=""
-        t0=$(date +%s.%N)
-        run_waited "$out" ldapsearch -x -LLL -o nettimeout=30 -H "$1" -b "ou=bulk,$SUFFIX" -z 0 '(objectClass=*)' dn ||
-            BULK_ERR=$(tr -s '\n' ' ' <"$out.err")
-        t1=$(date +%s.%N)
-        BULK_N=$(grep -c '^dn:' "$out" || true)
-        BULK_S=$("$PY" -c "print(f'{$t1 - $t0:.2f}')")
-        rm -f "$out" "$out.err"
-    }
-    expect=$((BULK_ENTRIES + 1))
-    stream_bulk "ldap://127.0.0.1:$P3/"
-    n_direct=$BULK_N s_direct=$BULK_S
-    [ -z "$BULK_ERR" ] && [ "$n_direct" = "$expect" ] || die "bulk search direct to slapd #3: $n_direct of $expect entries: $BULK_ERR"
-    stream_bulk "ldap://127.0.0.1:$P_B/"
-    n_router=$BULK_N s_router=$BULK_S
-    hwm1=$(mem_of "$PID_B" VmHWM)
-    growth=$("$PY" -c "print(f'{($hwm1 - $hwm0) / 1024:.1f}')")
-    how="ldapsearch -z 0 '(objectClass=*)' dn (entries without attributes) into a file; slapd #3 holds only ou=bulk; router args: ${BULK_ROUTER_ARGS:-defaults}"
-    if [ -n "$BULK_ERR" ] || [ "$n_router" != "$expect" ]; then
-        why=$(grep -E 'WARN|ERROR' "$WORK/router/router-bulk.log" | tail -n 1 | sed 's/\x1b\[[0-9;]*m//g; s/^[^ ]* *//' || true)
-        extra "$BULK_ENTRIES-entry subtree search through dsa-router" "FAILED after $n_router of $expect entries" \
-            "ldapsearch: ${BULK_ERR:-no error}; router: ${why:-nothing logged}; VmHWM $(mib "$hwm0") -> $(mib "$hwm1") MiB (+$growth); direct to slapd #3: $n_direct entries in $s_direct s; $how"
-        log "bulk: FAILED through dsa-router after $n_router of $expect entries: $BULK_ERR ${why:+(router: $why)}"
-    else
-        extra "$BULK_ENTRIES-entry subtree search through dsa-router" "peak RSS +$growth MiB" \
-            "VmHWM $(mib "$hwm0") -> $(mib "$hwm1") MiB; $n_router entries in $s_router s through the router, $n_direct in $s_direct s direct; $how"
-    fi
-    log "bulk: $n_router entries in $s_router s (direct $s_direct s), VmHWM $(mib "$hwm0") -> $(mib "$hwm1") MiB"
-    stop_pid "$PID_B"
-    stop_pid "$PID3"
+    # Bulk: for each size, a third slapd with that many entries under
+    # ou=bulk and a fresh router; one search streams them all.
+    for BULK_N_ENTRIES in $BULK_ENTRIES; do
+        log "generating and loading $BULK_N_ENTRIES bulk entries into slapd #3"
+        "$PY" "$LIB" ldif-bulk "$BULK_N_ENTRIES" >"$WORK/bulk.ldif"
+        new_slapd "slapd3-bulk$BULK_N_ENTRIES" mdb "$WORK/bulk.ldif"
+        P3=$S_PORT PID3=$S_PID
+        rm -f "$WORK/bulk.ldif"
+        write_knowledge "$WORK/router/bulk.dxg" "B1:$P3"
+        bulk_ready() {
+            local n
+            n=$(count_entries "ldap://127.0.0.1:$1/" "ou=bulk,$SUFFIX" "(uid=bulk000001)" uid) || return 1
+            [ "$n" = 1 ]
+        }
+        # shellcheck disable=SC2086 # BULK_ROUTER_ARGS: extra words for serve
+        new_router "router-bulk$BULK_N_ENTRIES" "$WORK/router/bulk.dxg" bulk_ready --no-access-log ${BULK_ROUTER_ARGS:-}
+        P_B=$S_PORT PID_B=$S_PID
+        sleep 1
+        hwm0=$(mem_of "$PID_B" VmHWM)
+        # stream_bulk URL: sets BULK_N (entries received), BULK_S (seconds) and
+        # BULK_ERR (ldapsearch's complaint; empty when it succeeded)
+        stream_bulk() {
+            local t0 t1 out="$WORK/bulk-out.ldif"
+            BULK_ERR=""
+            t0=$(date +%s.%N)
+            run_waited "$out" ldapsearch -x -LLL -o nettimeout=30 -H "$1" -b "ou=bulk,$SUFFIX" -z 0 '(objectClass=*)' dn ||
+                BULK_ERR=$(tr -s '\n' ' ' <"$out.err")
+            t1=$(date +%s.%N)
+            BULK_N=$(grep -c '^dn:' "$out" || true)
+            BULK_S=$("$PY" -c "print(f'{$t1 - $t0:.2f}')")
+            rm -f "$out" "$out.err"
+        }
+        expect=$((BULK_N_ENTRIES + 1))
+        stream_bulk "ldap://127.0.0.1:$P3/"
+        n_direct=$BULK_N s_direct=$BULK_S
+        [ -z "$BULK_ERR" ] && [ "$n_direct" = "$expect" ] || die "bulk search direct to slapd #3: $n_direct of $expect entries: $BULK_ERR"
+        stream_bulk "ldap://127.0.0.1:$P_B/"
+        n_router=$BULK_N s_router=$BULK_S
+        hwm1=$(mem_of "$PID_B" VmHWM)
+        growth=$("$PY" -c "print(f'{($hwm1 - $hwm0) / 1024:.1f}')")
+        how="ldapsearch -z 0 '(objectClass=*)' dn (entries without attributes) into a file; slapd #3 holds only ou=bulk; router args: ${BULK_ROUTER_ARGS:-defaults}"
+        if [ -n "$BULK_ERR" ] || [ "$n_router" != "$expect" ]; then
+            why=$(grep -E 'WARN|ERROR' "$WORK/router/router-bulk$BULK_N_ENTRIES.log" | tail -n 1 | sed 's/\x1b\[[0-9;]*m//g; s/^[^ ]* *//' || true)
+            extra "$BULK_N_ENTRIES-entry subtree search through dsa-router" "FAILED after $n_router of $expect entries" \
+                "ldapsearch: ${BULK_ERR:-no error}; router: ${why:-nothing logged}; VmHWM $(mib "$hwm0") -> $(mib "$hwm1") MiB (+$growth); direct to slapd #3: $n_direct entries in $s_direct s; $how"
+            log "bulk: FAILED through dsa-router after $n_router of $expect entries: $BULK_ERR ${why:+(router: $why)}"
+        else
+            extra "$BULK_N_ENTRIES-entry subtree search through dsa-router" "peak RSS +$growth MiB" \
+                "VmHWM $(mib "$hwm0") -> $(mib "$hwm1") MiB; $n_router entries in $s_router s through the router, $n_direct in $s_direct s direct; $how"
+        fi
+        log "bulk: $n_router entries in $s_router s (direct $s_direct s), VmHWM $(mib "$hwm0") -> $(mib "$hwm1") MiB"
+        stop_pid "$PID_B"
+        stop_pid "$PID3"
+    done
 fi
 
 # ---------------------------------------------------------------- 5. report
@@ -856,7 +869,7 @@ MEM_KB=$(awk '/^MemTotal:/{print $2}' /proc/meminfo)
 } >"$WORK/machine.tsv"
 
 note "Data: two slapd (mdb, \`slapadd -q\`, index uid eq), each with $SUFFIX, $PEOPLE and $USERS inetOrgPerson entries uid=user0000.. (password pw); anonymous read, sizelimit unlimited; \`slapd -d none -h ldap://127.0.0.1:PORT/ -f slapd.conf\`, every process on a free loopback port."
-note "Load: \`$LOAD_DESC\`; every path gets the same load, one after another, in this order: direct, HAProxy, back-meta, back-asyncmeta, dsa-router, dsa-router + access log. The load generator runs on the same machine, competing for the same CPUs."
+note "Load: \`$LOAD_DESC\`; every path gets the same load, one after another, in this order: direct, HAProxy, back-meta, back-asyncmeta, dsa-router, dsa-router --threads 1, dsa-router + access log, then the two connection-per-op rows. The load generator runs on the same machine, competing for the same CPUs."
 note "CPU µs/op: utime+stime of the proxy process (/proc/PID/stat, CLK_TCK $CLK_TCK) over the measured run only (the warm-up is a separate bench run before it), divided by successful operations. For 'direct' it is slapd #1's own CPU. Kernel time spent in softirq for loopback TCP is charged to no process and is not included, for any path. Peak RSS: VmHWM of that process at the end of its run. 'other processes' CPU': user+system time of everything else on the machine during the measured run (other than the proxy, both slapd and the load generator), as a share of all CPUs; above ~10% the throughput and latency figures are disturbed."
 note "HAProxy: \`haproxy -db -f haproxy.cfg\`, mode tcp, balance leastconn over both slapd, nbthread $HAPROXY_NBTHREAD, option ldap-check every 1 s (like the router's probes). It balances connections, not operations."
 if [ "$META_LAYOUT" = uris ]; then
@@ -866,7 +879,7 @@ else
 fi
 note "dsa-router: \`dsa-router serve --knowledge bench.dxg --listen 127.0.0.1:PORT --admin none --no-access-log --probe-interval 1${ROUTER_ARGS:+ $ROUTER_ARGS}\` (fd limit $NOFILE); knowledge: two DSAs with prefix <c AU><o DEMOCORP>, dsa-flags load-share, one load-share-group. The second row is the same without --no-access-log, stderr to a file ($ACCESS_LINES lines written during its runs)."
 if [ "$EXTRAS" = 1 ]; then
-    note "Idle connections: a fresh dsa-router (--max-clients $((IDLE_CONNS + 1000)), --idle-timeout 0), $IDLE_CONNS TCP connections opened by a Python client and left idle; VmRSS measured after the router holds them all. Bulk: a third slapd with ou=bulk and $BULK_ENTRIES entries, a fresh dsa-router with one DSA for it, VmHWM before and after one \`ldapsearch -z 0 -b ou=bulk,$SUFFIX '(objectClass=*)' dn\` read as fast as ldapsearch can."
+    note "Idle connections: a fresh dsa-router (--max-clients $((IDLE_CONNS + 1000)), --idle-timeout 0), $IDLE_CONNS TCP connections opened by a Python client and left idle; VmRSS measured after the router holds them all. Bulk: for each size ($BULK_ENTRIES entries), a third slapd with ou=bulk and that many entries and a fresh dsa-router with one DSA for it, VmHWM before and after one \`ldapsearch -z 0 -b ou=bulk,$SUFFIX '(objectClass=*)' dn\` read as fast as ldapsearch can."
 fi
 
 RUNTIME="$(($(date +%s) - T_START)) s (plus ${BUILD_SECS} s for checks and the build)"
@@ -877,7 +890,7 @@ rc=0
 FAILED_EARLY=0 # from here on, status 1 means the table check failed
 BENCH_DATE="$(date -u '+%Y-%m-%d %H:%M UTC')" BENCH_COMMAND="$cmd" BENCH_LOAD="$LOAD_DESC" \
     BENCH_METHOD="" BENCH_WARNINGS="$WARNINGS" BENCH_RUNTIME="$RUNTIME" BENCH_CHECK=$([ "$CHECK" = 1 ] && echo 1 || echo 0) \
-    BENCH_EXPECTED="direct haproxy meta asyncmeta router router-accesslog haproxy-churn router-churn" \
+    BENCH_EXPECTED="direct haproxy meta asyncmeta router router-1thread router-accesslog haproxy-churn router-churn" \
     "$PY" "$LIB" report "$WORK" "$OUT" || rc=$?
 log "done in $(($(date +%s) - T_START)) s (plus ${BUILD_SECS} s for checks and the build)"
 exit "$rc"
