@@ -710,9 +710,11 @@ fi
 for ((round = 1; round <= ROUNDS; round++)); do
     [ "$ROUNDS" -gt 1 ] && log "round $round of $ROUNDS"
     measure direct "direct to slapd #1" "$P1" "$PID1" "slapd mdb, threads 16 (default); CPU is slapd's own"
-    measure haproxy "HAProxy mode tcp" "$P_HAP" "$PID_HAP" "balance leastconn over 2 slapd, nbthread $HAPROXY_NBTHREAD, option ldap-check every 1 s"
     measure meta "slapd back-meta" "$P_META" "$PID_META" "$META_SET"
     measure asyncmeta "slapd back-asyncmeta" "$P_AMETA" "$PID_AMETA" "${META_SET/threads 16 (default)/max-target-conns 255, max-pending-ops 128, threads 16 (defaults)}"
+    # HAProxy right before the router rows it is compared with: the
+    # targets take the ratio within each round (see benchlib.py paired).
+    measure haproxy "HAProxy mode tcp" "$P_HAP" "$PID_HAP" "balance leastconn over 2 slapd, nbthread $HAPROXY_NBTHREAD, option ldap-check every 1 s"
     measure router "dsa-router" "$P_R" "$PID_R" "2 DSAs in one load-share group, probe every 1 s, access log off, ${ROUTER_ARGS:-defaults (--threads 0: one worker per CPU)}"
     measure router-1thread "dsa-router --threads 1" "$P_R1" "$PID_R1" "as above, one worker thread (--threads 1)"
     measure router-accesslog "dsa-router + access log" "$P_RL" "$PID_RL" "as above, access log on (--access-log to a file)"
@@ -869,7 +871,7 @@ MEM_KB=$(awk '/^MemTotal:/{print $2}' /proc/meminfo)
 } >"$WORK/machine.tsv"
 
 note "Data: two slapd (mdb, \`slapadd -q\`, index uid eq), each with $SUFFIX, $PEOPLE and $USERS inetOrgPerson entries uid=user0000.. (password pw); anonymous read, sizelimit unlimited; \`slapd -d none -h ldap://127.0.0.1:PORT/ -f slapd.conf\`, every process on a free loopback port."
-note "Load: \`$LOAD_DESC\`; every path gets the same load, one after another, in this order: direct, HAProxy, back-meta, back-asyncmeta, dsa-router, dsa-router --threads 1, dsa-router + access log, then the two connection-per-op rows. The load generator runs on the same machine, competing for the same CPUs."
+note "Load: \`$LOAD_DESC\`; every path gets the same load, one after another, in this order: direct, back-meta, back-asyncmeta, HAProxy, dsa-router, dsa-router --threads 1, dsa-router + access log, then the two connection-per-op rows (HAProxy's first); each target compares paths of one round, run back to back, and takes the median over the rounds. The load generator runs on the same machine, competing for the same CPUs."
 note "CPU µs/op: utime+stime of the proxy process (/proc/PID/stat, CLK_TCK $CLK_TCK) over the measured run only (the warm-up is a separate bench run before it), divided by successful operations. For 'direct' it is slapd #1's own CPU. Kernel time spent in softirq for loopback TCP is charged to no process and is not included, for any path. Peak RSS: VmHWM of that process at the end of its run. 'other processes' CPU': user+system time of everything else on the machine during the measured run (other than the proxy, both slapd and the load generator), as a share of all CPUs; above ~10% the throughput and latency figures are disturbed."
 note "HAProxy: \`haproxy -db -f haproxy.cfg\`, mode tcp, balance leastconn over both slapd, nbthread $HAPROXY_NBTHREAD, option ldap-check every 1 s (like the router's probes). It balances connections, not operations."
 if [ "$META_LAYOUT" = uris ]; then
