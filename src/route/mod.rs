@@ -96,7 +96,7 @@ pub struct Table {
     partitions: Vec<Partition>,
     /// With many partitions: their indexes by [`Dn::key`] of their prefix,
     /// so that a lookup costs a hash per level of the DN, not a scan.
-    index: Option<std::collections::HashMap<u64, Vec<usize>>>,
+    index: Option<crate::fasthash::FastMap<u64, Vec<usize>>>,
     /// The router's own DSA, never a target.
     pub router: Option<DsaIdx>,
 }
@@ -187,7 +187,7 @@ impl Table {
         }
         partitions.sort_by_key(|p| std::cmp::Reverse(p.prefix.depth()));
         let index = (partitions.len() > INDEXED).then(|| {
-            let mut ix: std::collections::HashMap<u64, Vec<usize>> = Default::default();
+            let mut ix: crate::fasthash::FastMap<u64, Vec<usize>> = Default::default();
             for (i, p) in partitions.iter().enumerate() {
                 ix.entry(p.prefix.key()).or_default().push(i);
             }
