@@ -252,8 +252,10 @@ fn collect(log: &Log, out: &mut Out, spare: &mut Vec<u8>) -> usize {
 
 /// Fields formatted once when an operation is placed, written into its line
 /// when it ends.
+// A vector, not a boxed slice: making one would shrink it, a second
+// allocator call per operation.
 #[derive(Clone)]
-pub struct Head(Box<[u8]>);
+pub struct Head(Vec<u8>);
 
 impl std::fmt::Debug for Head {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -272,7 +274,7 @@ impl Head {
             first: true,
         };
         fields(&mut f);
-        Head(buf.into_boxed_slice())
+        Head(buf)
     }
 }
 
@@ -316,6 +318,15 @@ impl Fields<'_> {
         self.key(key);
         if self.json {
             json_string(self.buf, v);
+        } else if v
+            .bytes()
+            .all(|b| (b' '..=b'~').contains(&b) && b != b'"' && b != b'\\')
+        {
+            // What `{v:?}` writes for printable ASCII without quotes or
+            // backslashes (operation names), without the formatter.
+            self.buf.push(b'"');
+            self.buf.extend_from_slice(v.as_bytes());
+            self.buf.push(b'"');
         } else {
             let _ = write!(Adapter(self.buf), "{v:?}");
         }
@@ -353,18 +364,7 @@ impl Fields<'_> {
 
     pub fn num(&mut self, key: &str, v: u64) -> &mut Self {
         self.key(key);
-        let mut b = [0u8; 20];
-        let mut i = b.len();
-        let mut n = v;
-        loop {
-            i -= 1;
-            b[i] = b'0' + (n % 10) as u8;
-            n /= 10;
-            if n == 0 {
-                break;
-            }
-        }
-        self.buf.extend_from_slice(&b[i..]);
+        decimal(self.buf, v);
         self
     }
 
@@ -373,7 +373,23 @@ impl Fields<'_> {
         if self.json {
             self.buf.push(b'"');
         }
-        let _ = write!(Adapter(self.buf), "{v}");
+        match v {
+            // `a.b.c.d:port`, as `Display` writes it, without the
+            // formatter (a client's address is in every line).
+            SocketAddr::V4(a) => {
+                for (i, o) in a.ip().octets().into_iter().enumerate() {
+                    if i > 0 {
+                        self.buf.push(b'.');
+                    }
+                    decimal(self.buf, u64::from(o));
+                }
+                self.buf.push(b':');
+                decimal(self.buf, u64::from(a.port()));
+            }
+            SocketAddr::V6(_) => {
+                let _ = write!(Adapter(self.buf), "{v}");
+            }
+        }
         if self.json {
             self.buf.push(b'"');
         }
@@ -392,6 +408,22 @@ impl Fields<'_> {
         self.first = false;
         self
     }
+}
+
+/// `n` in decimal.
+fn decimal(buf: &mut Vec<u8>, n: u64) {
+    let mut b = [0u8; 20];
+    let mut i = b.len();
+    let mut n = n;
+    loop {
+        i -= 1;
+        b[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    buf.extend_from_slice(&b[i..]);
 }
 
 /// `fmt::Write` into a byte buffer.
@@ -541,6 +573,50 @@ mod tests {
         String::from_utf8(buf).unwrap()
     }
 
+    /// The formatter-free paths write what the formatter would.
+    #[test]
+    fn fast_paths_write_what_the_formatter_writes() {
+        for v in [
+            "search",
+            "",
+            "a b~!",
+            "with \"quotes\"",
+            "back\\slash",
+            "tab\there",
+            "new\nline",
+            "\u{7f}",
+            "é",
+            "answered by the router: no such partition",
+        ] {
+            let got = fields(false, |f| {
+                f.quoted("k", v);
+            });
+            assert_eq!(got, format!("k={v:?}"), "{v:?}");
+        }
+        for a in [
+            "0.0.0.0:0",
+            "127.0.0.1:4000",
+            "10.20.30.40:65535",
+            "255.255.255.255:389",
+            "192.168.1.9:1",
+            "[::1]:389",
+            "[fe80::1%2]:636",
+        ] {
+            let addr: SocketAddr = a.parse().unwrap();
+            for json in [false, true] {
+                let got = fields(json, |f| {
+                    f.addr("client", addr);
+                });
+                let want = if json {
+                    format!("\"client\":\"{addr}\"")
+                } else {
+                    format!("client={addr}")
+                };
+                assert_eq!(got, want);
+            }
+        }
+    }
+
     #[test]
     fn text_and_json_fields() {
         let addr: SocketAddr = "127.0.0.1:4000".parse().unwrap();
@@ -554,7 +630,7 @@ mod tests {
             .addr("client", addr)
             .quoted("op", "search")
             .plain("dn", "cn=a \"b\",o=x");
-            Head(buf.into_boxed_slice())
+            Head(buf)
         };
         let whole = |json| {
             let h = head(json);

@@ -62,6 +62,8 @@ pub struct Partition {
     /// the normalized prefix, with `#slot` in a horizontal partition.
     /// Made once, so that requests do not build it.
     pub key: String,
+    /// `prefix` as the access log writes it, made once.
+    pub text: String,
     /// Rotation among equally loaded targets.
     rotor: AtomicUsize,
 }
@@ -144,6 +146,7 @@ impl Table {
                             None => d.prefix.normalized(),
                         },
                         hash: d.hash.clone(),
+                        text: d.prefix.to_string(),
                         prefix: d.prefix.clone(),
                         order: vec![i],
                         groups: Vec::new(),

@@ -231,7 +231,7 @@ impl Session {
                 f.addr("client", self.peer)
                     .quoted("op", "bind")
                     .display("dn", &dn)
-                    .display("partition", &p.prefix)
+                    .plain("partition", &p.text)
                     .plain("dsa", &name)
                     .num("result", u64::from(code))
                     .quoted_opt("ppolicy", policy.as_deref())

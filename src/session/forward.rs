@@ -139,7 +139,7 @@ impl Session {
                 self.peer,
                 req.op.name(),
                 dn_text,
-                &p.prefix,
+                &p.text,
                 affine.map(|_| "read-your-writes"),
             )
         });

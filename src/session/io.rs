@@ -28,6 +28,7 @@ pub async fn run(
         router.cfg.client_queue,
         router.cfg.client_queue_bytes,
         router.response_memory.clone(),
+        peer,
     );
     let done = CancellationToken::new();
     let mut pause = CancellationToken::new();

@@ -120,6 +120,7 @@ impl Session {
         // the DSA is recorded where the operation is placed.
         let span = tracing::debug_span!(
             "op",
+            client = %self.peer,
             msgid = req.msgid,
             op = req.op.name(),
             dsa = tracing::field::Empty

@@ -84,6 +84,8 @@ pub struct ClientOut {
     outstanding: Mutex<FastMap<i32, Tracked>>,
     /// Cancelled to disconnect the client (overflow, shutdown).
     pub kill: CancellationToken,
+    /// The client's address, for the warnings.
+    peer: std::net::SocketAddr,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -95,6 +97,7 @@ impl ClientOut {
         max_pdus: usize,
         max_bytes: usize,
         budget: Arc<crate::outbox::Budget>,
+        peer: std::net::SocketAddr,
     ) -> Arc<ClientOut> {
         Arc::new(ClientOut {
             ob: Outbox::with_budget(budget),
@@ -104,6 +107,7 @@ impl ClientOut {
             },
             outstanding: Mutex::new(FastMap::default()),
             kill: CancellationToken::new(),
+            peer,
         })
     }
 
@@ -229,7 +233,7 @@ impl ClientOut {
     /// The client is not reading: abandon its work and disconnect it.
     pub fn overflow(&self) {
         if !self.kill.is_cancelled() {
-            tracing::warn!("client output queue full (client not reading); abandoning its operations and disconnecting it");
+            tracing::warn!(client = %self.peer, "client output queue full (client not reading); abandoning its operations and disconnecting it");
             self.kill.cancel();
         }
         self.abandon_all();

@@ -51,14 +51,14 @@ impl LogCtx {
         client: SocketAddr,
         op: &'static str,
         dn: &str,
-        partition: &dyn std::fmt::Display,
+        partition: &str,
         affinity: Option<&'static str>,
     ) -> Box<LogCtx> {
         let head = crate::access::Head::new(|f| {
             f.addr("client", client)
                 .quoted("op", op)
                 .plain("dn", dn)
-                .display("partition", partition);
+                .plain("partition", partition);
         });
         Box::new(LogCtx { head, affinity })
     }
