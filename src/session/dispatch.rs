@@ -632,7 +632,8 @@ pub(super) struct Retry {
     /// `dn:...` for proxied authorization on the router's connection;
     /// `None` for an anonymous client.
     pub proxy_dn: Option<String>,
-    pub dn: Dn,
+    /// Shared with the session's last parsed DN and with hedges.
+    pub dn: Arc<Dn>,
     /// Names of the DSAs already tried (names survive reloads).
     pub tried: Vec<String>,
     /// It places a hedge: only on a DSA of the group of the one the read

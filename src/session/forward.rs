@@ -57,7 +57,7 @@ impl Session {
                 req.op,
                 Op::Add { .. } | Op::Delete { .. } | Op::Modify { .. } | Op::ModDn { .. }
             );
-        let dn = match Dn::parse_ldap(dn_text) {
+        let dn = match self.parsed(dn_text) {
             Ok(d) => d,
             Err(e) => {
                 return self

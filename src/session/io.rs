@@ -40,6 +40,7 @@ pub async fn run(
         identity: Identity::Anonymous,
         private: Default::default(),
         state_dsa: HashMap::new(),
+        last_dn: None,
         sasl: None,
         affinity: HashMap::new(),
         rebind: None,

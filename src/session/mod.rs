@@ -104,9 +104,26 @@ struct Session {
     sasl: Option<sasl::InProgress>,
     /// Whether the connection runs over TLS (LDAPS or after StartTLS).
     tls: bool,
+    /// The last target DN this client named, parsed (see
+    /// [`Session::parsed`]).
+    last_dn: Option<(Box<str>, Arc<crate::dn::Dn>)>,
 }
 
 impl Session {
+    /// `text` parsed; the last DN parsed when the client names the same
+    /// again (clients search one base over and over: parsing it was an
+    /// eighth of the router's own work per operation).
+    fn parsed(&mut self, text: &str) -> Result<Arc<crate::dn::Dn>, crate::dn::DnError> {
+        if let Some((t, d)) = &self.last_dn {
+            if **t == *text {
+                return Ok(d.clone());
+            }
+        }
+        let d = Arc::new(crate::dn::Dn::parse_ldap(text)?);
+        self.last_dn = Some((text.into(), d.clone()));
+        Ok(d)
+    }
+
     async fn handle(&mut self, pdu: Bytes) -> Flow {
         let h = match frame::header(&pdu) {
             Ok(h) => h,

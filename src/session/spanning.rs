@@ -188,7 +188,7 @@ impl Session {
                         pdu: sub.clone(),
                         header: sub_h,
                         proxy_dn: t.proxy.clone(),
-                        dn,
+                        dn: Arc::new(dn),
                         tried: t
                             .tried
                             .iter()

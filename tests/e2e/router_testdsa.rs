@@ -53,6 +53,36 @@ async fn reads_spread_over_first_group_and_follow_precedence() {
     assert_alternates(&seen, set(["H2", "D2"]), "precedence H2");
 }
 
+// 1b. A client that names one base over and over, then another, then the
+// first again, on one connection: each request goes to its own DN's
+// partition (the session reuses the last DN it parsed only for the same
+// text).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_connection_switching_bases_routes_each_to_its_partition() {
+    let h = Builder::default().start().await;
+    let mut l = ldap(&h.url()).await;
+    let democorp = set(["D1", "H1"]);
+    let customer = set(["C1", "C2"]);
+    for (i, (suffix, holders)) in [
+        (DEMOCORP, &democorp),
+        (DEMOCORP, &democorp),
+        (CUSTOMER, &customer),
+        (CUSTOMER, &customer),
+        (DEMOCORP, &democorp),
+        (CUSTOMER, &customer),
+        (DEMOCORP, &democorp),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let by = served_by(&mut l, suffix).await;
+        assert!(
+            holders.contains(&by),
+            "request {i} for {suffix} answered by {by}, not one of {holders:?}"
+        );
+    }
+}
+
 fn only_in(h: &Harness, dn: &str, holder: &str, others: &[&str]) {
     assert!(
         h.dsa(holder).dir.contains(dn),
