@@ -714,14 +714,26 @@ for ((round = 1; round <= ROUNDS; round++)); do
     measure asyncmeta "slapd back-asyncmeta" "$P_AMETA" "$PID_AMETA" "${META_SET/threads 16 (default)/max-target-conns 255, max-pending-ops 128, threads 16 (defaults)}"
     # HAProxy right before the router rows it is compared with: the
     # targets take the ratio within each round (see benchlib.py paired).
-    measure haproxy "HAProxy mode tcp" "$P_HAP" "$PID_HAP" "balance leastconn over 2 slapd, nbthread $HAPROXY_NBTHREAD, option ldap-check every 1 s"
-    measure router "dsa-router" "$P_R" "$PID_R" "2 DSAs in one load-share group, probe every 1 s, access log off, ${ROUTER_ARGS:-defaults (--threads 0: one worker per CPU)}"
-    measure router-1thread "dsa-router --threads 1" "$P_R1" "$PID_R1" "as above, one worker thread (--threads 1)"
-    measure router-accesslog "dsa-router + access log" "$P_RL" "$PID_RL" "as above, access log on (--access-log to a file)"
-    # Connection churn (web logins): connect, bind as a random user,
-    # search, unbind, close; one operation is the whole sequence.
-    measure haproxy-churn "HAProxy, connection per op" "$P_HAP" "$PID_HAP" "as HAProxy above; dsa-bench --churn: connect, bind as a random user, search, unbind, close" --churn
-    measure router-churn "dsa-router, connection per op" "$P_R" "$PID_R" "as dsa-router above; dsa-bench --churn (each bind runs on a spare DSA connection an earlier client gave back, --spare-connections)" --churn
+    # Every second round runs these rows in the reverse order, so that a
+    # machine slowing down (or speeding up) during a round does not always
+    # favour the same side of a pair.
+    compared=(haproxy router router-1thread router-accesslog haproxy-churn router-churn)
+    if ((round % 2 == 0)); then
+        compared=(router-accesslog router-1thread router haproxy router-churn haproxy-churn)
+    fi
+    for key in "${compared[@]}"; do
+        case $key in
+            haproxy) measure haproxy "HAProxy mode tcp" "$P_HAP" "$PID_HAP" "balance leastconn over 2 slapd, nbthread $HAPROXY_NBTHREAD, option ldap-check every 1 s" ;;
+            router) measure router "dsa-router" "$P_R" "$PID_R" "2 DSAs in one load-share group, probe every 1 s, access log off, ${ROUTER_ARGS:-defaults (--threads 0: one worker per CPU)}" ;;
+            router-1thread) measure router-1thread "dsa-router --threads 1" "$P_R1" "$PID_R1" "as above, one worker thread (--threads 1)" ;;
+            router-accesslog) measure router-accesslog "dsa-router + access log" "$P_RL" "$PID_RL" "as above, access log on (--access-log to a file)" ;;
+            # Connection churn (web logins): connect, bind as a random
+            # user, search, unbind, close; one operation is the whole
+            # sequence.
+            haproxy-churn) measure haproxy-churn "HAProxy, connection per op" "$P_HAP" "$PID_HAP" "as HAProxy above; dsa-bench --churn: connect, bind as a random user, search, unbind, close" --churn ;;
+            router-churn) measure router-churn "dsa-router, connection per op" "$P_R" "$PID_R" "as dsa-router above; dsa-bench --churn (each bind runs on a spare DSA connection an earlier client gave back, --spare-connections)" --churn ;;
+        esac
+    done
 done
 ACCESS_LINES=$(wc -l <"$ACCESS_LOG_FILE" || echo 0)
 
@@ -871,7 +883,7 @@ MEM_KB=$(awk '/^MemTotal:/{print $2}' /proc/meminfo)
 } >"$WORK/machine.tsv"
 
 note "Data: two slapd (mdb, \`slapadd -q\`, index uid eq), each with $SUFFIX, $PEOPLE and $USERS inetOrgPerson entries uid=user0000.. (password pw); anonymous read, sizelimit unlimited; \`slapd -d none -h ldap://127.0.0.1:PORT/ -f slapd.conf\`, every process on a free loopback port."
-note "Load: \`$LOAD_DESC\`; every path gets the same load, one after another, in this order: direct, back-meta, back-asyncmeta, HAProxy, dsa-router, dsa-router --threads 1, dsa-router + access log, then the two connection-per-op rows (HAProxy's first); each target compares paths of one round, run back to back, and takes the median over the rounds. The load generator runs on the same machine, competing for the same CPUs."
+note "Load: \`$LOAD_DESC\`; every path gets the same load, one after another, in this order: direct, back-meta, back-asyncmeta, HAProxy, dsa-router, dsa-router --threads 1, dsa-router + access log, then the two connection-per-op rows (HAProxy's first), every second round with the HAProxy and dsa-router rows in the reverse order (so that a machine speeding up or slowing down within a round does not always favour the same side of a pair); each target compares paths of one round, run back to back, and takes the median over the rounds. The load generator runs on the same machine, competing for the same CPUs."
 note "CPU µs/op: utime+stime of the proxy process (/proc/PID/stat, CLK_TCK $CLK_TCK) over the measured run only (the warm-up is a separate bench run before it), divided by successful operations. For 'direct' it is slapd #1's own CPU. Kernel time spent in softirq for loopback TCP is charged to no process and is not included, for any path. Peak RSS: VmHWM of that process at the end of its run. 'other processes' CPU': user+system time of everything else on the machine during the measured run (other than the proxy, both slapd and the load generator), as a share of all CPUs; above ~10% the throughput and latency figures are disturbed."
 note "HAProxy: \`haproxy -db -f haproxy.cfg\`, mode tcp, balance leastconn over both slapd, nbthread $HAPROXY_NBTHREAD, option ldap-check every 1 s (like the router's probes). It balances connections, not operations."
 if [ "$META_LAYOUT" = uris ]; then
