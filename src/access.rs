@@ -6,8 +6,8 @@
 //! buffer has grown, and no lock that another thread holds (the buffer's
 //! mutex is taken only by its thread, and by the writer thread when it
 //! collects). The writer thread collects every buffer every [`INTERVAL`]
-//! (or as soon as a line arrives after an idle spell) and writes each in
-//! one call, to stderr or to a file that SIGUSR1 reopens (logrotate).
+//! (or as soon as a line arrives after an idle spell, or a buffer is half
+//! full) and writes each in one call, to stderr or to a file that SIGUSR1 reopens (logrotate).
 //!
 //! A buffer holds at most [`MAX_BUFFER`] bytes: when the destination does
 //! not keep up, further lines are dropped and counted
@@ -27,8 +27,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-/// How often the writer collects the buffers under load.
-pub const INTERVAL: Duration = Duration::from_millis(20);
+/// How often the writer collects the buffers under load (sooner when a
+/// buffer reaches half of [`MAX_BUFFER`]). Each collection costs a wake-up
+/// and a write per thread: at 20 ms they were a fifth of what the log cost
+/// under load, at 100 ms a twentieth.
+pub const INTERVAL: Duration = Duration::from_millis(100);
 /// Bytes one thread's buffer may hold before lines are dropped.
 pub const MAX_BUFFER: usize = 4 << 20;
 
@@ -199,7 +202,8 @@ fn writer(out: &mut Out) {
             }
             log.idle.store(false, Ordering::SeqCst);
         } else {
-            std::thread::sleep(INTERVAL);
+            // A buffer half full wakes us early (`line`).
+            std::thread::park_timeout(INTERVAL);
         }
         let dropped = log.dropped.load(Ordering::Relaxed);
         let since = warned.map_or(0, |(_, n)| n);
@@ -276,6 +280,19 @@ impl Head {
         fields(&mut f);
         Head(buf)
     }
+
+    /// `client=ADDRESS`, formatted once for every line of a client's
+    /// session (empty when the log is off).
+    pub fn client(peer: SocketAddr) -> Head {
+        if !enabled() {
+            return Head(Vec::new());
+        }
+        let mut h = Head::new(|f| {
+            f.addr("client", peer);
+        });
+        h.0.shrink_to_fit();
+        h
+    }
 }
 
 /// A line's fields, written as `key=value` (text) or `"key":value` (JSON).
@@ -286,6 +303,9 @@ pub struct Fields<'a> {
 }
 
 impl Fields<'_> {
+    // Inlined, with the field writers that call it: their keys are
+    // constants, so copying one becomes a store or two, not a call.
+    #[inline(always)]
     fn key(&mut self, key: &str) {
         if self.json {
             self.buf
@@ -303,6 +323,7 @@ impl Fields<'_> {
     }
 
     /// A value written as it is in text (a DN, a name), quoted in JSON.
+    #[inline]
     pub fn plain(&mut self, key: &str, v: &str) -> &mut Self {
         self.key(key);
         if self.json {
@@ -314,6 +335,7 @@ impl Fields<'_> {
     }
 
     /// A value quoted in both formats (an operation name, a message).
+    #[inline]
     pub fn quoted(&mut self, key: &str, v: &str) -> &mut Self {
         self.key(key);
         if self.json {
@@ -347,6 +369,7 @@ impl Fields<'_> {
     }
 
     /// [`Fields::plain`] when present.
+    #[inline]
     pub fn plain_opt(&mut self, key: &str, v: Option<&str>) -> &mut Self {
         if let Some(v) = v {
             self.plain(key, v);
@@ -355,6 +378,7 @@ impl Fields<'_> {
     }
 
     /// [`Fields::quoted`] when present.
+    #[inline]
     pub fn quoted_opt(&mut self, key: &str, v: Option<&str>) -> &mut Self {
         if let Some(v) = v {
             self.quoted(key, v);
@@ -362,6 +386,7 @@ impl Fields<'_> {
         self
     }
 
+    #[inline]
     pub fn num(&mut self, key: &str, v: u64) -> &mut Self {
         self.key(key);
         decimal(self.buf, v);
@@ -509,12 +534,20 @@ pub fn line(fields: impl FnOnce(&mut Fields<'_>)) {
             return;
         }
         l.lines += 1;
-        if was_empty && log.idle.load(Ordering::SeqCst) {
+        if (was_empty && log.idle.load(Ordering::SeqCst)) || reached_half(start, buf.len()) {
             if let Some(t) = log.writer.get() {
                 t.unpark();
             }
         }
     });
+}
+
+/// Whether a line that took a buffer from `before` to `after` bytes made
+/// it half full: the writer is woken before its interval ends, so that a
+/// burst does not fill the buffer (and lose lines) while it sleeps.
+fn reached_half(before: usize, after: usize) -> bool {
+    let half = MAX_BUFFER / 2;
+    before < half && after >= half
 }
 
 /// `YYYY-MM-DDTHH:MM:SS` (UTC) of seconds since the epoch.
@@ -549,6 +582,21 @@ fn civil(secs: u64) -> [u8; 19] {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_buffer_reaching_half_wakes_the_writer_once() {
+        let half = MAX_BUFFER / 2;
+        for (before, after, wakes) in [
+            (0, 120, false),
+            (half - 200, half - 80, false),
+            (half - 100, half, true),
+            (half - 1, half + 150, true),
+            (half, half + 150, false),
+            (half + 10, MAX_BUFFER, false),
+        ] {
+            assert_eq!(reached_half(before, after), wakes, "{before} -> {after}");
+        }
+    }
 
     #[test]
     fn civil_dates() {

@@ -228,7 +228,7 @@ impl Session {
         if crate::access::enabled() {
             let policy = policy.map(|p| p.to_string());
             crate::access::line(|f| {
-                f.addr("client", self.peer)
+                f.head(&self.log_client)
                     .quoted("op", "bind")
                     .display("dn", &dn)
                     .plain("partition", &p.text)

@@ -136,7 +136,7 @@ impl Session {
             .or(sasl_home);
         let log = crate::access::enabled().then(|| {
             LogCtx::new(
-                self.peer,
+                &self.log_client,
                 req.op.name(),
                 dn_text,
                 &p.text,

@@ -41,6 +41,7 @@ pub async fn run(
         private: Default::default(),
         state_dsa: HashMap::new(),
         last_dn: None,
+        log_client: crate::access::Head::client(peer),
         sasl: None,
         affinity: HashMap::new(),
         rebind: None,

@@ -69,7 +69,7 @@ impl Session {
             .metrics
             .op(crate::metrics::op_index("search"), 0, 0);
         crate::access::line(|f| {
-            f.addr("client", self.peer)
+            f.head(&self.log_client)
                 .quoted("op", "search")
                 .plain("dn", "")
                 .num("result", 0)
@@ -301,7 +301,7 @@ impl Session {
             .metrics
             .op(crate::metrics::op_index("extended"), code.clone() as u8, 0);
         crate::access::line(|f| {
-            f.addr("client", self.peer)
+            f.head(&self.log_client)
                 .quoted("op", "extended")
                 .num("result", code.clone() as u64)
                 .plain("dsa", "-")

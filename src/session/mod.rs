@@ -107,6 +107,9 @@ struct Session {
     /// The last target DN this client named, parsed (see
     /// [`Session::parsed`]).
     last_dn: Option<(Box<str>, Arc<crate::dn::Dn>)>,
+    /// `client=ADDRESS` for the access log, formatted once (empty when the
+    /// log is off): writing the address was a third of each line's work.
+    log_client: crate::access::Head,
 }
 
 impl Session {
@@ -240,7 +243,7 @@ impl Session {
             0,
         );
         crate::access::line(|f| {
-            f.addr("client", self.peer)
+            f.head(&self.log_client)
                 .quoted("op", req.op.name())
                 .num("result", code.clone() as u64)
                 .plain("dsa", "-")

@@ -153,7 +153,7 @@ impl Session {
             _ => conn.close(),
         }
         crate::access::line(|f| {
-            f.addr("client", self.peer)
+            f.head(&self.log_client)
                 .quoted("op", "bind")
                 .plain("mech", mech)
                 .quoted_opt("authz", authz.as_deref())

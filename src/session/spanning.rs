@@ -156,7 +156,7 @@ impl Session {
                 .base
                 .map_or_else(|| base_text.to_string(), |b| b.to_string());
             let log = crate::access::enabled()
-                .then(|| LogCtx::new(self.peer, "search", &base, &p.text, None));
+                .then(|| LogCtx::new(&self.log_client, "search", &base, &p.text, None));
             let mut sub = search::rebase(pdu, h, &sh, &base, s.scope, control.as_deref());
             if !strip.is_empty() {
                 if let Ok(sh) = frame::header(&sub) {

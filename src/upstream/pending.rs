@@ -7,7 +7,6 @@ use crate::dsa_state::InFlight;
 use crate::error::Error;
 use crate::metrics::Metrics;
 use bytes::Bytes;
-use std::net::SocketAddr;
 use std::sync::Arc;
 // Tokio's clock: operation timeouts follow paused time in tests.
 use tokio::sync::oneshot;
@@ -48,14 +47,14 @@ pub struct LogCtx {
 impl LogCtx {
     /// The context of one operation (boxed: it rides in [`Pending`]).
     pub fn new(
-        client: SocketAddr,
+        client: &crate::access::Head,
         op: &'static str,
         dn: &str,
         partition: &str,
         affinity: Option<&'static str>,
     ) -> Box<LogCtx> {
         let head = crate::access::Head::new(|f| {
-            f.addr("client", client)
+            f.head(client)
                 .quoted("op", op)
                 .plain("dn", dn)
                 .plain("partition", partition);

@@ -29,7 +29,7 @@ fn read_alice(url: &str, bind: bool) {
 }
 
 /// The file's lines once it holds at least `n` (the writer thread writes
-/// every 20 ms).
+/// every `access::INTERVAL`).
 fn lines_of(path: &Path, n: usize) -> Vec<String> {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {

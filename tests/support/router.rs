@@ -74,7 +74,7 @@ impl Router {
                     break;
                 }
                 if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
-                    && r.log_text().contains("dsa-router listening")
+                    && r.log_now().contains("dsa-router listening")
                 {
                     return r;
                 }
@@ -93,10 +93,15 @@ impl Router {
     }
 
     /// The router's log so far, without terminal colours. Access-log lines
-    /// are written by a writer thread every 20 ms: this waits for one
-    /// round first.
+    /// are written by a writer thread every `access::INTERVAL`: this waits
+    /// for one round first.
     pub fn log_text(&self) -> String {
-        std::thread::sleep(Duration::from_millis(60));
+        std::thread::sleep(dsa_router::access::INTERVAL + Duration::from_millis(50));
+        self.log_now()
+    }
+
+    /// The router's log so far, without waiting for the access log.
+    fn log_now(&self) -> String {
         strip_ansi(&fs::read_to_string(&self.log).unwrap_or_default())
     }
 
