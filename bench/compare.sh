@@ -609,10 +609,11 @@ new_router() { # NAME KNOWLEDGE READY_FN EXTRA_ARGS...
 # shellcheck disable=SC2086 # ROUTER_ARGS: extra words for serve
 new_router router "$KNOW" router_ready --no-access-log ${ROUTER_ARGS:-}
 P_R=$S_PORT PID_R=$S_PID
-# The same on one worker thread (--threads 1; ROUTER_ARGS may not name
-# --threads again): what the default's extra threads cost per operation.
+# The same on one worker thread (--threads 1, in place of any --threads
+# in ROUTER_ARGS): what the default's extra threads cost per operation.
+R1_ARGS=$(sed -E 's/(^| )--threads(=| +)[^ ]+//g' <<<"${ROUTER_ARGS:-}")
 # shellcheck disable=SC2086
-new_router router-1thread "$KNOW" router_ready --no-access-log --threads 1 ${ROUTER_ARGS:-}
+new_router router-1thread "$KNOW" router_ready --no-access-log --threads 1 $R1_ARGS
 P_R1=$S_PORT PID_R1=$S_PID
 # With the access log on, to a file (--access-log), as in production.
 ACCESS_LOG_FILE="$WORK/router/access.log"
