@@ -304,16 +304,28 @@ impl Table {
     ///   for a one-level search only a partition whose prefix is a child of
     ///   the base, with base scope (its prefix entry is the child).
     pub fn spanning(&self, base: &Dn, scope: u8) -> Vec<Span<'_>> {
+        let holder = match self.lookup(base) {
+            Lookup::Partition(p) => Some(p),
+            Lookup::NoPartition { .. } => None,
+        };
+        self.spanning_from(base, scope, holder)
+    }
+
+    /// [`Table::spanning`] when the caller has looked `base` up already
+    /// (`holder`: what [`Table::lookup`] found): a search's route costs one
+    /// lookup, not two.
+    pub fn spanning_from<'a>(
+        &'a self,
+        base: &Dn,
+        scope: u8,
+        holder: Option<&'a Partition>,
+    ) -> Vec<Span<'a>> {
         // Below the base: deeper partitions, and the slots of a horizontal
         // partition whose prefix is the base (their entries are children
         // of the base).
         let below = |q: &Partition| {
             (q.prefix.depth() > base.depth() && base.is_ancestor_or_self_of(&q.prefix))
                 || (q.hash.is_some() && q.prefix == *base)
-        };
-        let holder = match self.lookup(base) {
-            Lookup::Partition(p) => Some(p),
-            Lookup::NoPartition { .. } => None,
         };
         let others = |q: &Partition| below(q) && !holder.is_some_and(|h| std::ptr::eq(q, h));
         // The common case, on every search: nothing below the base.

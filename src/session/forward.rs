@@ -71,13 +71,18 @@ impl Session {
             }
         };
         let routing = self.router.routing();
+        let found = routing.table.lookup(&dn);
         if let (Op::Search { scope, .. }, None) = (&req.op, target) {
-            let spans = routing.table.spanning(&dn, *scope);
+            let holder = match &found {
+                Lookup::Partition(p) => Some(*p),
+                Lookup::NoPartition { .. } => None,
+            };
+            let spans = routing.table.spanning_from(&dn, *scope, holder);
             if !spans.is_empty() {
                 return Box::pin(self.fan_out(pdu, h, req, &routing, dn_text, spans)).await;
             }
         }
-        let p = match routing.table.lookup(&dn) {
+        let p = match found {
             Lookup::Partition(p) => p,
             // The schema (subschemaSubentry of the router's root DSE) is
             // the home partition's DSAs' to answer.
