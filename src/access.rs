@@ -7,7 +7,8 @@
 //! mutex is taken only by its thread, and by the writer thread when it
 //! collects). The writer thread collects every buffer every [`INTERVAL`]
 //! (or as soon as a line arrives after an idle spell, or a buffer is half
-//! full) and writes each in one call, to stderr or to a file that SIGUSR1 reopens (logrotate).
+//! full) and writes each in one call, to stderr or to a file that SIGUSR1
+//! reopens (logrotate).
 //!
 //! A buffer holds at most [`MAX_BUFFER`] bytes: when the destination does
 //! not keep up, further lines are dropped and counted
@@ -29,8 +30,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// How often the writer collects the buffers under load (sooner when a
 /// buffer reaches half of [`MAX_BUFFER`]). Each collection costs a wake-up
-/// and a write per thread: at 20 ms they were a fifth of what the log cost
-/// under load, at 100 ms a twentieth.
+/// and a write per thread: at 7,000 lines a second the writer took 4.9 ms
+/// of CPU a second collecting every 20 ms, 1.5 ms every 100 ms.
 pub const INTERVAL: Duration = Duration::from_millis(100);
 /// Bytes one thread's buffer may hold before lines are dropped.
 pub const MAX_BUFFER: usize = 4 << 20;
