@@ -90,6 +90,16 @@ pub enum Lookup<'a> {
     NoPartition { below: Vec<&'a Partition> },
 }
 
+impl<'a> Lookup<'a> {
+    /// The partition found, if any.
+    pub fn partition(&self) -> Option<&'a Partition> {
+        match self {
+            Lookup::Partition(p) => Some(p),
+            Lookup::NoPartition { .. } => None,
+        }
+    }
+}
+
 /// The routing table for one snapshot.
 #[derive(Debug)]
 pub struct Table {
@@ -304,11 +314,7 @@ impl Table {
     ///   for a one-level search only a partition whose prefix is a child of
     ///   the base, with base scope (its prefix entry is the child).
     pub fn spanning(&self, base: &Dn, scope: u8) -> Vec<Span<'_>> {
-        let holder = match self.lookup(base) {
-            Lookup::Partition(p) => Some(p),
-            Lookup::NoPartition { .. } => None,
-        };
-        self.spanning_from(base, scope, holder)
+        self.spanning_from(base, scope, self.lookup(base).partition())
     }
 
     /// [`Table::spanning`] when the caller has looked `base` up already

@@ -12,7 +12,6 @@
 use super::out::{Running, ToClient};
 use super::{Identity, Session};
 use crate::dn::Dn;
-use crate::route::Lookup;
 use crate::upstream::pending::{Pending, Sink};
 use crate::wire::frame;
 use crate::wire::request::Request;
@@ -29,12 +28,9 @@ impl Session {
             Identity::Bound(b) => {
                 Dn::parse_ldap(&b.dn)
                     .ok()
-                    .and_then(|dn| match routing.table.lookup(&dn) {
-                        // The identity's own DN: in a horizontal
-                        // partition, its slot.
-                        Lookup::Partition(_) => Some(b.dn.clone()),
-                        Lookup::NoPartition { .. } => None,
-                    })
+                    // The identity's own DN: in a horizontal partition,
+                    // its slot.
+                    .and_then(|dn| routing.table.lookup(&dn).partition().map(|_| b.dn.clone()))
             }
             Identity::Anonymous => None,
         };

@@ -73,11 +73,7 @@ impl Session {
         let routing = self.router.routing();
         let found = routing.table.lookup(&dn);
         if let (Op::Search { scope, .. }, None) = (&req.op, target) {
-            let holder = match &found {
-                Lookup::Partition(p) => Some(*p),
-                Lookup::NoPartition { .. } => None,
-            };
-            let spans = routing.table.spanning_from(&dn, *scope, holder);
+            let spans = routing.table.spanning_from(&dn, *scope, found.partition());
             if !spans.is_empty() {
                 return Box::pin(self.fan_out(pdu, h, req, &routing, dn_text, spans)).await;
             }

@@ -20,7 +20,6 @@
 use super::{dispatch, Bound, Flow, Identity, Session};
 use crate::config::OwnConnection;
 use crate::dn::Dn;
-use crate::route::Lookup;
 use crate::upstream::conn::Conn;
 use crate::upstream::pending::{Pending, Sink};
 use crate::upstream::pool;
@@ -86,10 +85,7 @@ impl Session {
                 let by_name = Dn::parse_ldap(dn)
                     .ok()
                     .filter(|d| !d.is_root())
-                    .and_then(|d| match routing.table.lookup(&d) {
-                        Lookup::Partition(p) => Some(p),
-                        Lookup::NoPartition { .. } => None,
-                    });
+                    .and_then(|d| routing.table.lookup(&d).partition());
                 let Some(p) = by_name.or_else(|| routing.table.home()) else {
                     let msg = "dsa-router: no partition to send the SASL bind to";
                     self.reply(req, Code::Unavailable, "", msg).await;
