@@ -66,6 +66,9 @@ pub struct Config {
     /// Worker threads, each with a single-threaded runtime of its own
     /// ([`crate::workers`]); shared DSA connections are kept per worker.
     pub workers: usize,
+    /// Percent of a CPU over which a worker in use brings one more into
+    /// use (`--spread-above`; 0: every worker in use from the start).
+    pub spread_above: u8,
     /// The access log: on or off, where it goes, in which format.
     pub access_log: bool,
     pub access_log_target: crate::access::Target,
@@ -137,6 +140,7 @@ impl Default for Config {
             bind_timeout: Duration::from_secs(5),
             shutdown_grace: Duration::from_secs(10),
             workers: 1,
+            spread_above: 60,
             access_log: true,
             access_log_target: crate::access::Target::Stderr,
             access_log_format: crate::access::Format::Text,

@@ -43,6 +43,8 @@ pub struct Context {
     pub request_memory: std::sync::atomic::AtomicUsize,
     /// Responses queued for all clients (see `--max-response-memory`).
     pub(crate) response_memory: Arc<crate::outbox::Budget>,
+    /// The worker threads, when the accept loop has them (for `/metrics`).
+    pub workers: std::sync::OnceLock<Arc<crate::workers::Shared>>,
 }
 
 /// What the last reload did.
@@ -93,6 +95,7 @@ impl Context {
             affinity: dashmap::DashMap::new(),
             request_memory: std::sync::atomic::AtomicUsize::new(0),
             response_memory,
+            workers: std::sync::OnceLock::new(),
         })
     }
 

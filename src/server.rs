@@ -60,6 +60,13 @@ pub async fn run_on(
         tokio::spawn(crate::health::run(router.clone(), h, shutdown.clone()));
     }
     tokio::spawn(crate::tail::run(router.clone(), shutdown.clone()));
+    if let Some(w) = workers {
+        tokio::spawn(crate::workers::balance(
+            w.shared().clone(),
+            shutdown.clone(),
+        ));
+        let _ = router.workers.set(w.shared().clone());
+    }
     {
         let throttle = router.throttle.clone();
         let rx = shutdown.clone();
@@ -159,8 +166,11 @@ pub async fn run_on(
         let shutdown = shutdown.clone();
         // Another worker's session: the socket leaves this runtime's
         // reactor and joins that worker's, where all its I/O happens.
-        let placement = workers.map(crate::workers::Workers::place);
-        let handle = placement.as_ref().and_then(|p| p.handle.clone());
+        let seat = workers.map(crate::workers::Workers::place);
+        let handle = seat
+            .as_ref()
+            .filter(|s| s.worker() != 0)
+            .map(|s| s.handle());
         let stream = match &handle {
             Some(_) => match stream.into_std() {
                 Ok(s) => Handoff::Moved(s),
@@ -173,7 +183,6 @@ pub async fn run_on(
             None => Handoff::Here(stream),
         };
         let session = async move {
-            let _ticket = placement.map(|p| p.ticket);
             let stream = match stream {
                 Handoff::Here(s) => Some(s),
                 Handoff::Moved(s) => match tokio::net::TcpStream::from_std(s) {
@@ -185,6 +194,7 @@ pub async fn run_on(
                 },
             };
             let Some(stream) = stream else {
+                drop(seat);
                 release_ip();
                 drop(permit);
                 return;
@@ -212,7 +222,20 @@ pub async fn run_on(
                 // address for the subscriber (a twentieth of a connection's
                 // work), and entering it cost every poll. The session's
                 // events name the client themselves (`client = ...`).
-                crate::session::run(router.clone(), s, peer, shutdown).await;
+                let mut moving = Box::pin(crate::session::serve(
+                    router.clone(),
+                    s,
+                    peer,
+                    shutdown,
+                    seat,
+                ))
+                .await;
+                // It moved to another worker: this task waits for it
+                // there, holding the connection's slots.
+                while let Some(m) = moving {
+                    let there = m.handle();
+                    moving = there.spawn(crate::session::resume(m)).await.ok().flatten();
+                }
             }
             m.clients.fetch_sub(1, Ordering::Relaxed);
             release_ip();

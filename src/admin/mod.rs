@@ -83,6 +83,9 @@ async fn get_status(State(app): State<App>, headers: HeaderMap) -> Response {
 pub fn metrics_text(router: &crate::context::Context) -> String {
     let mut out = String::with_capacity(8192);
     router.metrics.render(&mut out);
+    if let Some(w) = router.workers.get() {
+        w.render(&mut out);
+    }
     status::dsa_metrics(router, &mut out);
     let budget = &router.response_memory;
     out.push_str(&format!(

@@ -6,6 +6,7 @@ use super::{local, out::ClientOut, Flow, Identity, Session};
 use crate::context::Context;
 use crate::wire::frame;
 use crate::wire::response::{self, Code};
+use crate::workers::Seat;
 use bytes::BytesMut;
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -19,39 +20,153 @@ pub async fn run(
     router: Arc<Context>,
     stream: impl Into<crate::tls::ClientStream>,
     peer: SocketAddr,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) {
     let stream = stream.into();
-    let tls = stream.is_tls();
+    let s = Session::new(router, peer, stream.is_tls());
+    let _ = drive(Start::new(s, stream, shutdown, None)).await;
+}
+
+/// [`run`] for a session seated on a worker ([`crate::workers`]): when
+/// that worker asks it to move, it returns what [`resume`] continues on
+/// the worker it is now counted on (see [`Moving::handle`]).
+pub async fn serve(
+    router: Arc<Context>,
+    stream: crate::tls::ClientStream,
+    peer: SocketAddr,
+    shutdown: watch::Receiver<bool>,
+    seat: Option<Seat>,
+) -> Option<Box<Moving>> {
+    let s = Session::new(router, peer, stream.is_tls());
+    drive(Start::new(s, stream, shutdown, seat)).await
+}
+
+/// What [`drive`] starts from, in one box: an async function's arguments
+/// are kept in its future beside the locals they are moved into, so a
+/// session passed by value would be held twice for the connection's life.
+struct Start {
+    s: Session,
+    stream: crate::tls::ClientStream,
+    /// Bytes already read (a session that moved).
+    buf: BytesMut,
+    shutdown: watch::Receiver<bool>,
+    seat: Option<Seat>,
+    /// It just came from another worker.
+    moved: bool,
+}
+
+impl Start {
+    fn new(
+        s: Session,
+        stream: crate::tls::ClientStream,
+        shutdown: watch::Receiver<bool>,
+        seat: Option<Seat>,
+    ) -> Box<Start> {
+        Box::new(Start {
+            s,
+            stream,
+            buf: BytesMut::new(),
+            shutdown,
+            seat,
+            moved: false,
+        })
+    }
+}
+
+impl Session {
+    fn new(router: Arc<Context>, peer: SocketAddr, tls: bool) -> Session {
+        let out = ClientOut::new(
+            router.cfg.client_queue,
+            router.cfg.client_queue_bytes,
+            router.response_memory.clone(),
+            peer,
+        );
+        Session {
+            router,
+            peer,
+            out,
+            identity: Identity::Anonymous,
+            private: Default::default(),
+            state_dsa: HashMap::new(),
+            last_dn: None,
+            log_client: crate::access::Head::client(peer),
+            sasl: None,
+            affinity: HashMap::new(),
+            rebind: None,
+            next_rebind: None,
+            tls,
+        }
+    }
+}
+
+/// A session on its way to another worker: its state, its socket (off any
+/// runtime's reactor), and the bytes it had read.
+pub struct Moving {
+    s: Session,
+    sock: std::net::TcpStream,
+    buf: BytesMut,
+    shutdown: watch::Receiver<bool>,
+    seat: Seat,
+}
+
+impl Moving {
+    /// The runtime of the worker it goes to.
+    pub fn handle(&self) -> tokio::runtime::Handle {
+        self.seat.handle()
+    }
+}
+
+/// Continue a session that moved, on the runtime of the worker it went to.
+pub async fn resume(m: Box<Moving>) -> Option<Box<Moving>> {
+    let Moving {
+        s,
+        sock,
+        buf,
+        shutdown,
+        seat,
+    } = *m;
+    match tokio::net::TcpStream::from_std(sock) {
+        Ok(t) => {
+            drive(Box::new(Start {
+                s,
+                stream: crate::tls::ClientStream::Plain(t),
+                buf,
+                shutdown,
+                seat: Some(seat),
+                moved: true,
+            }))
+            .await
+        }
+        Err(e) => {
+            tracing::warn!(client = %s.peer, error = %e, "a worker cannot take the moving session; closing it");
+            s.out.abandon_all();
+            s.private.release_all();
+            s.out.ob.close();
+            None
+        }
+    }
+}
+
+/// The read loop of a session.
+async fn drive(start: Box<Start>) -> Option<Box<Moving>> {
+    let Start {
+        mut s,
+        stream,
+        mut buf,
+        mut shutdown,
+        mut seat,
+        mut moved,
+    } = *start;
+    let router = s.router.clone();
+    let peer = s.peer;
+    let out = s.out.clone();
     let (mut rd, wr) = stream.split();
-    let out = ClientOut::new(
-        router.cfg.client_queue,
-        router.cfg.client_queue_bytes,
-        router.response_memory.clone(),
-        peer,
-    );
     let done = CancellationToken::new();
     let mut pause = CancellationToken::new();
     let mut writer = tokio::spawn(writer(wr, out.clone(), done.clone(), pause.clone()));
-    let mut s = Session {
-        router: router.clone(),
-        peer,
-        out: out.clone(),
-        identity: Identity::Anonymous,
-        private: Default::default(),
-        state_dsa: HashMap::new(),
-        last_dn: None,
-        log_client: crate::access::Head::client(peer),
-        sasl: None,
-        affinity: HashMap::new(),
-        rebind: None,
-        next_rebind: None,
-        tls,
-    };
     let cfg = &router.cfg;
     // Buffers are taken only while data flows: an idle client holds none
     // (10,000 idle connections must stay small).
-    let mut buf = BytesMut::new();
     // What this client's incomplete request counts in
     // `router.request_memory`; given back however the session ends.
     let mut counted = Counted(&router.request_memory, 0);
@@ -65,8 +180,48 @@ pub async fn run(
     let mut timer = Box::pin(tokio::time::sleep_until(far_future()));
     let kill = out.kill.clone();
     let mut killed = std::pin::pin!(kill.cancelled());
+    // The loop waits on `shutdown`; a session that moves takes a copy.
+    let onward = shutdown.clone();
     let mut shut = std::pin::pin!(shutdown.changed());
     'conn: loop {
+        // A request came in: its worker may ask the session to move
+        // (not right after it did).
+        let asked = !buf.is_empty()
+            && !std::mem::take(&mut moved)
+            && seat.as_mut().is_some_and(Seat::asked);
+        if asked && large.is_none() && counted.1 == 0 && s.can_move() {
+            if let Some(to) = seat.as_mut().and_then(Seat::leave) {
+                // The writer hands the socket back once what it holds is
+                // written (nothing is: the session is idle).
+                pause.cancel();
+                let sock = match (&mut writer).await {
+                    Ok(Some(wr)) => crate::tls::reunite_plain(rd, wr).map(|t| t.into_std()),
+                    _ => None,
+                };
+                match sock {
+                    Some(Ok(sock)) => {
+                        tracing::debug!(client = %peer, worker = to, "session moves to another worker");
+                        drop(counted);
+                        let seat = seat?;
+                        return Some(Box::new(Moving {
+                            s,
+                            sock,
+                            buf,
+                            shutdown: onward,
+                            seat,
+                        }));
+                    }
+                    other => {
+                        if let Some(Err(e)) = other {
+                            tracing::warn!(client = %peer, error = %e, "cannot take the session off its worker; closing it");
+                        }
+                        // The writer ended: nothing is left to wait for.
+                        writer = tokio::spawn(async { None });
+                        break 'conn;
+                    }
+                }
+            }
+        }
         let mut handled = false;
         if let Some(l) = &mut large {
             match l.take(&mut buf) {
@@ -212,6 +367,7 @@ pub async fn run(
     }
     // The writer closes it, unless a failed StartTLS took it away first.
     out.ob.close();
+    None
 }
 
 /// Bytes a session counts in the router's request memory (`.1`),

@@ -25,7 +25,7 @@ mod own;
 mod sasl;
 mod spanning;
 
-pub use io::run;
+pub use io::{resume, run, serve, Moving};
 
 use crate::context::Context;
 use crate::metrics::Refusal;
@@ -113,6 +113,18 @@ struct Session {
 }
 
 impl Session {
+    /// Whether nothing of the session's own is in flight or tied to its
+    /// worker, so that it may move to another ([`crate::workers`]): no
+    /// operation outstanding, no response queued, no connection of its
+    /// own, no SASL exchange, no TLS.
+    fn can_move(&self) -> bool {
+        !self.tls
+            && self.sasl.is_none()
+            && self.out.outstanding() == 0
+            && self.out.ob.is_idle()
+            && self.private.is_empty()
+    }
+
     /// `text` parsed; the last DN parsed when the client names the same
     /// again (clients search one base over and over: parsing it was an
     /// eighth of the router's own work per operation).

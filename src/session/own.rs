@@ -90,6 +90,12 @@ impl Own {
         c.is_alive().then_some(c)
     }
 
+    /// Whether the client has no connection of its own, open or being
+    /// opened.
+    pub(super) fn is_empty(&self) -> bool {
+        self.map().is_empty()
+    }
+
     /// Whether the client has an open connection to DSA `key`.
     pub(super) fn has(&self, key: &str) -> bool {
         self.open(key).is_some()

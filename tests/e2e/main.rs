@@ -26,3 +26,4 @@ mod status_page;
 mod testdsa;
 mod tls;
 mod tls_slapd;
+mod workers;

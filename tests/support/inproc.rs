@@ -96,6 +96,9 @@ pub struct Builder {
     pub write_precedence: Vec<&'static str>,
     pub extra: Vec<Extra>,
     pub cfg: Config,
+    /// Worker threads (count, `--spread-above` as a share of a CPU); none:
+    /// every session on the test's runtime.
+    pub workers: Option<(usize, f64)>,
 }
 
 impl Default for Builder {
@@ -107,6 +110,7 @@ impl Default for Builder {
             write_precedence: Vec::new(),
             extra: Vec::new(),
             cfg: Config::default(),
+            workers: None,
         }
     }
 }
@@ -125,6 +129,8 @@ pub struct Harness {
     pub addr: SocketAddr,
     pub router: Arc<Context>,
     pub knowledge: PathBuf,
+    /// The worker threads, when the builder asked for them.
+    pub workers: Option<Arc<dsa_router::workers::Shared>>,
     shutdown: watch::Sender<bool>,
     server: JoinHandle<()>,
     _tmp: tempfile::TempDir,
@@ -143,6 +149,13 @@ impl Builder {
 
     pub fn democorp(mut self, d: &[&'static str]) -> Builder {
         self.democorp = d.to_vec();
+        self
+    }
+
+    /// Serve on `n` worker threads (as `serve --threads n --spread-above
+    /// P`, `above` = P / 100).
+    pub fn workers(mut self, n: usize, above: f64) -> Builder {
+        self.workers = Some((n, above));
         self
     }
 
@@ -212,12 +225,33 @@ impl Builder {
             .unwrap_or_else(|e| panic!("knowledge does not load: {e}"));
         let router = Arc::new(Context::new(self.cfg, snap, Some("R1".into())).expect("router"));
         let (tx, rx) = watch::channel(false);
-        let server = tokio::spawn(dsa_router::server::run(listener, router.clone(), rx));
+        let (server, workers) = match self.workers {
+            None => (
+                tokio::spawn(dsa_router::server::run(listener, router.clone(), rx)),
+                None,
+            ),
+            Some((n, above)) => {
+                let w = dsa_router::workers::Workers::start(
+                    n,
+                    tokio::runtime::Handle::current(),
+                    above,
+                )
+                .expect("worker threads");
+                let shared = w.shared().clone();
+                let r = router.clone();
+                // Dropping the workers ends their threads.
+                let server = tokio::spawn(async move {
+                    dsa_router::server::run_on(listener, None, r, rx, Some(&w)).await;
+                });
+                (server, Some(shared))
+            }
+        };
         Harness {
             dsas,
             addr,
             router,
             knowledge,
+            workers,
             shutdown: tx,
             server,
             _tmp: tmp,
