@@ -222,14 +222,8 @@ pub async fn run_on(
                 // address for the subscriber (a twentieth of a connection's
                 // work), and entering it cost every poll. The session's
                 // events name the client themselves (`client = ...`).
-                let mut moving = Box::pin(crate::session::serve(
-                    router.clone(),
-                    s,
-                    peer,
-                    shutdown,
-                    seat,
-                ))
-                .await;
+                let mut moving =
+                    crate::session::serve(router.clone(), s, peer, shutdown, seat).await;
                 // It moved to another worker: this task waits for it
                 // there, holding the connection's slots.
                 while let Some(m) = moving {
