@@ -56,6 +56,10 @@ struct Start {
 }
 
 impl Start {
+    fn unbox(b: Box<Start>) -> Start {
+        *b
+    }
+
     fn new(
         s: Session,
         stream: crate::tls::ClientStream,
@@ -149,6 +153,8 @@ pub async fn resume(m: Box<Moving>) -> Option<Box<Moving>> {
 
 /// The read loop of a session.
 async fn drive(start: Box<Start>) -> Option<Box<Moving>> {
+    // Unboxed by a call: moved out in place, the box would be freed only
+    // when the session ends (its bytes held by every idle connection).
     let Start {
         mut s,
         stream,
@@ -156,7 +162,7 @@ async fn drive(start: Box<Start>) -> Option<Box<Moving>> {
         mut shutdown,
         mut seat,
         mut moved,
-    } = *start;
+    } = Start::unbox(start);
     let router = s.router.clone();
     let peer = s.peer;
     let out = s.out.clone();
