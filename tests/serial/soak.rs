@@ -249,6 +249,11 @@ impl RouterProc {
             "10",
             "--threads",
             "2",
+            // Both workers come into use under the soak's load, and
+            // sessions move between them while DSAs come and go (the
+            // default, 60, keeps a light load on one worker).
+            "--spread-above",
+            "20",
         ];
         // The access log is on (no --no-access-log): one line per
         // operation, into access.log, or router.log with the rest.
@@ -347,6 +352,26 @@ impl RouterHandle {
             return None;
         }
         serde_json::from_str(&out).ok()
+    }
+
+    /// The sum of one family's samples on `/metrics` (every label set),
+    /// or `None` when the page cannot be read or has no such family.
+    fn metric(&self, family: &str) -> Option<f64> {
+        use std::io::{Read, Write};
+        let mut s = TcpStream::connect(&self.admin).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        write!(s, "GET /metrics HTTP/1.0\r\nHost: {}\r\n\r\n", self.admin).ok()?;
+        let mut body = String::new();
+        s.read_to_string(&mut body).ok()?;
+        let values: Vec<f64> = body
+            .lines()
+            .filter(|l| {
+                l.strip_prefix(family)
+                    .is_some_and(|rest| rest.starts_with([' ', '{']))
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse().ok())
+            .collect();
+        (!values.is_empty()).then(|| values.iter().sum())
     }
 
     fn hup(&self) -> bool {
@@ -1966,6 +1991,7 @@ async fn chaos_soak() {
     let recovery = t_recover.elapsed();
     tokio::time::sleep(SETTLE).await;
     let end = handle.usage();
+    let moves = handle.metric("dsa_router_session_moves_total");
     let end_fds = fd_summary(handle.pid, &dsa_ports);
     println!(
         "soak: end RSS {}, fds {} ({end_fds})",
@@ -2079,6 +2105,11 @@ async fn chaos_soak() {
         t,
         "| router fds | {} | baseline {}, peak {} (sampled), end {} |",
         end.fds, base.fds, report.peak.fds, end.fds
+    );
+    let _ = writeln!(
+        t,
+        "| sessions moved between workers | {} | --threads 2 --spread-above 20 (/metrics dsa_router_session_moves_total) |",
+        moves.map_or("?".to_string(), |m| format!("{m:.0}"))
     );
     let _ = writeln!(
         t,
