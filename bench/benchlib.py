@@ -255,15 +255,24 @@ def median(xs):
     return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
 
 
+# The table's row order: each proxy after the slapd it fronts, HAProxy
+# before the router rows compared with it (compare.sh measures them in
+# another order, which changes between rounds).
+TABLE_ORDER = ["direct", "meta", "asyncmeta", "haproxy", "router", "router-1thread",
+               "router-accesslog", "haproxy-churn", "router-churn"]
+
+
 def aggregate(rows):
-    """One row per path, in first-seen order: with ROUNDS > 1 each figure is
-    the median over the rounds (peak RSS: the maximum), ok and errors the sums."""
+    """One row per path, in TABLE_ORDER (others after, in first-seen order):
+    with ROUNDS > 1 each figure is the median over the rounds (peak RSS: the
+    maximum), ok and errors the sums."""
     order, groups = [], {}
     for r in rows:
         if r["key"] not in groups:
             order.append(r["key"])
             groups[r["key"]] = []
         groups[r["key"]].append(r)
+    order.sort(key=lambda k: TABLE_ORDER.index(k) if k in TABLE_ORDER else len(TABLE_ORDER))
     out = []
     for k in order:
         g = groups[k]

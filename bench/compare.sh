@@ -713,14 +713,17 @@ for ((round = 1; round <= ROUNDS; round++)); do
     measure direct "direct to slapd #1" "$P1" "$PID1" "slapd mdb, threads 16 (default); CPU is slapd's own"
     measure meta "slapd back-meta" "$P_META" "$PID_META" "$META_SET"
     measure asyncmeta "slapd back-asyncmeta" "$P_AMETA" "$PID_AMETA" "${META_SET/threads 16 (default)/max-target-conns 255, max-pending-ops 128, threads 16 (defaults)}"
-    # HAProxy right before the router rows it is compared with: the
-    # targets take the ratio within each round (see benchlib.py paired).
+    # The rows compared sit next to each other: the targets take the ratio
+    # within each round (see benchlib.py paired), and the machine's speed
+    # drifts even within a round. The router row has HAProxy on one side
+    # and the access log on the other, the two tightest targets (the
+    # access log's is 5%); --threads 1 (10%) is one row further.
     # Every second round runs these rows in the reverse order, so that a
     # machine slowing down (or speeding up) during a round does not always
     # favour the same side of a pair.
-    compared=(haproxy router router-1thread router-accesslog haproxy-churn router-churn)
+    compared=(router-1thread haproxy router router-accesslog haproxy-churn router-churn)
     if ((round % 2 == 0)); then
-        compared=(router-accesslog router-1thread router haproxy router-churn haproxy-churn)
+        compared=(router-accesslog router haproxy router-1thread router-churn haproxy-churn)
     fi
     for key in "${compared[@]}"; do
         case $key in
@@ -884,7 +887,7 @@ MEM_KB=$(awk '/^MemTotal:/{print $2}' /proc/meminfo)
 } >"$WORK/machine.tsv"
 
 note "Data: two slapd (mdb, \`slapadd -q\`, index uid eq), each with $SUFFIX, $PEOPLE and $USERS inetOrgPerson entries uid=user0000.. (password pw); anonymous read, sizelimit unlimited; \`slapd -d none -h ldap://127.0.0.1:PORT/ -f slapd.conf\`, every process on a free loopback port."
-note "Load: \`$LOAD_DESC\`; every path gets the same load, one after another, in this order: direct, back-meta, back-asyncmeta, HAProxy, dsa-router, dsa-router --threads 1, dsa-router + access log, then the two connection-per-op rows (HAProxy's first), every second round with the HAProxy and dsa-router rows in the reverse order (so that a machine speeding up or slowing down within a round does not always favour the same side of a pair); each target compares paths of one round, run back to back, and takes the median over the rounds. The load generator runs on the same machine, competing for the same CPUs."
+note "Load: \`$LOAD_DESC\`; every path gets the same load, one after another, in this order: direct, back-meta, back-asyncmeta, dsa-router --threads 1, HAProxy, dsa-router, dsa-router + access log (each target's pair of rows side by side, --threads 1 one row further), then the two connection-per-op rows (HAProxy's first), every second round with the HAProxy and dsa-router rows in the reverse order (so that a machine speeding up or slowing down within a round does not always favour the same side of a pair); each target compares paths of one round, run back to back, and takes the median over the rounds. The load generator runs on the same machine, competing for the same CPUs."
 note "CPU µs/op: utime+stime of the proxy process (/proc/PID/stat, CLK_TCK $CLK_TCK) over the measured run only (the warm-up is a separate bench run before it), divided by successful operations. For 'direct' it is slapd #1's own CPU. Kernel time spent in softirq for loopback TCP is charged to no process and is not included, for any path. Peak RSS: VmHWM of that process at the end of its run. 'other processes' CPU': user+system time of everything else on the machine during the measured run (other than the proxy, both slapd and the load generator), as a share of all CPUs; above ~10% the throughput and latency figures are disturbed."
 note "HAProxy: \`haproxy -db -f haproxy.cfg\`, mode tcp, balance leastconn over both slapd, nbthread $HAPROXY_NBTHREAD, option ldap-check every 1 s (like the router's probes). It balances connections, not operations."
 if [ "$META_LAYOUT" = uris ]; then
