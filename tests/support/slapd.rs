@@ -309,14 +309,21 @@ impl Slapd {
         self.dir.join("slapd.conf")
     }
 
-    /// `sasl2/slapd.conf` naming `sasl2/sasldb2`, which holds `users`.
+    /// `sasl2/slapd.conf` naming `sasl2/sasldb2`, which holds `users`,
+    /// and offering only the mechanisms a password in it serves: on a
+    /// machine with Kerberos's SASL module (libsasl2-modules-gssapi-mit,
+    /// which e.g. 389-ds-base pulls in) slapd would also offer GSSAPI,
+    /// and a client that picks from the root DSE would pick it and fail.
     fn write_sasldb(&self, users: &[(String, String)]) {
         let dir = self.dir.join("sasl2");
         fs::create_dir_all(&dir).expect("create the sasl2 dir");
         let db = dir.join("sasldb2");
         fs::write(
             dir.join("slapd.conf"),
-            format!("sasldb_path: {}\n", db.display()),
+            format!(
+                "sasldb_path: {}\nmech_list: SCRAM-SHA-256 SCRAM-SHA-1 DIGEST-MD5 CRAM-MD5 PLAIN LOGIN\n",
+                db.display()
+            ),
         )
         .expect("write the SASL config");
         for (user, pw) in users {
