@@ -103,11 +103,12 @@ impl Session {
     }
 }
 
-/// A session on its way to another worker: its state, its socket (off any
-/// runtime's reactor), and the bytes it had read.
+/// A session on its way to another worker: its state, its connection (off
+/// any runtime's reactor, with its TLS state if any), and the bytes it had
+/// read.
 pub struct Moving {
     s: Session,
-    sock: std::net::TcpStream,
+    sock: crate::tls::Detached,
     buf: BytesMut,
     shutdown: watch::Receiver<bool>,
     seat: Seat,
@@ -129,11 +130,11 @@ pub async fn resume(m: Box<Moving>) -> Option<Box<Moving>> {
         shutdown,
         seat,
     } = *m;
-    match tokio::net::TcpStream::from_std(sock) {
-        Ok(t) => {
+    match sock.attach() {
+        Ok(stream) => {
             drive(Box::new(Start {
                 s,
-                stream: crate::tls::ClientStream::Plain(t),
+                stream,
                 buf,
                 shutdown,
                 seat: Some(seat),
@@ -201,7 +202,9 @@ async fn drive(start: Box<Start>) -> Option<Box<Moving>> {
                 // written (nothing is: the session is idle).
                 pause.cancel();
                 let sock = match (&mut writer).await {
-                    Ok(Some(wr)) => crate::tls::reunite_plain(rd, wr).map(|t| t.into_std()),
+                    Ok(Some(wr)) => {
+                        crate::tls::reunite(rd, wr).map(crate::tls::ClientStream::detach)
+                    }
                     _ => None,
                 };
                 match sock {

@@ -116,10 +116,9 @@ impl Session {
     /// Whether nothing of the session's own is in flight or tied to its
     /// worker, so that it may move to another ([`crate::workers`]): no
     /// operation outstanding, no response queued, no connection of its
-    /// own, no SASL exchange, no TLS.
+    /// own, no SASL exchange (a TLS session moves with its TLS state).
     fn can_move(&self) -> bool {
-        !self.tls
-            && self.sasl.is_none()
+        self.sasl.is_none()
             && self.out.outstanding() == 0
             && self.out.ob.is_idle()
             && self.private.is_empty()

@@ -148,7 +148,12 @@ impl ServerTls {
 
     /// Accept a TLS handshake on `stream` within `timeout`.
     pub async fn accept(&self, stream: TcpStream, timeout: Duration) -> io::Result<ServerStream> {
-        match tokio::time::timeout(timeout, self.acceptor().accept(stream)).await {
+        match tokio::time::timeout(
+            timeout,
+            self.acceptor().accept(super::client::Transport::On(stream)),
+        )
+        .await
+        {
             Ok(r) => r,
             Err(_) => Err(io::Error::new(
                 io::ErrorKind::TimedOut,

@@ -19,15 +19,16 @@
 //!
 //! * `config`: the PEM files, the rustls configurations built from them,
 //!   and their reload.
-//! * `client`: the client connection's stream halves and their reunion.
+//! * `client`: the client connection's stream halves and their reunion, and
+//!   the connection taken off one worker's reactor for another's.
 //! * `dsa`: connecting to a DSA over TLS, StartTLS included.
 
 mod client;
 mod config;
 mod dsa;
 
-pub use client::{reunite_plain, ClientRead, ClientStream, ClientWrite};
+pub use client::{reunite, reunite_plain, ClientRead, ClientStream, ClientWrite, Detached};
 pub use config::{DsaCa, ServerTls, TlsFiles};
 pub use dsa::DsaTls;
 
-type ServerStream = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
+type ServerStream = tokio_rustls::server::TlsStream<client::Transport>;

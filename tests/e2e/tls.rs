@@ -194,12 +194,25 @@ async fn start_tls(addr: SocketAddr, cfg: Arc<rustls::ClientConfig>) -> Client<T
 struct Tlsr {
     _h: inproc::Harness,
     router: Arc<Context>,
+    /// The worker threads, when asked for ([`tls_router_on`]).
+    workers: Option<Arc<dsa_router::workers::Shared>>,
     plain: SocketAddr,
     ldaps: SocketAddr,
     _stop: watch::Sender<bool>,
 }
 
 async fn tls_router(dir: &Path, ca: &Ca, f: impl FnOnce(&mut Config)) -> Tlsr {
+    tls_router_on(dir, ca, f, None).await
+}
+
+/// [`tls_router`] serving on `workers` worker threads (count, as
+/// `--spread-above`).
+async fn tls_router_on(
+    dir: &Path,
+    ca: &Ca,
+    f: impl FnOnce(&mut Config),
+    workers: Option<(usize, f64)>,
+) -> Tlsr {
     let cert = dir.join("router-cert.pem");
     let key = dir.join("router-key.pem");
     ca.write_server("router", &cert, &key);
@@ -224,15 +237,33 @@ async fn tls_router(dir: &Path, ca: &Ca, f: impl FnOnce(&mut Config)) -> Tlsr {
     let ldaps = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let (pa, la) = (plain.local_addr().unwrap(), ldaps.local_addr().unwrap());
     let (tx, rx) = watch::channel(false);
-    tokio::spawn(dsa_router::server::run_with_ldaps(
-        plain,
-        Some(ldaps),
-        router.clone(),
-        rx,
-    ));
+    let workers = match workers {
+        None => {
+            tokio::spawn(dsa_router::server::run_with_ldaps(
+                plain,
+                Some(ldaps),
+                router.clone(),
+                rx,
+            ));
+            None
+        }
+        Some((n, above)) => {
+            let w =
+                dsa_router::workers::Workers::start(n, tokio::runtime::Handle::current(), above)
+                    .unwrap();
+            let shared = w.shared().clone();
+            let r = router.clone();
+            // The workers' threads end when the accept loop drops them.
+            tokio::spawn(async move {
+                dsa_router::server::run_on(plain, Some(ldaps), r, rx, Some(&w)).await;
+            });
+            Some(shared)
+        }
+    };
     Tlsr {
         _h: h,
         router,
+        workers,
         plain: pa,
         ldaps: la,
         _stop: tx,
@@ -350,6 +381,82 @@ async fn starttls_ldaps_and_their_errors() {
     assert_eq!(t.search(1, ALICE).await, (1, LdapResultCode::Success));
     let mut l = ldaps(r.ldaps, trust).await.unwrap();
     assert_eq!(l.search(1, ALICE).await, (1, LdapResultCode::Success));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_sessions_move_between_workers_with_their_tls_state() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ca = Ca::new(tmp.path(), "one");
+    // Both workers take clients (--spread-above 0): the StartTLS client
+    // goes to worker 0, the LDAPS one to worker 1.
+    let r = tls_router_on(tmp.path(), &ca, |_| {}, Some((2, 0.0))).await;
+    let w = r.workers.clone().unwrap();
+    let trust = ca.client_config();
+    let mut st = start_tls(r.plain, trust.clone()).await;
+    st.send(&[bind_msg(2, ALICE, "alicepw")]).await;
+    assert_eq!(st.result(2).await.0, LdapResultCode::Success);
+    let mut ls = ldaps(r.ldaps, trust.clone()).await.unwrap();
+    assert_eq!(ls.search(1, ALICE).await, (1, LdapResultCode::Success));
+    let end = Instant::now() + Duration::from_secs(10);
+    while w.sessions() != vec![1, 1] {
+        assert!(Instant::now() < end, "sessions {:?}", w.sessions());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+
+    // The StartTLS session leaves worker 0 at its next request, with its
+    // TLS session and its bind, and 20 searches sent in one TLS write.
+    w.ask(0, 1, 1);
+    let burst: Vec<LdapMsg> = (3..23).map(|id| search_msg(id, ALICE)).collect();
+    st.send(&burst).await;
+    // Answered in any order (the DSA runs them concurrently), each once.
+    let mut done = Vec::new();
+    while done.len() < 20 {
+        let m = st.recv().await.expect("connection open");
+        match m.op {
+            LdapOp::SearchResultEntry(_) => {}
+            LdapOp::SearchResultDone(r) => {
+                assert_eq!(r.code, LdapResultCode::Success, "search {}", m.msgid);
+                done.push(m.msgid);
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    done.sort_unstable();
+    assert_eq!(done, (3..23).collect::<Vec<_>>(), "every search, once");
+    assert_eq!(w.sessions(), vec![0, 2]);
+    assert_eq!(w.moves(), 1);
+
+    // Both move back to worker 0 and go on working there.
+    w.ask(1, 2, 0);
+    assert_eq!(st.search(23, ALICE).await, (1, LdapResultCode::Success));
+    assert_eq!(ls.search(2, ALICE).await, (1, LdapResultCode::Success));
+    assert_eq!(w.sessions(), vec![2, 0]);
+    assert_eq!(w.moves(), 3);
+    // The StartTLS session moved twice and is still bound as alice.
+    st.send(&[LdapMsg {
+        msgid: 24,
+        op: LdapOp::ExtendedRequest(LdapExtendedRequest {
+            name: "1.3.6.1.4.1.4203.1.11.3".to_string(),
+            value: None,
+        }),
+        ctrl: Vec::new(),
+    }])
+    .await;
+    match st.recv().await.map(|m| (m.msgid, m.op)) {
+        Some((24, LdapOp::ExtendedResponse(r))) => {
+            assert_eq!(r.res.code, LdapResultCode::Success);
+            assert_eq!(r.value.as_deref(), Some(format!("dn:{ALICE}").as_bytes()));
+        }
+        other => panic!("WhoAmI: {other:?}"),
+    }
+    assert_eq!(ls.search(3, ALICE).await, (1, LdapResultCode::Success));
+    drop(st);
+    drop(ls);
+    let end = Instant::now() + Duration::from_secs(10);
+    while w.sessions() != vec![0, 0] {
+        assert!(Instant::now() < end, "sessions {:?}", w.sessions());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
