@@ -26,9 +26,10 @@
 //!   than [`MARGIN`] asks enough of its talking sessions to leave to even
 //!   them out. A session leaves at its next request, when nothing of its
 //!   own is in flight (no operation outstanding, no response queued, no
-//!   connection of its own, no SASL exchange, not TLS): its socket is
-//!   taken off one worker's reactor and put on the other's, its state goes
-//!   with it, and its next operations use the new worker's DSA connections.
+//!   connection of its own, no SASL exchange): its socket is taken off one
+//!   worker's reactor and put on the other's, its state (TLS included)
+//!   goes with it, and its next operations use the new worker's DSA
+//!   connections.
 //!
 //! A connection pool opened while the router was idle thus spreads when its
 //! load comes, and a busy hour's clients come back together when it ends.
