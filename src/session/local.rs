@@ -346,7 +346,7 @@ impl Session {
         let Ok(Some(wr)) = writer.await else {
             return Err(lost());
         };
-        let Some(tcp) = crate::tls::reunite_plain(rd, wr) else {
+        let Some(crate::tls::ClientStream::Plain(tcp)) = crate::tls::reunite(rd, wr) else {
             return Err(lost());
         };
         match tls.accept(tcp, self.router.cfg.pdu_timeout).await {

@@ -258,23 +258,14 @@ impl AsyncWrite for ClientWrite {
     }
 }
 
-/// Join the halves of a connection again (a session that moves). `None`
-/// when the halves do not match.
+/// Join the halves of a connection again (for StartTLS, or a session that
+/// moves). `None` when the halves do not match.
 pub fn reunite(rd: ClientRead, wr: ClientWrite) -> Option<ClientStream> {
     match (rd, wr) {
         (ClientRead::Plain(r), ClientWrite::Plain(w)) => r.reunite(w).ok().map(ClientStream::Plain),
         (ClientRead::Tls(r), ClientWrite::Tls(w)) if r.is_pair_of(&w) => {
             Some(ClientStream::Tls(Box::new(r.unsplit(w))))
         }
-        _ => None,
-    }
-}
-
-/// Join the halves of a plain connection again (for StartTLS). `None`
-/// when the connection is already TLS or the halves do not match.
-pub fn reunite_plain(rd: ClientRead, wr: ClientWrite) -> Option<TcpStream> {
-    match (rd, wr) {
-        (ClientRead::Plain(r), ClientWrite::Plain(w)) => r.reunite(w).ok(),
         _ => None,
     }
 }

@@ -27,7 +27,7 @@ mod client;
 mod config;
 mod dsa;
 
-pub use client::{reunite, reunite_plain, ClientRead, ClientStream, ClientWrite, Detached};
+pub use client::{reunite, ClientRead, ClientStream, ClientWrite, Detached};
 pub use config::{DsaCa, ServerTls, TlsFiles};
 pub use dsa::DsaTls;
 

@@ -248,16 +248,7 @@ async fn tls_router_on(
             None
         }
         Some((n, above)) => {
-            let w =
-                dsa_router::workers::Workers::start(n, tokio::runtime::Handle::current(), above)
-                    .unwrap();
-            let shared = w.shared().clone();
-            let r = router.clone();
-            // The workers' threads end when the accept loop drops them.
-            tokio::spawn(async move {
-                dsa_router::server::run_on(plain, Some(ldaps), r, rx, Some(&w)).await;
-            });
-            Some(shared)
+            Some(inproc::serve_on_workers(plain, Some(ldaps), router.clone(), rx, n, above).1)
         }
     };
     Tlsr {

@@ -231,18 +231,8 @@ impl Builder {
                 None,
             ),
             Some((n, above)) => {
-                let w = dsa_router::workers::Workers::start(
-                    n,
-                    tokio::runtime::Handle::current(),
-                    above,
-                )
-                .expect("worker threads");
-                let shared = w.shared().clone();
-                let r = router.clone();
-                // Dropping the workers ends their threads.
-                let server = tokio::spawn(async move {
-                    dsa_router::server::run_on(listener, None, r, rx, Some(&w)).await;
-                });
+                let (server, shared) =
+                    serve_on_workers(listener, None, router.clone(), rx, n, above);
                 (server, Some(shared))
             }
         };
@@ -257,6 +247,27 @@ impl Builder {
             _tmp: tmp,
         }
     }
+}
+
+/// Serve `listener` (and `ldaps`) on `n` worker threads, as `serve
+/// --threads n --spread-above` (`above` a share of a CPU): the accept
+/// loop's task and the workers' shared state.
+pub fn serve_on_workers(
+    listener: TcpListener,
+    ldaps: Option<TcpListener>,
+    router: Arc<Context>,
+    shutdown: watch::Receiver<bool>,
+    n: usize,
+    above: f64,
+) -> (JoinHandle<()>, Arc<dsa_router::workers::Shared>) {
+    let w = dsa_router::workers::Workers::start(n, tokio::runtime::Handle::current(), above)
+        .expect("worker threads");
+    let shared = w.shared().clone();
+    // The workers' threads end when the accept loop drops them.
+    let server = tokio::spawn(async move {
+        dsa_router::server::run_on(listener, ldaps, router, shutdown, Some(&w)).await;
+    });
+    (server, shared)
 }
 
 impl Harness {
