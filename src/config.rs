@@ -89,8 +89,9 @@ pub struct Config {
     /// Client-facing TLS (LDAPS listener, StartTLS): PEM files, re-read
     /// on reload. `None`: no TLS towards clients.
     pub tls: Option<crate::tls::TlsFiles>,
-    /// Refuse simple binds with a password on connections without TLS
-    /// (confidentialityRequired).
+    /// Refuse binds that send a password (simple with a password, SASL
+    /// PLAIN and LOGIN) on connections without TLS
+    /// (result confidentialityRequired).
     pub require_tls_for_bind: bool,
     /// CA certificates DSA certificates are verified against (DSAs that
     /// knowledge marks for TLS need it); re-read on reload.

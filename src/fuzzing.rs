@@ -8,7 +8,7 @@
 
 use crate::dn::Dn;
 use crate::wire::dnmap::PrefixMap;
-use crate::wire::{frame, ppolicy, request, response, search, state};
+use crate::wire::{frame, ppolicy, request, response, sasl, search, state};
 use std::path::Path;
 use std::sync::OnceLock;
 
@@ -24,6 +24,9 @@ pub fn request(data: &[u8]) {
             let _ = state::needs(&req);
             let _ = search::head(pdu, &h);
             let _ = request::moddn_target(pdu, &h);
+        }
+        if let Some(c) = sasl::bind_credentials(pdu, &h) {
+            let _ = sasl::digest_qop(c);
         }
         let _ = search::has_control(pdu, &h, "1.2.840.113556.1.4.319");
         let _ = search::without_controls(pdu, &h, 2, &["1.2.840.113556.1.4.319"]);
@@ -59,6 +62,7 @@ pub fn response(data: &[u8]) {
         let _ = response::extended_value(pdu);
         let _ = ppolicy::Policy::of_response(pdu, &h);
         let _ = ppolicy::strip(pdu, &h, 3);
+        sasl_response(pdu, &h);
         if let Some(b) = map().response(pdu, &h) {
             assert!(
                 frame::header(&b).is_ok(),
@@ -71,6 +75,24 @@ pub fn response(data: &[u8]) {
             frame::header(&out).is_ok(),
             "a rewritten response does not frame"
         );
+    }
+}
+
+/// A DSA's SASL challenge with its security layers taken out: the
+/// response still frames and carries the rewritten challenge.
+fn sasl_response(pdu: &[u8], h: &frame::Header) {
+    let Some(c) = sasl::server_creds(pdu, h) else {
+        return;
+    };
+    if let Ok(Some(auth)) = sasl::digest_auth_only(c) {
+        assert!(
+            matches!(sasl::digest_auth_only(&auth), Ok(None)),
+            "a rewritten challenge still offers a layer"
+        );
+        if let Some(b) = sasl::with_server_creds(pdu, h, &auth) {
+            let nh = frame::header(&b).expect("a rewritten bind response does not frame");
+            assert_eq!(sasl::server_creds(&b, &nh), Some(&auth[..]));
+        }
     }
 }
 

@@ -364,7 +364,8 @@ pub struct TlsArgs {
     /// certificate.
     #[arg(long, requires = "tls_client_ca")]
     pub tls_require_client_cert: bool,
-    /// Refuse simple binds with a password on connections without TLS
+    /// Refuse binds that send a password (simple with a password, SASL
+    /// PLAIN and LOGIN) on connections without TLS
     /// (result confidentialityRequired).
     #[arg(long)]
     pub require_tls_for_bind: bool,

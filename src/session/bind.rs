@@ -268,6 +268,7 @@ impl Session {
             self.identity = Identity::Bound(Bound {
                 dn: dn.clone(),
                 authz: format!("dn:{dn}"),
+                conveyed: true,
                 bind: Some(BindPdu::new(dn.clone(), sent)),
                 own_conn,
                 policy: notable.is_some(),

@@ -468,9 +468,14 @@ async fn connection(
             let got = match (&**identity, *own_conn) {
                 (Identity::Anonymous, false) => Ok((shared(false), None, true)),
                 // An identity the router does not know (a SASL bind whose
-                // WhoAmI failed) is never conveyed.
+                // WhoAmI failed) or that its DSA could not vouch for is
+                // never conveyed.
                 (Identity::Bound(b), false)
-                    if pool.proxies() && !b.own_conn && !sasl_here && !b.authz.is_empty() =>
+                    if pool.proxies()
+                        && !b.own_conn
+                        && !sasl_here
+                        && b.conveyed
+                        && !b.authz.is_empty() =>
                 {
                     Ok((shared(true), Some(b.authz.clone()), true))
                 }
@@ -521,8 +526,12 @@ fn own_connection(
     let have = own.get_or_open(&name.to_ascii_lowercase(), pool, || match identity {
         Identity::Bound(Bound { bind: Some(b), .. }) => Ok(Some(b.clone())),
         // SASL: the identity lives on the connection it was made on.
+        Identity::Bound(Bound { conveyed: false, authz, .. }) => Err(Error::new(
+            Kind::BindRefused(crate::wire::response::Code::InappropriateAuthentication as u8),
+            format!("the SASL identity {authz} was established by a DSA that does not hold it; it is used on that DSA only, not on DSA {name}"),
+        )),
         Identity::Bound(_) => Err(Error::new(
-            Kind::BindRefused(48),
+            Kind::BindRefused(crate::wire::response::Code::InappropriateAuthentication as u8),
             format!("a SASL identity cannot be carried to DSA {name} on a connection of its own; bind with a simple bind for operations there"),
         )),
         Identity::Anonymous => Ok(None),

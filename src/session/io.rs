@@ -270,7 +270,7 @@ async fn drive(start: Box<Start>) -> Option<Box<Moving>> {
                 Ok(None) => break,
                 Err(e) => {
                     tracing::warn!(client = %peer, error = %e, "malformed PDU from client; disconnecting");
-                    notice = Some((Code::ProtocolError, format!("dsa-router: {e}")));
+                    notice = Some((Code::ProtocolError, s.not_ldap(&e)));
                     break 'conn;
                 }
             }

@@ -10,6 +10,7 @@ use crate::wire::request::{
     OID_WHOAMI,
 };
 use crate::wire::response::{self, Code};
+use crate::wire::sasl;
 use crate::wire::state::OID_CANCEL;
 use bytes::{Bytes, BytesMut};
 use tokio::task::JoinHandle;
@@ -52,8 +53,15 @@ impl Session {
                 vec![format!("dsa-router {}", env!("CARGO_PKG_VERSION")).into_bytes()],
             ),
         ];
-        if !dsa.sasl_mechanisms.is_empty() {
-            all.push(("supportedSASLMechanisms", bytes(dsa.sasl_mechanisms)));
+        // Only mechanisms the router can carry (no security layer through
+        // it: crate::wire::sasl).
+        let mechs: Vec<String> = dsa
+            .sasl_mechanisms
+            .into_iter()
+            .filter(|m| sasl::classify(m) != sasl::Mech::Refused)
+            .collect();
+        if !mechs.is_empty() {
+            all.push(("supportedSASLMechanisms", bytes(mechs)));
         }
         let want_all = attrs.is_empty() || attrs.iter().any(|a| a == "*" || a == "+");
         let chosen = all

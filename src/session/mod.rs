@@ -55,8 +55,14 @@ struct Bound {
     /// established (empty when the DSA named no DN).
     dn: String,
     /// Its authorization identity as WhoAmI gives it (`dn:...`, or `u:...`
-    /// after SASL): conveyed by proxied authorization.
+    /// after SASL): conveyed by proxied authorization when `conveyed`.
     authz: String,
+    /// Whether other DSAs may be told `authz` (proxied authorization): a
+    /// simple bind's name, which its own partition's DSA verified; after
+    /// SASL, only a `dn:` identity under a prefix the authenticating DSA
+    /// holds ([`sasl::vouched`]). Otherwise the identity is used on the
+    /// DSA that established it, and nowhere else.
+    conveyed: bool,
     /// A simple bind, kept to replay it on other DSAs. `None` after SASL,
     /// which cannot be replayed: the client's operations then run on the
     /// connection it bound on for that DSA, and under proxied

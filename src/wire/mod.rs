@@ -16,5 +16,6 @@ pub mod frame;
 pub mod ppolicy;
 pub mod request;
 pub mod response;
+pub mod sasl;
 pub mod search;
 pub mod state;

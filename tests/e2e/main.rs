@@ -19,6 +19,7 @@ mod interop_slapd;
 mod knowledge_slapd;
 mod malformed;
 mod router_testdsa;
+mod sasl_slapd;
 mod security_slapd;
 mod slapd_harness;
 mod stateful_slapd;

@@ -9,8 +9,9 @@
 //!
 //! slapd is set up so that sharing a DSA connection between clients shows:
 //! `sssvlv-maxperconn 1` (a second VLV context on one connection gets
-//! `busy`), and SASL without security layers (`maxssf=0`: the router reads
-//! every PDU), users' SASL passwords in a sasldb of the test's own.
+//! `busy`), and SASL with slapd's default security properties (DIGEST-MD5
+//! offers security layers; the router takes them out of the offer), users'
+//! SASL passwords in a sasldb of the test's own.
 //!
 //! Needs slapd, ldap-utils, Python ldap3 and a JDK
 //! (`scripts/install-deps.sh`).
@@ -43,8 +44,7 @@ fn stateful_slapd() -> Slapd {
         name: "STATEFUL".to_string(),
         global: format!(
             "moduleload syncprov\nmoduleload sssvlv\n\
-             authz-regexp \"^uid=([^,]+)(,cn=[^,]+)?,cn=[^,]+,cn=auth$\" \"uid=$1,ou=people,{DEMOCORP}\"\n\
-             sasl-secprops noanonymous,maxssf=0\n"
+             authz-regexp \"^uid=([^,]+)(,cn=[^,]+)?,cn=[^,]+,cn=auth$\" \"uid=$1,ou=people,{DEMOCORP}\"\n"
         ),
         database: "index entryCSN,entryUUID eq\noverlay syncprov\n\
                    overlay sssvlv\nsssvlv-maxperconn 1\n"
