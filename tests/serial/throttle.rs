@@ -304,6 +304,21 @@ impl Router {
     }
 
     /// Poll a condition on the router with a deadline.
+    /// Wait until every DSA of the knowledge is up in `/status` (probed):
+    /// a test that counts where operations went needs every DSA eligible,
+    /// and on a loaded machine the first probes take a while.
+    async fn all_up(&self) {
+        self.wait_for("every DSA up", Duration::from_secs(30), |r| {
+            r.status()["partitions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .flat_map(|p| p["dsas"].as_array().unwrap().iter())
+                .all(|d| d["state"] == "up")
+        })
+        .await;
+    }
+
     async fn wait_for(&self, what: &str, within: Duration, mut cond: impl FnMut(&Router) -> bool) {
         let deadline = Instant::now() + within;
         while !cond(self) {
@@ -725,6 +740,7 @@ async fn concurrency_limit_refuses_exactly_the_excess_and_traffic_resumes() {
         &root,
         &["--probe-timeout", "5", "--dsa-concurrency-limit", "5"],
     );
+    r.all_up().await;
 
     let mut conns = expect_burst(&r, 16, 4, CONCURRENCY_S1, "limit 4 (DSA attribute)").await;
     // Refusals are immediate, not queued behind the DSA's 500 ms.
@@ -803,6 +819,7 @@ async fn saturated_load_share_group_is_busy_and_never_spills_to_the_next_group()
     )
     .unwrap();
     let r = start_router(dir.path(), &root, &["--probe-timeout", "5"]);
+    r.all_up().await;
 
     let mut conns = connections(&r.url(), 8).await;
     let out = burst(&mut conns).await;
@@ -844,6 +861,7 @@ async fn concurrent_binds_respect_the_concurrency_limit() {
     let dir = tempfile::tempdir().unwrap();
     let (_s1, _, root) = limited_s1(dir.path(), 500, "router.dxg");
     let r = start_router(dir.path(), &root, &["--probe-timeout", "5"]);
+    r.all_up().await;
     for round in 1..=3 {
         let mut conns = connections(&r.url(), 16).await;
         let t0 = Instant::now();
@@ -890,6 +908,7 @@ async fn refusal_messages_verbatim_in_ldapsearch() {
     {
         let (_s1, _, root) = limited_s1(dir.path(), 2000, "conc.dxg");
         let r = start_router(dir.path(), &root, &["--probe-timeout", "5"]);
+        r.all_up().await;
         let t0 = Instant::now();
         let results: Vec<(i32, String)> = blocking(|| {
             let kids: Vec<LdapSearch> = (0..16)
@@ -938,6 +957,7 @@ async fn refusal_messages_verbatim_in_ldapsearch() {
             &root,
             &["--memory-threshold", "1", "--utilization-window", "1s"],
         );
+        r.all_up().await;
         r.wait_for("memory average above 1%", Duration::from_secs(10), |r| {
             r.utilization("memory_avg_percent") > 1.0
         })
@@ -965,6 +985,7 @@ async fn refusal_messages_verbatim_in_ldapsearch() {
             &root,
             &["--cpu-threshold", "30", "--utilization-window", "2s"],
         );
+        r.all_up().await;
         let cores = std::thread::available_parallelism()
             .map_or(2, |n| n.get())
             .max(2);
@@ -1091,6 +1112,7 @@ async fn refusal_storm_drops_nothing_accepted_and_abandon_unbind_still_work() {
         &root,
         &["--utilization-window", "1s", "--probe-interval", "0"],
     );
+    r.all_up().await;
     let url = r.url();
     // Averages are zero until the sampler's first readings (~100 ms here).
     r.wait_for("memory average above 1%", Duration::from_secs(10), |r| {
@@ -1245,6 +1267,7 @@ async fn bind_refused_by_the_storm_ends_the_previous_identity() {
     let plain = dsa_block("S1", p1, "");
     std::fs::write(&root, &plain).unwrap();
     let r = start_router(dir.path(), &root, &["--utilization-window", "1s"]);
+    r.all_up().await;
     r.wait_for("memory average above 1%", Duration::from_secs(10), |r| {
         r.utilization("memory_avg_percent") > 1.0
     })
@@ -1305,6 +1328,7 @@ async fn client_limits_outstanding_and_per_address() {
             "5",
         ],
     );
+    r.all_up().await;
 
     // --max-outstanding 4: 8 pipelined searches in one write.
     {
