@@ -44,6 +44,12 @@
 //! * [`cli`]: output of the `check` and `explain` subcommands.
 //! * [`tls`]: rustls configuration (client-facing and towards DSAs), the
 //!   client stream types, StartTLS.
+//! * [`workers`]: the worker threads (a single-threaded runtime each), how
+//!   many are in use, and sessions moving between them.
+//! * `outbox`: an ordered outbound byte stream with many producers (a
+//!   client's responses, the corked requests to a DSA).
+//! * `metrics`: the counters of `/metrics`, fixed arrays of atomics.
+//! * `fasthash`: the unkeyed hasher of the maps on every operation's path.
 //!
 //! # Workspace
 //! The binary built with `--no-default-features` is the router and nothing
