@@ -1,5 +1,6 @@
 //! The routing decision for one DN and operation, with the reasons.
 
+use super::scope::{self, Scope, SpanInfo};
 use crate::dn::Dn;
 use crate::knowledge::Snapshot;
 use crate::route::{message, select_read, select_write, DsaView, Lookup, RouteError, Table};
@@ -58,6 +59,8 @@ pub struct Explanation {
     /// Read-your-writes: whether affinity to the DSA that took the
     /// client's write chose the target (`--after-write`).
     pub affinity: Option<String>,
+    /// A search that spans partitions (`--scope`): each partition's part.
+    pub spans: Vec<SpanInfo>,
 }
 
 /// The slot computation of a horizontal partition.
@@ -88,6 +91,7 @@ impl Explanation {
             slot: None,
             message: None,
             affinity: None,
+            spans: Vec::new(),
         }
     }
 
@@ -152,7 +156,9 @@ impl Explanation {
         if let Some(a) = &self.affinity {
             let _ = writeln!(out, "affinity:  {a}");
         }
+        super::scope::render(&self.spans, &mut out);
         match self.error {
+            None if !self.spans.is_empty() => {}
             None => {
                 let _ = writeln!(out, "targets:   {}", self.targets.join(", "));
             }
@@ -314,6 +320,34 @@ pub fn explain_route(
         Err(e) => fail(&mut x, e, p, snap, view),
     }
     x
+}
+
+/// A search of `scope` at `x`'s DN: the partitions it reaches when more
+/// than one (`explain --scope`).
+pub(super) fn with_scope(
+    x: &mut Explanation,
+    snap: &Snapshot,
+    table: &Table,
+    view: &impl DsaView,
+    scope: Scope,
+) {
+    let Ok(base) = Dn::parse_any(&x.dn) else {
+        return;
+    };
+    let spans = scope::spans(&base, snap, table, view, scope);
+    if spans.is_empty() {
+        return;
+    }
+    // A base under no partition (a search at c=AU) is still answered, from
+    // the partitions below it.
+    if x.error == Some("noSuchObject") {
+        x.error = None;
+        x.message = None;
+    }
+    x.reason = scope::reason(scope, spans.len(), x.partition.is_some());
+    x.targets.clear();
+    x.group = None;
+    x.spans = spans;
 }
 
 /// A read after the client's write that DSA `w` took: read-your-writes

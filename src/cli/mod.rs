@@ -4,9 +4,11 @@
 
 mod explain;
 pub mod hash;
+mod scope;
 pub mod serve;
 
 pub use explain::{explain_route, Explanation, OpKind};
+pub use scope::Scope;
 
 use crate::knowledge::{self, Snapshot};
 use crate::route::{DsaIdx, DsaStatus, DsaView, Table};
@@ -23,6 +25,10 @@ pub struct ExplainArgs {
     /// The operation.
     #[arg(long, value_enum, default_value_t = OpKind::Search)]
     pub op: OpKind,
+    /// A search's scope: with one or sub (or children), the partitions a
+    /// search at the DN reaches, as the router fans it out.
+    #[arg(long, value_enum, default_value_t = Scope::Base)]
+    pub scope: Scope,
     /// The router's own DSA block, never a target.
     #[arg(long)]
     pub name: Option<String>,
@@ -245,6 +251,12 @@ pub fn explain(args: &ExplainArgs) -> ExitCode {
         }
     }
     let mut x = explain_route(&snap, &table, &view, &args.dn, args.op);
+    if args.op == OpKind::Search {
+        explain::with_scope(&mut x, &snap, &table, &view, args.scope);
+    } else if args.scope != Scope::Base {
+        eprintln!("error: --scope is for searches (--op search)");
+        return ExitCode::from(2);
+    }
     if let Some(w) = &args.after_write {
         let Some(i) = snap.dsa_index(w) else {
             eprintln!("error: unknown DSA \"{w}\" in --after-write");

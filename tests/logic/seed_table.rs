@@ -423,3 +423,88 @@ fn explain_says_when_read_your_writes_affinity_chooses_the_target() {
         assert!(a.starts_with(affinity), "{args:?}: affinity {a:?}");
     }
 }
+
+/// `explain --scope`: a search below its base reaches the partitions under
+/// it, as the router fans it out; one at a DN no partition holds (`c=AU`)
+/// is answered from the partitions below it, not `noSuchObject`.
+#[test]
+fn explain_scope_shows_the_partitions_a_search_reaches() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("knowledge/router.dxg");
+    let run = |args: &[&str]| -> serde_json::Value {
+        let out = Command::new(env!("CARGO_BIN_EXE_dsa-router"))
+            .arg("explain")
+            .arg(&root)
+            .args(args)
+            .args(["--name", "R1", "--json"])
+            .output()
+            .expect("run dsa-router explain");
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("one JSON object")
+    };
+    let spans = |j: &serde_json::Value| -> Vec<String> {
+        j["spans"]
+            .as_array()
+            .expect("spans")
+            .iter()
+            .map(|s| {
+                format!(
+                    "{} {} {} [{}]",
+                    s["partition"].as_str().unwrap_or(""),
+                    s["scope"].as_str().unwrap_or(""),
+                    s["base"].as_str().unwrap_or(""),
+                    names(&s["targets"]).join(",")
+                )
+            })
+            .collect()
+    };
+    const DEMO: &str = "o=DEMOCORP,c=AU";
+    const CUST: &str = "o=CUSTOMER,c=AU";
+    // (arguments, error, spans)
+    let rows: &[(&[&str], Option<&str>, &[&str])] = &[
+        (&["c=AU"], Some("noSuchObject"), &[]),
+        (&["c=AU", "--scope", "base"], Some("noSuchObject"), &[]),
+        (
+            &["c=AU", "--scope", "sub"],
+            None,
+            &[
+                "o=CUSTOMER,c=AU sub o=CUSTOMER,c=AU [C1,C2]",
+                "o=DEMOCORP,c=AU sub o=DEMOCORP,c=AU [H1,D1]",
+            ],
+        ),
+        (
+            &["c=AU", "--scope", "one"],
+            None,
+            &[
+                "o=CUSTOMER,c=AU base o=CUSTOMER,c=AU [C1,C2]",
+                "o=DEMOCORP,c=AU base o=DEMOCORP,c=AU [H1,D1]",
+            ],
+        ),
+        (
+            &["c=AU", "--scope", "sub", "--down", "C1,C2"],
+            None,
+            &[
+                "o=CUSTOMER,c=AU sub o=CUSTOMER,c=AU []",
+                "o=DEMOCORP,c=AU sub o=DEMOCORP,c=AU [H1,D1]",
+            ],
+        ),
+        // Within one partition: an ordinary search, explained by its DN.
+        (&[DEMO, "--scope", "sub"], None, &[]),
+        (&[CUST, "--scope", "one"], None, &[]),
+    ];
+    for (args, error, want) in rows {
+        let j = run(args);
+        assert_eq!(j["error"].as_str(), *error, "{args:?}: {j}");
+        assert_eq!(spans(&j), *want, "{args:?}: {j}");
+    }
+    let j = run(&["c=AU", "--scope", "sub"]);
+    assert!(
+        j["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("subtree search at this DN spans 2 partitions")),
+        "{j}"
+    );
+}
