@@ -616,7 +616,20 @@ impl Loader<'_> {
                 };
                 let lower = k.to_ascii_lowercase();
                 match index.get(&lower) {
-                    Some(&at) => count[at].1 += 1,
+                    Some(&at) => {
+                        count[at].1 += 1;
+                        if k != count[at].0 && label == "load-share group" {
+                            let (d, text) = &self.dsas[i];
+                            found.push(Diagnostic::warning(
+                                format!(
+                                    "{label} \"{k}\" of DSA {} is also written \"{}\": names are compared ignoring case, so they are one group",
+                                    d.name, count[at].0
+                                ),
+                                Some(d.defined_at.clone()),
+                                Some(text),
+                            ));
+                        }
+                    }
                     None => {
                         index.insert(lower, count.len());
                         // Names that differ only in their digits are a

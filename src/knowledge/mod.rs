@@ -199,8 +199,10 @@ impl TlsMode {
     }
 }
 
-/// How a DSA belongs to a load-share group.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// How a DSA belongs to a load-share group. Group names compare ignoring
+/// ASCII case, as DXserver compares DSA names: `GROUP1` and `group1` are
+/// one group (the loader warns about the two spellings).
+#[derive(Debug, Clone)]
 pub enum GroupKey {
     Named(String),
     /// `load-share` without a group name: the partition's unnamed group.
@@ -208,6 +210,18 @@ pub enum GroupKey {
     /// No `load-share`: a group of its own.
     Solo,
 }
+
+impl PartialEq for GroupKey {
+    fn eq(&self, other: &GroupKey) -> bool {
+        match (self, other) {
+            (GroupKey::Named(a), GroupKey::Named(b)) => a.eq_ignore_ascii_case(b),
+            (GroupKey::Unnamed, GroupKey::Unnamed) | (GroupKey::Solo, GroupKey::Solo) => true,
+            _ => false,
+        }
+    }
+}
+
+impl Eq for GroupKey {}
 
 /// A validated knowledge load: DSAs in knowledge order plus the precedence
 /// lists. Immutable; a reload builds a new one.

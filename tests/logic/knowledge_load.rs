@@ -244,6 +244,43 @@ fn typos_get_did_you_mean_and_lone_near_names_warn() {
     assert!(!msgs.iter().any(|m| m.contains("GROUP")), "{msgs:?}");
 }
 
+/// Load-share group names that differ only in case are one group (names
+/// compare as DXserver compares DSA names), with a warning naming both
+/// spellings; distinct names stay distinct groups.
+#[test]
+fn group_names_differing_only_in_case_are_one_group_with_a_warning() {
+    let text = "set dsa A = { prefix = <o X> address = tcp h port 1 dsa-flags = load-share load-share-group = \"GROUP1\" };
+                set dsa B = { prefix = <o X> address = tcp h port 2 dsa-flags = load-share load-share-group = \"group1\" };
+                set dsa C = { prefix = <o X> address = tcp h port 3 dsa-flags = load-share load-share-group = \"GROUP2\" };
+";
+    let snap =
+        knowledge::load_from(Path::new("r.dxg"), &Memory::default().with("r.dxg", text)).unwrap();
+    let msgs: Vec<&str> = snap.warnings.iter().map(|w| w.message.as_str()).collect();
+    let want = "load-share group \"group1\" of DSA B is also written \"GROUP1\": names are compared ignoring case, so they are one group";
+    assert!(msgs.contains(&want), "missing {want:?} in {msgs:?}");
+    assert_eq!(
+        msgs.iter().filter(|m| m.contains("also written")).count(),
+        1,
+        "{msgs:?}"
+    );
+    let table = dsa_router::route::Table::build(&snap, None).unwrap();
+    let groups: Vec<(Option<String>, Vec<usize>)> = table.partitions()[0]
+        .groups
+        .iter()
+        .map(|g| (g.name.clone(), g.members.clone()))
+        .collect();
+    assert_eq!(
+        groups,
+        vec![
+            (Some("GROUP1".into()), vec![0, 1]),
+            (Some("GROUP2".into()), vec![2])
+        ]
+    );
+    assert_eq!(snap.dsas[0].group(), snap.dsas[1].group());
+    assert_ne!(snap.dsas[0].group(), snap.dsas[2].group());
+    assert_ne!(snap.dsas[0].group(), GroupKey::Unnamed);
+}
+
 #[test]
 fn all_errors_reported_and_nothing_half_loads() {
     let text = "set dsa A = { prefix = <c AU> address = tcp h port 1 };\nset dsa B = { prefix = <c AU> };\nset dsa C = { address = tcp h port 1 };\n";
