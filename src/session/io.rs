@@ -1,8 +1,9 @@
 //! A client connection's I/O: the read loop (framing, the idle and
-//! incomplete-PDU timers, shutdown) and the writer task that drains what
-//! could not be written at once. Requests go to [`Session::handle`].
+//! incomplete-PDU timers, shutdown); the writer task that drains what
+//! could not be written at once is [`super::writer`]. Requests go to
+//! [`Session::handle`].
 
-use super::{local, out::ClientOut, Flow, Identity, Session};
+use super::{out::ClientOut, writer, Flow, Identity, Session};
 use crate::context::Context;
 use crate::wire::frame;
 use crate::wire::response::{self, Code};
@@ -170,7 +171,7 @@ async fn drive(start: Box<Start>) -> Option<Box<Moving>> {
     let (mut rd, wr) = stream.split();
     let done = CancellationToken::new();
     let mut pause = CancellationToken::new();
-    let mut writer = tokio::spawn(writer(wr, out.clone(), done.clone(), pause.clone()));
+    let mut writer = tokio::spawn(writer::writer(wr, out.clone(), done.clone(), pause.clone()));
     let cfg = &router.cfg;
     // Buffers are taken only while data flows: an idle client holds none
     // (10,000 idle connections must stay small).
@@ -491,67 +492,6 @@ fn far_future() -> tokio::time::Instant {
 /// `t + d`, or the far future for a timeout too large to add.
 fn after(t: tokio::time::Instant, d: std::time::Duration) -> tokio::time::Instant {
     t.checked_add(d).unwrap_or_else(far_future)
-}
-
-/// Drain what could not be written to the client at once, in batches.
-/// On `pause` (StartTLS), flush and hand the write half back.
-pub(super) async fn writer(
-    wr: crate::tls::ClientWrite,
-    out: Arc<ClientOut>,
-    done: CancellationToken,
-    pause: CancellationToken,
-) -> local::Paused {
-    use crate::outbox::{Step, WriteEnd};
-    use crate::tls::ClientWrite;
-    let mut wire = match wr {
-        ClientWrite::Plain(w) => WriteEnd::direct(w, &out.ob),
-        tls => WriteEnd::Stream(tls),
-    };
-    let kill = out.kill.clone();
-    let mut buf = BytesMut::new();
-    loop {
-        match wire.drain_step(&out.ob, &mut buf, &kill).await {
-            Step::Wrote => continue,
-            Step::Failed => {
-                kill.cancel();
-                break;
-            }
-            Step::Idle => {}
-        }
-        tokio::select! {
-            biased;
-            _ = out.ob.notified() => {}
-            _ = kill.cancelled() => break,
-            _ = done.cancelled() => {
-                // Flush what is queued (a final notice), then close.
-                while out.ob.take(&mut buf) {
-                    if wire.write_all(&buf).await.is_err() {
-                        break;
-                    }
-                    buf.clear();
-                }
-                break;
-            }
-            _ = pause.cancelled() => {
-                out.ob.detach();
-                while out.ob.take(&mut buf) {
-                    if wire.write_all(&buf).await.is_err() {
-                        out.ob.close();
-                        return None;
-                    }
-                    buf.clear();
-                }
-                return match wire.into_inner() {
-                    Some(Ok(w)) => Some(ClientWrite::Plain(w)),
-                    Some(Err(w)) => Some(w),
-                    None => None,
-                };
-            }
-        }
-    }
-    out.ob.close();
-    wire.shutdown().await;
-    None
 }
 
 #[cfg(test)]

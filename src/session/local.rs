@@ -2,8 +2,9 @@
 //! StartTLS (RFC 4511 4.14, RFC 4513 3), and the routing of Password
 //! Modify.
 
+use super::writer::{self, Link};
 use super::{Flow, Identity, Session};
-use crate::tls::{ClientRead, ClientWrite};
+use crate::tls::ClientRead;
 use crate::wire::frame::Header;
 use crate::wire::request::{
     self, Op, Request, OID_PAGED_RESULTS, OID_PASSWD_MODIFY, OID_PROXIED_AUTHZ, OID_START_TLS,
@@ -13,15 +14,7 @@ use crate::wire::response::{self, Code};
 use crate::wire::sasl;
 use crate::wire::state::OID_CANCEL;
 use bytes::{Bytes, BytesMut};
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-
-/// What a paused writer hands back: the write half and the client's queue.
-pub(super) type Paused = Option<ClientWrite>;
-
-/// A client connection's I/O: the read half, the writer task, and the
-/// token that pauses the writer (for StartTLS).
-pub(super) type Link = (ClientRead, JoinHandle<Paused>, CancellationToken);
 
 impl Session {
     pub(super) async fn root_dse(&self, req: &Request) {
@@ -363,7 +356,7 @@ impl Session {
                 self.tls = true;
                 let (rd, wr) = crate::tls::ClientStream::Tls(Box::new(stream)).split();
                 let pause = CancellationToken::new();
-                let writer = tokio::spawn(super::io::writer(
+                let writer = tokio::spawn(writer::writer(
                     wr,
                     self.out.clone(),
                     done.clone(),

@@ -24,6 +24,7 @@ pub mod out;
 mod own;
 mod sasl;
 mod spanning;
+mod writer;
 
 pub use io::{resume, run, serve, Moving};
 
