@@ -29,7 +29,7 @@
 //! (Under 500 lines of code; the rest of the file is the table-driven
 //! tests of the cookie, the fingerprint and the merge.)
 
-use super::out::{ClientOut, Delivery};
+use super::out::{ClientOut, Delivery, Spanning};
 use crate::config::FanoutPolicy as Policy;
 use crate::error::Error;
 use crate::metrics::Metrics;
@@ -528,6 +528,16 @@ impl crate::upstream::delivery::Delivery for FanPart {
 
     fn placed(&self, conn: &Arc<Conn>, id: i32) -> bool {
         self.fan.running(self.part, conn, id)
+    }
+}
+
+impl Spanning for Fan {
+    fn abandon(&self) {
+        Fan::abandon(self);
+    }
+
+    fn cancel(self: Arc<Self>) -> bool {
+        Fan::cancel(&self)
     }
 }
 

@@ -5,7 +5,6 @@
 //! router then abandons that client's operations upstream and disconnects
 //! it, and nobody else waits: upstream readers never block on a client.
 
-use super::fanout::Fan;
 use crate::error::Error;
 use crate::fasthash::FastMap;
 use crate::outbox::{Bound, Outbox, Push};
@@ -23,12 +22,24 @@ use tokio_util::sync::CancellationToken;
 /// answer of its own before it counts the client as stalled.
 pub const LOCAL_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// A search spanning partitions ([`super::fanout::Fan`]) as the client's
+/// outstanding operations know it: through this, so that the fan-out
+/// delivers to the client without the two modules importing each other.
+pub trait Spanning: Send + Sync {
+    /// The client abandoned it (or is gone): stop every part, answer
+    /// nothing.
+    fn abandon(&self);
+    /// The client cancelled it: stop every part, answer `canceled`. False
+    /// when it had already ended.
+    fn cancel(self: Arc<Self>) -> bool;
+}
+
 /// Where an outstanding operation runs, for abandon.
 enum Tracked {
     /// On one DSA connection, under that connection's message ID.
     Op(Weak<Conn>, i32),
     /// A search spanning partitions.
-    Fan(Weak<Fan>),
+    Fan(Weak<dyn Spanning>),
     /// A hedged read, on two DSAs.
     Race(Weak<Race>),
 }
@@ -62,7 +73,7 @@ pub enum Running {
     /// On `conn` under that connection's message ID.
     Op(Arc<Conn>, i32),
     /// A search spanning partitions.
-    Fan(Arc<Fan>),
+    Fan(Arc<dyn Spanning>),
     /// A hedged read.
     Race(Arc<Race>),
 }
@@ -152,8 +163,9 @@ impl ClientOut {
     }
 
     /// Record a search spanning partitions as outstanding.
-    pub fn track_fan(&self, msgid: i32, fan: &Arc<Fan>) {
-        lock(&self.outstanding).insert(msgid, Tracked::Fan(Arc::downgrade(fan)));
+    pub fn track_fan<F: Spanning + 'static>(&self, msgid: i32, fan: &Arc<F>) {
+        let fan: Weak<dyn Spanning> = Arc::downgrade(fan) as Weak<F>;
+        lock(&self.outstanding).insert(msgid, Tracked::Fan(fan));
     }
 
     /// Record where an outstanding operation went (if it is still
