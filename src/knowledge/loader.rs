@@ -1,8 +1,9 @@
 //! Loading a knowledge tree: reading files depth-first along `source`
 //! lines, the statements (`source`, `set dsa`, `set precedence`,
-//! `set write-precedence`, the router's own `set dsa-router-...`, other
-//! `set` commands ignored), then whole-load validation (names unique, the
-//! precedence lists naming defined DSAs).
+//! `set write-precedence`, the router's own `set dsa-router-...`; other
+//! `set` commands and DXserver-only ones, such as a `.dxi`'s `schema`
+//! lines, counted by kind in [`super::skipped`]), then whole-load
+//! validation (names unique, the precedence lists naming defined DSAs).
 //!
 //! A statement that fails to parse is reported and skipped to its `;`, so
 //! one load reports every error. `set dsa` blocks are read in `dsa`, their
@@ -16,6 +17,7 @@ use super::diag::{self, Diagnostic, LoadError, Location};
 use super::dsa;
 use super::file::{text_of, File, PResult};
 use super::lexer::{lex, Tok, Token};
+use super::skipped::DXSERVER_ONLY;
 use super::{DsaDef, Snapshot, Source};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -55,6 +57,8 @@ struct Loader<'a> {
     reads: usize,
     /// Warnings beyond [`MAX_ERRORS`], not kept.
     suppressed: usize,
+    /// DXserver-only commands, reported once per kind at the end.
+    skipped: super::skipped::Skipped,
 }
 
 /// The `set` commands the router reads (for "did you mean" hints).
@@ -87,9 +91,12 @@ pub(super) fn load(root: &Path, source: &dyn Source) -> Result<Snapshot, LoadErr
         router_dsas: Vec::new(),
         reads: 0,
         suppressed: 0,
+        skipped: Default::default(),
     };
     l.file(root, None);
     l.validate();
+    let skipped = std::mem::take(&mut l.skipped).summary();
+    l.warnings.extend(skipped);
     if l.suppressed > 0 {
         let n = l.suppressed;
         l.warnings.push(Diagnostic::warning(
@@ -241,9 +248,15 @@ impl Loader<'_> {
                 f.pos += 1;
                 self.clear(f)
             }
+            Tok::Word(w) if DXSERVER_ONLY.iter().any(|k| w.eq_ignore_ascii_case(k)) => {
+                let kind = w.to_ascii_lowercase();
+                self.skipped
+                    .note(&kind, None, || f.warn_at(&t, String::new()));
+                f.skip_statement()
+            }
             other => {
                 let hint = match other {
-                    Tok::Word(w) => diag::closest(w, ["set", "source", "clear"])
+                    Tok::Word(w) => diag::closest(w, ["set", "source", "clear", "schema"])
                         .map(|c| format!(" (did you mean '{c}'?)"))
                         .unwrap_or_default(),
                     _ => String::new(),
@@ -278,10 +291,8 @@ impl Loader<'_> {
             }
             self.dsas.clear();
         } else {
-            self.warn(f.warn_at(
-                &what,
-                format!("clear {key}: not used by the router, ignored"),
-            ));
+            self.skipped
+                .note("clear", Some(&key), || f.warn_at(&what, String::new()));
         }
         Ok(())
     }
@@ -325,19 +336,23 @@ impl Loader<'_> {
             | "dsa-router-hedge-floor-ms"
             | "dsa-router-max-ejection"
             | "dsa-router-ejection-time" => self.set_router_setting(f, &key),
-            _ if self.warnings.len() >= MAX_ERRORS => {
-                // Counted, not made: a flood of them stays linear.
-                self.suppressed += 1;
-                f.skip_statement()
-            }
             _ => {
-                let hint = diag::closest(&key, KNOWN_SETS.iter().copied())
-                    .map(|c| format!(" (did you mean 'set {c}'?)"))
-                    .unwrap_or_default();
-                self.warn(f.warn_at(
-                    &what,
-                    format!("set {key}: not used by the router, ignored{hint}"),
-                ));
+                // A near miss of a command the router reads is likely a
+                // typo: said on its own line. The rest (DXserver's own
+                // settings: a .dxi's limits, logging, ...) count by kind.
+                match diag::closest(&key, KNOWN_SETS.iter().copied()) {
+                    // Counted, not made: a flood of them stays linear.
+                    Some(_) if self.warnings.len() >= MAX_ERRORS => self.suppressed += 1,
+                    Some(c) => self.warn(f.warn_at(
+                        &what,
+                        format!(
+                            "set {key}: not used by the router, ignored (did you mean 'set {c}'?)"
+                        ),
+                    )),
+                    None => self
+                        .skipped
+                        .note("set", Some(&key), || f.warn_at(&what, String::new())),
+                }
                 f.skip_statement()
             }
         }

@@ -408,9 +408,16 @@ fn knowledge_that_would_hang_a_load_is_refused_quickly() {
     }
     std::fs::write(d.join("dia40.dxg"), "# the bottom\n").unwrap();
     std::fs::write(d.join("errors.dxg"), "set dsa = ;\n".repeat(100_000)).unwrap();
+    // Near misses of the router's own commands warn one by one (typos).
     std::fs::write(
         d.join("warnings.dxg"),
-        "set nonsense = 1;\n".repeat(100_000),
+        "set precedense = 1;\n".repeat(100_000),
+    )
+    .unwrap();
+    // DXserver's own commands (a .dxi's) are counted: one line.
+    std::fs::write(
+        d.join("skipped.dxg"),
+        "set nonsense = 1;\nschema set attribute x = { name = x };\n".repeat(100_000),
     )
     .unwrap();
     let rows = [
@@ -428,6 +435,15 @@ fn knowledge_that_would_hang_a_load_is_refused_quickly() {
     );
     let last = &snap.warnings.last().unwrap().message;
     assert!(last.contains("more warnings not shown"), "{last}");
+    let snap = knowledge::load(&d.join("skipped.dxg")).expect("only warnings");
+    let msgs: Vec<&str> = snap.warnings.iter().map(|w| w.message.as_str()).collect();
+    assert_eq!(
+        msgs,
+        [
+            "set: 100000 commands not used by the router (nonsense), ignored; the first is here",
+            "schema: 100000 commands not used by the router, ignored; the first is here"
+        ]
+    );
     for (root, want) in rows {
         let path = d.join(root);
         let (tx, rx) = std::sync::mpsc::channel();
