@@ -7,7 +7,10 @@ and a router in front of them with an admin token; then, in the page:
 * without the token it asks for it; with it, both DSAs show `up`;
 * a stopped DSA shows `down` (probes every 0.3 s), one started again shows
   `up`; a screenshot with the DSA down is saved;
-* the `drain` button drains the other DSA through the API.
+* the `drain` button drains the other DSA through the API;
+* a second router without a token (loopback, same-origin, the page sends
+  X-Dsa-Router): its page drains and enables too;
+* the browser logged no Content-Security-Policy violation.
 
 Usage: status_page.py ROUTER_BINARY SCREENSHOT_PNG
 Exit 0 when every step is seen within its time, else 1 with the reason.
@@ -113,6 +116,7 @@ def main():
 
     opts = ChromiumOptions()
     opts.binary_location = "/usr/bin/chromium"
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     for a in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
               "--window-size=1280,800"]:
         opts.add_argument(a)
@@ -150,6 +154,27 @@ def main():
         driver.find_element(By.CSS_SELECTOR, 'button[data-dsa="T1"][data-action="enable"]').click()
         until("T1 up after the enable button", lambda: state(driver, "T1") == "up")
         print("page: T1 enabled again")
+
+        # A router without a token: the page works as is (same origin,
+        # X-Dsa-Router on its requests).
+        admin2 = port()
+        spawn([BIN, "serve", "--knowledge", know, "--listen", f"127.0.0.1:{port()}",
+               "--admin", f"127.0.0.1:{admin2}", "--probe-interval", "0.3", "--probe-timeout", "0.3",
+               "--failback-hold", "0"], open(os.path.join(work, "router2.log"), "w"))
+        listening(admin2)
+        driver.get(f"http://127.0.0.1:{admin2}/")
+        until("T1 up on the page of the router without a token", lambda: state(driver, "T1") == "up")
+        driver.find_element(By.CSS_SELECTOR, 'button[data-dsa="T2"][data-action="drain"]').click()
+        until("T2 draining (no token)", lambda: state(driver, "T2") == "draining")
+        driver.find_element(By.CSS_SELECTOR, 'button[data-dsa="T2"][data-action="enable"]').click()
+        until("T2 up (no token)", lambda: state(driver, "T2") == "up")
+        print("page without a token: T2 drained and enabled")
+
+        logs = driver.get_log("browser")
+        csp = [e["message"] for e in logs if "Content Security Policy" in e["message"] or "Refused to" in e["message"]]
+        if csp:
+            raise SystemExit(f"the page broke its Content-Security-Policy: {csp}")
+        print(f"page: no CSP violation in {len(logs)} console message(s)")
     finally:
         stop_load.set()
         driver.quit()
