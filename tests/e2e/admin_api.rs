@@ -7,6 +7,9 @@
 //! * `--admin 0.0.0.0:PORT` without a token does not start; with one it
 //!   does, under any name;
 //! * every response carries the CSP, frame, nosniff and referrer headers;
+//! * a reload of knowledge with a broken password line is refused naming
+//!   file, line and column, and the password is nowhere: not in the
+//!   response, `/status`, `ctl` or the log.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
 use crate::support::router::Router;
@@ -360,4 +363,57 @@ fn a_non_loopback_admin_address_without_a_token_does_not_start() {
         "the token alone authorizes a change: {}",
         r.body
     );
+}
+
+#[test]
+fn a_rejected_reload_names_the_place_and_shows_the_password_nowhere() {
+    let dir = tempfile::tempdir().unwrap();
+    let k = knowledge(dir.path(), &["D1"]);
+    let admin = format!("127.0.0.1:{}", pick_port());
+    let r = router(&k, dir.path(), &admin, &[]);
+    let good = std::fs::read_to_string(&k).unwrap();
+    let post = [("Host", admin.as_str()), ("X-Dsa-Router", "1")];
+    // Unterminated, then without its '=' (the message would quote it).
+    for (line, place, why) in [
+        (
+            "  ldap-dsa-password = \"Hunter2-S3cret\n",
+            ":3:23",
+            "unterminated string",
+        ),
+        (
+            "  ldap-dsa-password \"Hunter2-S3cret\"\n",
+            ":3:21",
+            "expected '='",
+        ),
+    ] {
+        let broken = format!(
+            "{good}set dsa D2 = {{\n{line}  prefix = <c NZ> address = tcp \"127.0.0.1\" port 1 }};\n"
+        );
+        std::fs::write(&k, broken).unwrap();
+        let resp = http(&admin, "POST", "/reload", &post, "");
+        assert_eq!(resp.status, 422, "{}", resp.body);
+        let error = resp.json()["error"].as_str().unwrap().to_string();
+        let want = format!("{}{place}", k.display());
+        assert!(
+            error.contains(&want) && error.contains(why),
+            "the reload error lacks {want} or {why}:\n{error}"
+        );
+        let status = get(&admin, "/status").body;
+        assert!(status.contains(&want) && status.contains(why), "{status}");
+        let (ok, out) = ctl(&admin, &["reload"]);
+        assert!(!ok && out.contains(&want), "{out}");
+        for (what, text) in [
+            ("response", &resp.body),
+            ("/status", &status),
+            ("ctl", &out),
+        ] {
+            assert!(
+                !text.contains("Hunter2"),
+                "the password in the {what}:\n{text}"
+            );
+        }
+    }
+    let log = r.log_text();
+    assert!(log.contains("reload rejected"), "{log}");
+    assert!(!log.contains("Hunter2"), "the password in the log:\n{log}");
 }

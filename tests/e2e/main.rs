@@ -5,7 +5,8 @@
 //! (`interop_slapd`, `fanout_slapd`, `security_slapd`, `stateful_slapd`,
 //! `tls_slapd`, and the status page in headless Chromium (`status_page`), and
 //! `slapd_harness` for the harness itself), and the admin API's defences
-//! against other web pages and other machines (`admin_api`).
+//! against other web pages, other machines and leaked passwords
+//! (`admin_api`).
 //!
 //! Needs slapd, ldap-utils and the Python module ldap3
 //! (`scripts/install-deps.sh`); without them the slapd tests fail.
