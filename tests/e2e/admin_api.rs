@@ -7,6 +7,8 @@
 //! * `--admin 0.0.0.0:PORT` without a token does not start; with one it
 //!   does, under any name;
 //! * every response carries the CSP, frame, nosniff and referrer headers;
+//! * DSA names with `"` and `\` (and a DN with `\,`) make `/metrics` that
+//!   `prometheus_client` parses back to the same names;
 //! * a reload of knowledge with a broken password line is refused naming
 //!   file, line and column, and the password is nowhere: not in the
 //!   response, `/status`, `ctl` or the log.
@@ -362,6 +364,75 @@ fn a_non_loopback_admin_address_without_a_token_does_not_start() {
         r.status, 200,
         "the token alone authorizes a change: {}",
         r.body
+    );
+}
+
+const PARSE_METRICS: &str = r#"
+import json, sys
+from prometheus_client.parser import text_string_to_metric_families
+out = []
+for fam in text_string_to_metric_families(sys.stdin.read()):
+    for s in fam.samples:
+        out.append({"name": s.name, "labels": s.labels})
+print(json.dumps(out))
+"#;
+
+#[test]
+fn dsa_names_with_quotes_and_backslashes_make_metrics_that_prometheus_client_parses() {
+    let names = ["q\"uote", "back\\slash", "__proto__", "both\\\"\\\\"];
+    let dir = tempfile::tempdir().unwrap();
+    let k = knowledge(dir.path(), &names);
+    // A partition whose DN holds an escaped comma (a backslash).
+    let text = std::fs::read_to_string(&k).unwrap()
+        + &format!(
+            "set dsa \"D9\" = {{ prefix = \"o=Smith\\\\, Jones,c=AU\" address = tcp \"127.0.0.1\" port {} }};\n",
+            pick_port()
+        );
+    std::fs::write(&k, text).unwrap();
+    let admin = format!("127.0.0.1:{}", pick_port());
+    let _r = router(&k, dir.path(), &admin, &[]);
+    let body = get(&admin, "/metrics").body;
+    let mut py = Command::new("python3")
+        .args(["-c", PARSE_METRICS])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3 (scripts/install-deps.sh)");
+    py.stdin.take().unwrap().write_all(body.as_bytes()).unwrap();
+    let out = py.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "prometheus_client cannot parse /metrics: {}\n{body}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let samples: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let up: Vec<&Value> = samples
+        .iter()
+        .filter(|s| s["name"] == "dsa_router_dsa_up")
+        .collect();
+    let mut got: Vec<&str> = up
+        .iter()
+        .map(|s| s["labels"]["dsa"].as_str().unwrap())
+        .collect();
+    got.sort_unstable();
+    let mut want = names.to_vec();
+    want.push("D9");
+    want.sort_unstable();
+    assert_eq!(got, want, "{body}");
+    let d9 = up.iter().find(|s| s["labels"]["dsa"] == "D9").unwrap();
+    let status = get(&admin, "/status").json();
+    let prefixes: Vec<&str> = status["partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["prefix"].as_str().unwrap())
+        .collect();
+    let partition = d9["labels"]["partition"].as_str().unwrap();
+    assert!(partition.contains('\\'), "{partition}");
+    assert!(
+        prefixes.contains(&partition),
+        "{partition} not in {prefixes:?}"
     );
 }
 
