@@ -143,7 +143,13 @@ pub async fn run(cfg: Config, listen: Option<String>) -> Result<(), String> {
                 "admin API and status page on http://{}/\n",
                 crate::admin::ctl::DEFAULT_ADMIN
             );
-            tokio::spawn(crate::admin::run(admin, router.clone(), None, rx.clone()));
+            tokio::spawn(crate::admin::run(
+                admin,
+                crate::admin::ctl::DEFAULT_ADMIN.to_string(),
+                router.clone(),
+                None,
+                rx.clone(),
+            ));
         }
         Err(e) => tracing::warn!("admin API not started: {e}"),
     }

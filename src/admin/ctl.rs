@@ -49,7 +49,9 @@ fn call(args: &CtlArgs, method: &str, path: &str) -> crate::error::Result<serde_
     let agent = ureq::AgentBuilder::new()
         .timeout(std::time::Duration::from_secs(10))
         .build();
-    let mut req = agent.request(method, &url);
+    // Without a token the API refuses state changes that lack this header
+    // (a form of another web page cannot send it).
+    let mut req = agent.request(method, &url).set(super::guard::HEADER, "1");
     if let Some(t) = &args.token {
         req = req.set("Authorization", &format!("Bearer {t}"));
     }

@@ -1,5 +1,6 @@
 //! The admin HTTP API (axum), on loopback by default, optionally behind a
-//! bearer token:
+//! bearer token (without one, loopback only and same-origin only: see
+//! [`guard`]):
 //!
 //! * `GET /status`: JSON, each partition with its DSAs in order.
 //! * `GET /metrics`: Prometheus text format.
@@ -8,6 +9,7 @@
 //!   stays on error, and the response says why).
 
 pub mod ctl;
+pub mod guard;
 pub mod status;
 
 use crate::context::Context;
@@ -25,6 +27,8 @@ use tokio::sync::watch;
 struct App {
     router: Arc<Context>,
     token: Option<Arc<str>>,
+    /// The `Host` values accepted without a token ([`guard`]).
+    hosts: Arc<[String]>,
 }
 
 fn authorized(app: &App, headers: &HeaderMap) -> bool {
@@ -60,14 +64,15 @@ fn denied() -> Response {
 
 /// The live status page (`GET /`): one embedded HTML file (no outside
 /// assets) that polls `/status` and posts to `/dsas/NAME/ACTION` with the
-/// token the user enters. Served without the token: it holds no data.
+/// token the user enters. Served without the token: it holds no data. Its
+/// script and style run under the Content-Security-Policy of [`guard`].
 async fn get_page() -> Response {
     (
         [
             (header::CONTENT_TYPE, "text/html; charset=utf-8"),
             (header::CACHE_CONTROL, "no-cache"),
         ],
-        include_str!("page.html"),
+        guard::PAGE,
     )
         .into_response()
 }
@@ -162,16 +167,58 @@ async fn post_reload(State(app): State<App>, headers: HeaderMap) -> Response {
     }
 }
 
-/// Serve the admin API on `listener` until shutdown.
+/// Bind `--admin ADDR` and serve the API there (a task) until shutdown.
+/// Without a token an address off loopback is an error (the name resolved
+/// to loopback before start, [`guard::admin_flag`]; the bound address is
+/// what counts).
+pub async fn start(
+    addr: &str,
+    token: Option<String>,
+    router: Arc<Context>,
+    shutdown: watch::Receiver<bool>,
+) -> crate::error::Result<()> {
+    use crate::error::Error;
+    let token = token.filter(|t| !t.is_empty());
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| Error::config(format!("cannot listen on --admin {addr}: {e}")))?;
+    let bound = listener
+        .local_addr()
+        .map_err(|e| Error::config(e.to_string()))?;
+    guard::exposure(bound, token.as_deref()).map_err(Error::config)?;
+    tracing::info!(%addr, token = token.is_some(), "admin API listening");
+    tokio::spawn(run(listener, addr.to_string(), router, token, shutdown));
+    Ok(())
+}
+
+/// Serve the admin API on `listener` (given as `given` on the command line)
+/// until shutdown; an empty token is no token. Without a token `listener`
+/// must be on loopback: [`guard::exposure`].
 pub async fn run(
     listener: tokio::net::TcpListener,
+    given: String,
     router: Arc<Context>,
     token: Option<String>,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    let token = token.filter(|t| !t.is_empty());
+    let hosts = match listener.local_addr() {
+        Ok(a) => match guard::exposure(a, token.as_deref()) {
+            Ok(()) => guard::hosts(a, &given),
+            Err(e) => {
+                tracing::error!("admin API not started: {e}");
+                return;
+            }
+        },
+        Err(e) => {
+            tracing::error!(error = %e, "admin API not started");
+            return;
+        }
+    };
     let app = App {
         router,
         token: token.map(Arc::from),
+        hosts: hosts.into(),
     };
     let svc = axum::Router::new()
         .route("/", get(get_page))
@@ -179,6 +226,10 @@ pub async fn run(
         .route("/metrics", get(get_metrics))
         .route("/dsas/{name}/{action}", post(post_dsa))
         .route("/reload", post(post_reload))
+        .layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            guard::guard,
+        ))
         .with_state(app);
     let stop = async move {
         let _ = shutdown.changed().await;

@@ -285,9 +285,41 @@ pub fn dsa_metrics(router: &Context, out: &mut String) {
             let _ = writeln!(
                 out,
                 "{name}{{dsa=\"{}\",partition=\"{}\"}} {v}",
-                d.name,
-                d.prefix.to_string().replace('"', "\\\"")
+                label(&d.name),
+                label(&d.prefix.to_string())
             );
+        }
+    }
+}
+
+/// A label value as the Prometheus text format writes it: backslash,
+/// double quote and line feed escaped (DSA names may hold the first two).
+pub fn label(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod label_tests {
+    #[test]
+    fn label_values_escape_backslash_quote_and_newline() {
+        let rows = [
+            ("D1", "D1"),
+            ("q\"uote", "q\\\"uote"),
+            ("back\\slash", "back\\\\slash"),
+            ("two\nlines", "two\\nlines"),
+            ("\\\"", "\\\\\\\""),
+        ];
+        for (raw, want) in rows {
+            assert_eq!(super::label(raw), want, "{raw:?}");
         }
     }
 }

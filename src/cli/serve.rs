@@ -414,11 +414,13 @@ pub struct ServeArgs {
     #[arg(long)]
     pub listen: Option<String>,
     /// Admin API address (`/status`, `/metrics`, control); `none` turns it
-    /// off. Keep it on loopback or behind a token.
+    /// off. Without a token it must be loopback (else serve does not
+    /// start), and it refuses other Host names, other origins and state
+    /// changes without the header X-Dsa-Router.
     #[arg(long, default_value = crate::admin::ctl::DEFAULT_ADMIN)]
     pub admin: String,
     /// Bearer token required by the admin API (default:
-    /// $DSA_ROUTER_ADMIN_TOKEN; none: no token).
+    /// $DSA_ROUTER_ADMIN_TOKEN; none or empty: no token).
     #[arg(long, env = "DSA_ROUTER_ADMIN_TOKEN", hide_env_values = true)]
     pub admin_token: Option<String>,
     /// Reload when a knowledge or TLS file changes (polled every second).
@@ -477,6 +479,15 @@ fn runtime(threads: usize) -> Result<tokio::runtime::Runtime> {
 
 pub fn serve(args: &ServeArgs) -> ExitCode {
     init_logging();
+    // An empty token is no token; without one, the admin API stays on
+    // loopback (refused before anything listens).
+    let admin_token = args.admin_token.clone().filter(|t| !t.is_empty());
+    if args.admin != "none" {
+        if let Err(e) = crate::admin::guard::admin_flag(&args.admin, admin_token.as_deref()) {
+            eprintln!("error: {e}");
+            return ExitCode::from(1);
+        }
+    }
     let snap = match knowledge::load(&args.knowledge) {
         Ok(s) => s,
         Err(e) => {
@@ -580,18 +591,8 @@ pub fn serve(args: &ServeArgs) -> ExitCode {
         };
         let (tx, rx) = watch::channel(false);
         if args.admin != "none" {
-            let admin = tokio::net::TcpListener::bind(&args.admin)
-                .await
-                .map_err(|e| {
-                    Error::config(format!("cannot listen on --admin {}: {e}", args.admin))
-                })?;
-            tracing::info!(addr = %args.admin, "admin API listening");
-            tokio::spawn(crate::admin::run(
-                admin,
-                router.clone(),
-                args.admin_token.clone(),
-                rx.clone(),
-            ));
+            crate::admin::start(&args.admin, admin_token.clone(), router.clone(), rx.clone())
+                .await?;
         }
         if args.watch {
             tokio::spawn(watch_files(router.clone(), rx.clone()));

@@ -32,8 +32,13 @@ pub struct Diagnostic {
     pub severity: Severity,
     pub message: String,
     pub location: Option<Location>,
-    /// The text of the line `location` points at.
+    /// The text of the line `location` points at, secrets masked
+    /// ([`super::redact`]).
     pub source_line: Option<String>,
+    /// The column of `location` in `source_line` (1-based characters):
+    /// where the caret goes, left of `location.column` when a longer secret
+    /// before it was masked.
+    pub source_column: usize,
 }
 
 impl Diagnostic {
@@ -59,18 +64,25 @@ impl Diagnostic {
         location: Option<Location>,
         text: Option<&str>,
     ) -> Self {
-        let source_line = match (&location, text) {
-            (Some(loc), Some(text)) => text
-                .lines()
-                .nth(loc.line.saturating_sub(1))
-                .map(str::to_string),
+        // A password never shows, in the line or the message.
+        let shown = match (&location, text) {
+            (Some(loc), Some(text)) => super::redact::source_line(text, loc.line, loc.column),
             _ => None,
+        };
+        let message = match &shown {
+            Some(s) => super::redact::message(&message, &s.secrets),
+            None => message,
+        };
+        let source_column = match &shown {
+            Some(s) => s.column,
+            None => location.as_ref().map_or(0, |l| l.column),
         };
         Diagnostic {
             severity,
             message,
             location,
-            source_line,
+            source_line: shown.map(|s| s.line),
+            source_column,
         }
     }
 }
@@ -97,7 +109,7 @@ impl fmt::Display for Diagnostic {
                 let line = line.replace('\t', " ");
                 writeln!(f, "{pad} |")?;
                 writeln!(f, "{num} | {line}")?;
-                let caret = " ".repeat(loc.column.saturating_sub(1));
+                let caret = " ".repeat(self.source_column.saturating_sub(1));
                 writeln!(f, "{pad} | {caret}^")?;
             }
         }

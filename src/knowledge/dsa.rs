@@ -181,12 +181,13 @@ pub(super) fn block(f: &mut File, warnings: &mut Vec<Diagnostic>) -> PResult<Blo
         match ATTRIBUTES.iter().find(|(a, _)| *a == attr) {
             Some((_, form)) => apply(&mut d, form, f, &attr, value, warnings)?,
             None => {
-                // A misspelt password attribute: its value is a secret too,
-                // and the warning does not show its line.
-                let secretish = SECRET_ATTRS
-                    .iter()
-                    .chain(&["dsa-password", "ldap-dsa-password"])
-                    .any(|s| *s == attr || super::diag::closest(&attr, [*s]).is_some());
+                // Any other password attribute, or a misspelt one: its value
+                // is a secret too, and the warning does not show its line.
+                let secretish = attr.ends_with("-password")
+                    || SECRET_ATTRS
+                        .iter()
+                        .chain(&["dsa-password", "ldap-dsa-password"])
+                        .any(|s| super::diag::closest(&attr, [*s]).is_some());
                 if !PASSIVE_ATTRS.contains(&attr.as_str()) {
                     let hint = match super::diag::closest(&attr, known_attributes()) {
                         Some(c) => format!(" (did you mean '{c}'?)"),

@@ -32,6 +32,7 @@ mod file;
 pub mod hash;
 mod lexer;
 mod loader;
+mod redact;
 mod skipped;
 mod values;
 

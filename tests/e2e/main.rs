@@ -4,7 +4,9 @@
 //! slapd, driven by OpenLDAP's tools, Python `ldap3` and Rust `ldap3`
 //! (`interop_slapd`, `fanout_slapd`, `security_slapd`, `stateful_slapd`,
 //! `tls_slapd`, and the status page in headless Chromium (`status_page`), and
-//! `slapd_harness` for the harness itself).
+//! `slapd_harness` for the harness itself), and the admin API's defences
+//! against other web pages, other machines and leaked passwords
+//! (`admin_api`).
 //!
 //! Needs slapd, ldap-utils and the Python module ldap3
 //! (`scripts/install-deps.sh`); without them the slapd tests fail.
@@ -13,6 +15,7 @@
 mod support;
 
 mod access_log;
+mod admin_api;
 mod fanout_slapd;
 mod horizontal_slapd;
 mod interop_slapd;

@@ -3,7 +3,10 @@
 //! chromium-driver and python3-selenium; `scripts/install-deps.sh`)
 //! against a router process and two test DSA processes: the token prompt,
 //! both DSAs up, one stopped shows down (screenshot), started again shows
-//! up, and the drain and enable buttons work through the API.
+//! up, and the drain and enable buttons work through the API. DSAs named
+//! `__proto__` and `constructor` update like the others; a router without
+//! a token serves the page and its buttons too; and the page runs under its
+//! Content-Security-Policy without a violation.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
 use std::path::Path;
@@ -44,6 +47,10 @@ fn the_status_page_shows_dsas_going_down_and_drains_them_in_chromium() {
         "T2 up again",
         "T1 draining",
         "T1 enabled again",
+        "__proto__ and constructor up",
+        "constructor down and up again with T2",
+        "page without a token: __proto__ drained and enabled",
+        "page: no CSP violation",
     ] {
         assert!(text.contains(seen), "{seen:?} not reported:\n{text}");
     }

@@ -3,11 +3,16 @@
 by Selenium (Debian packages chromium, chromium-driver, python3-selenium).
 
 Starts two in-tree test DSAs (`dsa-router testdsa`) in one load-share group
-and a router in front of them with an admin token; then, in the page:
-* without the token it asks for it; with it, both DSAs show `up`;
+(T1, T2; and the same two again as DSAs named `__proto__` and `constructor`,
+names that break a page keeping per-DSA state in a plain object) and a
+router in front of them with an admin token; then, in the page:
+* without the token it asks for it; with it, all four DSAs show `up`;
 * a stopped DSA shows `down` (probes every 0.3 s), one started again shows
   `up`; a screenshot with the DSA down is saved;
-* the `drain` button drains the other DSA through the API.
+* the `drain` button drains the other DSA through the API;
+* a second router without a token (loopback, same-origin, the page sends
+  X-Dsa-Router): its page drains and enables too;
+* the browser logged no Content-Security-Policy violation.
 
 Usage: status_page.py ROUTER_BINARY SCREENSHOT_PNG
 Exit 0 when every step is seen within its time, else 1 with the reason.
@@ -92,6 +97,9 @@ def main():
         for n, p in ports.items():
             f.write(f'set dsa "{n}" = {{ prefix = <c AU><o DEMOCORP> address = tcp "127.0.0.1" port {p} '
                     f'dsa-flags = load-share load-share-group = "G" }};\n')
+        for n, p in [("__proto__", ports["T1"]), ("constructor", ports["T2"])]:
+            f.write(f'set dsa "{n}" = {{ prefix = <c AU><o DEMOCORP> address = tcp "127.0.0.1" port {p} '
+                    f'dsa-flags = load-share load-share-group = "H" }};\n')
     listen, admin = port(), port()
     spawn([BIN, "serve", "--knowledge", know, "--listen", f"127.0.0.1:{listen}",
            "--admin", f"127.0.0.1:{admin}", "--admin-token", TOKEN, "--probe-interval", "0.3",
@@ -113,6 +121,7 @@ def main():
 
     opts = ChromiumOptions()
     opts.binary_location = "/usr/bin/chromium"
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     for a in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
               "--window-size=1280,800"]:
         opts.add_argument(a)
@@ -124,8 +133,9 @@ def main():
         box = driver.find_element(By.ID, "token")
         box.send_keys(TOKEN)
         driver.execute_script("arguments[0].dispatchEvent(new Event('change'))", box)
-        until("both DSAs up", lambda: state(driver, "T1") == "up" and state(driver, "T2") == "up")
+        until("all DSAs up", lambda: all(state(driver, n) == "up" for n in ["T1", "T2", "__proto__", "constructor"]))
         print("page: T1 and T2 up")
+        print("page: __proto__ and constructor up")
         conns = driver.find_element(By.CSS_SELECTOR, 'tr[data-dsa="T1"] td[data-label="own / spare conns"]').text
         if not re.fullmatch(r"\d+ / \d+", conns):
             raise SystemExit(f"T1's own / spare connections cell reads {conns!r}")
@@ -133,7 +143,7 @@ def main():
 
         dsas["T2"].send_signal(signal.SIGKILL)
         dsas["T2"].wait()
-        until("T2 down after it stopped", lambda: state(driver, "T2") == "down")
+        until("T2 down after it stopped", lambda: state(driver, "T2") == "down" and state(driver, "constructor") == "down")
         time.sleep(2)  # a few more points on the charts
         reason = driver.find_element(By.CSS_SELECTOR, 'tr[data-dsa="T2"] td.reason').text
         print(f"page: T2 down ({reason})")
@@ -141,8 +151,9 @@ def main():
         print(f"screenshot: {SHOT}")
 
         dsas["T2"] = testdsa("T2", ports["T2"], work)
-        until("T2 up again after it started", lambda: state(driver, "T2") == "up")
+        until("T2 up again after it started", lambda: state(driver, "T2") == "up" and state(driver, "constructor") == "up")
         print("page: T2 up again")
+        print("page: constructor down and up again with T2")
 
         driver.find_element(By.CSS_SELECTOR, 'button[data-dsa="T1"][data-action="drain"]').click()
         until("T1 draining after the drain button", lambda: state(driver, "T1") == "draining")
@@ -150,6 +161,27 @@ def main():
         driver.find_element(By.CSS_SELECTOR, 'button[data-dsa="T1"][data-action="enable"]').click()
         until("T1 up after the enable button", lambda: state(driver, "T1") == "up")
         print("page: T1 enabled again")
+
+        # A router without a token: the page works as is (same origin,
+        # X-Dsa-Router on its requests).
+        admin2 = port()
+        spawn([BIN, "serve", "--knowledge", know, "--listen", f"127.0.0.1:{port()}",
+               "--admin", f"127.0.0.1:{admin2}", "--probe-interval", "0.3", "--probe-timeout", "0.3",
+               "--failback-hold", "0"], open(os.path.join(work, "router2.log"), "w"))
+        listening(admin2)
+        driver.get(f"http://127.0.0.1:{admin2}/")
+        until("T1 up on the page of the router without a token", lambda: state(driver, "T1") == "up")
+        driver.find_element(By.CSS_SELECTOR, 'button[data-dsa="__proto__"][data-action="drain"]').click()
+        until("__proto__ draining (no token)", lambda: state(driver, "__proto__") == "draining")
+        driver.find_element(By.CSS_SELECTOR, 'button[data-dsa="__proto__"][data-action="enable"]').click()
+        until("__proto__ up (no token)", lambda: state(driver, "__proto__") == "up")
+        print("page without a token: __proto__ drained and enabled")
+
+        logs = driver.get_log("browser")
+        csp = [e["message"] for e in logs if "Content Security Policy" in e["message"] or "Refused to" in e["message"]]
+        if csp:
+            raise SystemExit(f"the page broke its Content-Security-Policy: {csp}")
+        print(f"page: no CSP violation in {len(logs)} console message(s)")
     finally:
         stop_load.set()
         driver.quit()

@@ -1,5 +1,5 @@
 //! Pure-logic tests, no network: knowledge loading and its error
-//! positions, the seed's routing table (through the library and the
+//! positions (passwords never shown in them), the seed's routing table (through the library and the
 //! `explain --json` command line), property tests, the connection future's
 //! size.
 //!
@@ -11,5 +11,6 @@
 mod future_size;
 mod fuzz_inputs;
 mod knowledge_load;
+mod knowledge_secrets;
 mod properties;
 mod seed_table;

@@ -337,7 +337,8 @@ impl Router {
 fn http_get(port: u16, path: &str) -> String {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
+    // The API's own address: without a token it refuses other Hosts.
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\n\r\n").unwrap();
     let mut buf = String::new();
     s.read_to_string(&mut buf).unwrap();
     let (head, body) = buf

@@ -1,0 +1,297 @@
+//! What keeps web pages and other machines out of the admin API.
+//!
+//! Without a token the API is for this machine only:
+//! * it listens on loopback only ([`exposure`] refuses anything else at
+//!   start);
+//! * a request's `Host` must name the address it listens on
+//!   (`127.0.0.1:PORT`, `localhost:PORT`, `[::1]:PORT` or the `--admin`
+//!   address as given): a page on another site whose name was rebound to
+//!   127.0.0.1 (DNS rebinding) sends its own name and is refused;
+//! * an `Origin`, when sent, must be `http://` and one of those: a page on
+//!   another site cannot drain, disable or reload with a form or `fetch`;
+//! * a request that changes state (anything but GET and HEAD) must carry
+//!   [`HEADER`], which an HTML form cannot send and a script of another
+//!   origin cannot send without a CORS preflight the API never grants.
+//!
+//! With a token, every request but the page needs `Authorization: Bearer
+//! TOKEN`, which no other site has; the API may then listen anywhere, under
+//! any name. Every response, refused or not, carries the headers of
+//! [`secure`]: a Content-Security-Policy that lets the page run its own
+//! script and style only (by hash) and be framed by nobody.
+
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::json;
+use std::net::SocketAddr;
+use std::sync::OnceLock;
+
+/// The header `ctl` and the status page send with every request: a state
+/// change without it (and without the token) is refused.
+pub const HEADER: &str = "x-dsa-router";
+
+/// The status page.
+pub(super) const PAGE: &str = include_str!("page.html");
+
+/// Whether an admin API on `addr` may start: without a token, only on
+/// loopback.
+pub fn exposure(addr: SocketAddr, token: Option<&str>) -> Result<(), String> {
+    if token.is_some() || addr.ip().is_loopback() {
+        return Ok(());
+    }
+    Err(format!(
+        "--admin {addr} is not a loopback address and the admin API has no token: \
+         anyone who reaches it could drain, disable and reload; set --admin-token \
+         (or $DSA_ROUTER_ADMIN_TOKEN), or keep --admin on 127.0.0.1 or [::1]"
+    ))
+}
+
+/// Whether `--admin ADDR` may start (before anything listens): every
+/// address the name resolves to is loopback, or the API has a token. A
+/// name that does not resolve is left to the bind to report.
+pub fn admin_flag(addr: &str, token: Option<&str>) -> Result<(), String> {
+    use std::net::ToSocketAddrs;
+    if token.is_some() {
+        return Ok(());
+    }
+    match addr.to_socket_addrs() {
+        Ok(addrs) => addrs
+            .into_iter()
+            .try_for_each(|a| exposure(a, None).map_err(|e| e.replacen(&a.to_string(), addr, 1))),
+        Err(_) => Ok(()),
+    }
+}
+
+/// The `Host` values (lower case) of an API listening on `local`, given
+/// as `given` on the command line.
+pub(super) fn hosts(local: SocketAddr, given: &str) -> Vec<String> {
+    let port = local.port();
+    let mut names = vec![
+        "127.0.0.1".to_string(),
+        "localhost".to_string(),
+        "[::1]".to_string(),
+        match local {
+            SocketAddr::V4(a) => a.ip().to_string(),
+            SocketAddr::V6(a) => format!("[{}]", a.ip()),
+        },
+    ];
+    if let Some((host, p)) = given.rsplit_once(':') {
+        if p.parse::<u16>().is_ok() {
+            names.push(host.to_ascii_lowercase());
+        }
+    }
+    let mut out: Vec<String> = names.iter().map(|n| format!("{n}:{port}")).collect();
+    // A browser leaves out the default port.
+    if port == 80 {
+        out.extend(names);
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Why a request is refused, if it is (an API without a token).
+fn refusal(hosts: &[String], method: &Method, headers: &HeaderMap) -> Option<String> {
+    let host = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .map(str::to_ascii_lowercase);
+    let Some(host) = host.filter(|h| hosts.contains(h)) else {
+        return Some(format!(
+            "the Host header does not name this admin API (it answers {}; set --admin-token to reach it by other names)",
+            hosts.join(", ")
+        ));
+    };
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let same = origin
+            .to_str()
+            .ok()
+            .and_then(|o| {
+                o.to_ascii_lowercase()
+                    .strip_prefix("http://")
+                    .map(String::from)
+            })
+            .is_some_and(|o| hosts.contains(&o));
+        if !same {
+            return Some(format!(
+                "cross-origin request refused: Origin {} is not http://{host}",
+                String::from_utf8_lossy(origin.as_bytes())
+            ));
+        }
+    }
+    if !matches!(*method, Method::GET | Method::HEAD) && !headers.contains_key(HEADER) {
+        return Some(format!(
+            "a {method} needs the header X-Dsa-Router: 1 (ctl and the status page send it) or the admin token"
+        ));
+    }
+    None
+}
+
+/// Refuses what [`refusal`] says (without a token) and adds the headers of
+/// [`secure`] to every response.
+pub(super) async fn guard(State(app): State<super::App>, req: Request, next: Next) -> Response {
+    let refused = match &app.token {
+        Some(_) => None,
+        None => refusal(&app.hosts, req.method(), req.headers()),
+    };
+    let mut resp = match refused {
+        Some(why) => {
+            tracing::warn!(method = %req.method(), uri = %req.uri(), reason = %why, "admin request refused");
+            (
+                StatusCode::FORBIDDEN,
+                Json(json!({"ok": false, "error": why})),
+            )
+                .into_response()
+        }
+        None => next.run(req).await,
+    };
+    secure(resp.headers_mut());
+    resp
+}
+
+/// The security headers of every response.
+fn secure(h: &mut HeaderMap) {
+    let csp = HeaderValue::from_str(csp()).unwrap_or(HeaderValue::from_static(
+        "default-src 'none'; frame-ancestors 'none'",
+    ));
+    h.insert(header::CONTENT_SECURITY_POLICY, csp);
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(
+        HeaderName::from_static("cross-origin-resource-policy"),
+        HeaderValue::from_static("same-origin"),
+    );
+}
+
+/// The Content-Security-Policy: nothing from anywhere, but the page's own
+/// inline script and style (by their SHA-256) and `fetch` to the API.
+fn csp() -> &'static str {
+    static CSP: OnceLock<String> = OnceLock::new();
+    CSP.get_or_init(|| {
+        format!(
+            "default-src 'none'; script-src {}; style-src {}; connect-src 'self'; \
+             base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+            source_hash(inline(PAGE, "script")),
+            source_hash(inline(PAGE, "style")),
+        )
+    })
+}
+
+/// The text of the page's one `<tag>` element, as the browser hashes it.
+fn inline<'a>(page: &'a str, tag: &str) -> Option<&'a str> {
+    let (_, rest) = page.split_once(&format!("<{tag}>"))?;
+    let (body, _) = rest.split_once(&format!("</{tag}>"))?;
+    Some(body)
+}
+
+/// A CSP hash source (`'sha256-BASE64'`), `'none'` without a body.
+fn source_hash(body: Option<&str>) -> String {
+    use base64::Engine;
+    match body {
+        Some(b) => {
+            let d = ring::digest::digest(&ring::digest::SHA256, b.as_bytes());
+            format!(
+                "'sha256-{}'",
+                base64::engine::general_purpose::STANDARD.encode(d.as_ref())
+            )
+        }
+        None => "'none'".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_policy_names_the_hashes_of_the_page_script_and_style() {
+        let policy = csp();
+        assert!(policy.contains("frame-ancestors 'none'"), "{policy}");
+        for tag in ["script", "style"] {
+            let body = inline(PAGE, tag).expect(tag);
+            assert!(body.len() > 100, "{tag}");
+            assert!(policy.contains(&source_hash(Some(body))), "{tag}: {policy}");
+        }
+        assert!(!policy.contains("unsafe"), "{policy}");
+    }
+
+    #[test]
+    fn only_loopback_addresses_start_without_a_token() {
+        let addr = |s: &str| s.parse::<SocketAddr>().expect(s);
+        assert!(exposure(addr("127.0.0.1:8389"), None).is_ok());
+        assert!(exposure(addr("[::1]:8389"), None).is_ok());
+        assert!(exposure(addr("0.0.0.0:8389"), Some("t")).is_ok());
+        for a in ["0.0.0.0:8389", "[::]:8389", "192.0.2.1:8389"] {
+            let e = exposure(addr(a), None).expect_err(a);
+            assert!(e.contains("--admin-token"), "{e}");
+        }
+    }
+
+    #[test]
+    fn hosts_are_the_loopback_names_and_the_given_address_with_the_port() {
+        let local = "127.0.1.1:8389".parse().expect("addr");
+        assert_eq!(
+            hosts(local, "MyHost:8389"),
+            [
+                "127.0.0.1:8389",
+                "127.0.1.1:8389",
+                "[::1]:8389",
+                "localhost:8389",
+                "myhost:8389"
+            ]
+        );
+        let web = hosts("127.0.0.1:80".parse().expect("addr"), "127.0.0.1:80");
+        assert!(web.contains(&"localhost".to_string()), "{web:?}");
+    }
+
+    #[test]
+    fn foreign_hosts_origins_and_plain_posts_are_refused() {
+        let hosts = hosts("127.0.0.1:8389".parse().expect("addr"), "127.0.0.1:8389");
+        let req = |method: Method, pairs: &[(&'static str, &'static str)]| {
+            let mut h = HeaderMap::new();
+            for (k, v) in pairs {
+                h.insert(*k, HeaderValue::from_static(v));
+            }
+            refusal(&hosts, &method, &h)
+        };
+        assert_eq!(req(Method::GET, &[("host", "127.0.0.1:8389")]), None);
+        assert_eq!(req(Method::GET, &[("host", "LOCALHOST:8389")]), None);
+        assert!(req(Method::GET, &[]).is_some());
+        assert!(req(Method::GET, &[("host", "evil.example:8389")]).is_some());
+        assert!(req(Method::GET, &[("host", "127.0.0.1:8390")]).is_some());
+        let post = |origin: &'static str| {
+            req(
+                Method::POST,
+                &[
+                    ("host", "127.0.0.1:8389"),
+                    ("origin", origin),
+                    (HEADER, "1"),
+                ],
+            )
+        };
+        assert_eq!(post("http://127.0.0.1:8389"), None);
+        assert_eq!(post("http://localhost:8389"), None);
+        for o in [
+            "http://evil.example",
+            "https://127.0.0.1:8389",
+            "http://127.0.0.1:8390",
+            "null",
+        ] {
+            assert!(post(o).is_some(), "{o}");
+        }
+        assert!(req(Method::POST, &[("host", "127.0.0.1:8389")]).is_some());
+        assert_eq!(
+            req(Method::POST, &[("host", "127.0.0.1:8389"), (HEADER, "1")]),
+            None
+        );
+    }
+}

@@ -1,0 +1,490 @@
+//! The admin API's defences, against a `dsa-router serve` process (raw
+//! HTTP, so that each test sets `Host` and `Origin` as a browser on another
+//! site would):
+//! * without a token, a foreign `Host` (DNS rebinding) and a cross-origin
+//!   or header-less state change get 403 and change nothing; the API's own
+//!   names and `ctl` still work;
+//! * `--admin 0.0.0.0:PORT` without a token does not start; with one it
+//!   does, under any name;
+//! * every response carries the CSP, frame, nosniff and referrer headers;
+//! * DSA names with `"` and `\` (and a DN with `\,`) make `/metrics` that
+//!   `prometheus_client` parses back to the same names;
+//! * a reload of knowledge with a broken password line is refused naming
+//!   file, line and column, and the password is nowhere: not in the
+//!   response, `/status`, `ctl` or the log.
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+use crate::support::router::Router;
+use crate::support::slapd::pick_port;
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// An HTTP response: status, headers (names in lower case), body.
+struct Resp {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Resp {
+    fn header(&self, name: &str) -> &str {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map_or("", |(_, v)| v.as_str())
+    }
+
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.body))
+    }
+}
+
+/// One HTTP/1.0 request to `addr` with exactly these headers (no `Host`
+/// unless given).
+fn http(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Resp {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut req = format!("{method} {path} HTTP/1.0\r\n");
+    for (k, v) in headers {
+        req += &format!("{k}: {v}\r\n");
+    }
+    req += &format!("Content-Length: {}\r\n\r\n{body}", body.len());
+    s.write_all(req.as_bytes()).unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap();
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    Resp {
+        status,
+        headers,
+        body: body.to_string(),
+    }
+}
+
+/// A GET with the API's own `Host`.
+fn get(admin: &str, path: &str) -> Resp {
+    http(admin, "GET", path, &[("Host", admin)], "")
+}
+
+/// Knowledge: one DSA per name (quoted, escapes as knowledge writes them)
+/// on a port where nothing listens, in one load-share group.
+fn knowledge(dir: &Path, names: &[&str]) -> PathBuf {
+    let mut text = String::new();
+    for n in names {
+        let quoted = n.replace('\\', "\\\\").replace('"', "\\\"");
+        text += &format!(
+            "set dsa \"{quoted}\" = {{ prefix = <c AU><o DEMOCORP> address = tcp \"127.0.0.1\" port {} \
+             dsa-flags = load-share load-share-group = \"G\" }};\n",
+            pick_port()
+        );
+    }
+    let k = dir.join("router.dxg");
+    std::fs::write(&k, text).unwrap();
+    k
+}
+
+/// A router with its admin API on `admin` (`extra` options more), once
+/// the API answers.
+fn router(k: &Path, dir: &Path, admin: &str, extra: &[&str]) -> Router {
+    let mut args = vec!["--admin", admin, "--probe-interval", "0"];
+    args.extend_from_slice(extra);
+    let r = Router::start_with(k, dir, &args);
+    let port = admin.rsplit_once(':').unwrap().1;
+    let local = format!("127.0.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while TcpStream::connect(&local).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "no admin API on {admin}:\n{}",
+            r.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    r
+}
+
+/// The state of DSA `name` in `/status`.
+fn state(admin: &str, name: &str) -> String {
+    let st = get(admin, "/status").json();
+    st["partitions"][0]["dsas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["name"] == name)
+        .map(|d| d["state"].as_str().unwrap().to_string())
+        .unwrap_or_else(|| panic!("no {name} in {st}"))
+}
+
+#[test]
+fn without_a_token_foreign_hosts_and_cross_origin_posts_get_403_and_change_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let k = knowledge(dir.path(), &["D1", "D2"]);
+    let port = pick_port();
+    let admin = format!("127.0.0.1:{port}");
+    let _r = router(&k, dir.path(), &admin, &[]);
+    let before = state(&admin, "D1");
+    let own = format!("http://{admin}");
+    // DNS rebinding: evil.example resolves to 127.0.0.1, the page reads.
+    let evil_host = format!("evil.example:{port}");
+    let evil_origin = format!("http://evil.example:{port}");
+    for host in [evil_host.as_str(), "evil.example", "127.0.0.1:1"] {
+        let r = http(&admin, "GET", "/status", &[("Host", host)], "");
+        assert_eq!(r.status, 403, "GET /status with Host {host}: {}", r.body);
+        assert!(
+            r.json()["error"].as_str().unwrap().contains("Host"),
+            "{}",
+            r.body
+        );
+    }
+    assert_eq!(
+        http(&admin, "GET", "/", &[("Host", &evil_host)], "").status,
+        403
+    );
+    assert_eq!(
+        http(&admin, "GET", "/status", &[], "").status,
+        403,
+        "no Host"
+    );
+    for host in [
+        admin.clone(),
+        format!("localhost:{port}"),
+        format!("[::1]:{port}"),
+    ] {
+        let r = http(&admin, "GET", "/status", &[("Host", &host)], "");
+        assert_eq!(r.status, 200, "GET /status with Host {host}: {}", r.body);
+    }
+    // A form of another site (text/plain: no preflight), with and without
+    // the header, and from a rebound name.
+    let form = [
+        ("Host", admin.as_str()),
+        ("Origin", "http://evil.example"),
+        ("Content-Type", "text/plain"),
+    ];
+    let refused: Vec<(&str, Vec<(&str, &str)>)> = vec![
+        ("/dsas/D1/drain", form.to_vec()),
+        (
+            "/dsas/D1/disable",
+            [&form[..], &[("X-Dsa-Router", "1")]].concat(),
+        ),
+        ("/reload", form.to_vec()),
+        (
+            "/dsas/D1/drain",
+            vec![
+                ("Host", &evil_host),
+                ("Origin", &evil_origin),
+                ("X-Dsa-Router", "1"),
+            ],
+        ),
+        (
+            "/dsas/D1/drain",
+            vec![("Host", &admin), ("Origin", "null"), ("X-Dsa-Router", "1")],
+        ),
+        // Same origin, but no header: a form cannot add one.
+        (
+            "/dsas/D1/drain",
+            vec![
+                ("Host", &admin),
+                ("Origin", &own),
+                ("Content-Type", "application/x-www-form-urlencoded"),
+            ],
+        ),
+        ("/dsas/D1/disable", vec![("Host", &admin)]),
+        ("/reload", vec![("Host", &admin)]),
+    ];
+    for (path, headers) in &refused {
+        let r = http(&admin, "POST", path, headers, "a=b");
+        assert_eq!(r.status, 403, "POST {path} {headers:?}: {}", r.body);
+        assert_eq!(r.json()["ok"], false);
+    }
+    assert_eq!(state(&admin, "D1"), before, "a refused request changed D1");
+    let st = get(&admin, "/status").json();
+    assert!(st["last_reload"].is_null(), "a refused reload ran: {st}");
+    // The API's own page (same origin, with the header) drains.
+    let r = http(
+        &admin,
+        "POST",
+        "/dsas/D1/drain",
+        &[("Host", &admin), ("Origin", &own), ("X-Dsa-Router", "1")],
+        "",
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(state(&admin, "D1"), "draining");
+}
+
+#[test]
+fn every_admin_response_carries_the_csp_frame_nosniff_and_referrer_headers() {
+    let dir = tempfile::tempdir().unwrap();
+    let k = knowledge(dir.path(), &["D1"]);
+    let admin = format!("127.0.0.1:{}", pick_port());
+    let _r = router(&k, dir.path(), &admin, &[]);
+    let page = get(&admin, "/");
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("<script>"), "{}", page.body);
+    let responses = [
+        ("page", page),
+        ("status", get(&admin, "/status")),
+        ("metrics", get(&admin, "/metrics")),
+        ("404", get(&admin, "/nothing")),
+        (
+            "403",
+            http(&admin, "POST", "/reload", &[("Host", &admin)], ""),
+        ),
+    ];
+    for (what, r) in &responses {
+        let csp = r.header("content-security-policy");
+        for want in [
+            "default-src 'none'",
+            "frame-ancestors 'none'",
+            "script-src 'sha256-",
+            "style-src 'sha256-",
+        ] {
+            assert!(csp.contains(want), "{what}: CSP {csp:?} lacks {want}");
+        }
+        assert!(!csp.contains("unsafe"), "{what}: {csp}");
+        assert_eq!(r.header("x-content-type-options"), "nosniff", "{what}");
+        assert_eq!(r.header("referrer-policy"), "no-referrer", "{what}");
+        assert_eq!(r.header("x-frame-options"), "DENY", "{what}");
+    }
+}
+
+/// `dsa-router ctl --admin ADDR ARGS`: success, stdout and stderr.
+fn ctl(admin: &str, args: &[&str]) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_dsa-router"))
+        .args(["ctl", "--admin", admin])
+        .args(args)
+        .env_remove("DSA_ROUTER_ADMIN_TOKEN")
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+#[test]
+fn ctl_drains_enables_and_reloads_through_an_api_without_a_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let k = knowledge(dir.path(), &["D1", "D2"]);
+    let admin = format!("127.0.0.1:{}", pick_port());
+    let _r = router(&k, dir.path(), &admin, &[]);
+    let before = state(&admin, "D1");
+    let (ok, out) = ctl(&admin, &["drain", "D1"]);
+    assert!(ok && out.contains("D1: draining"), "{out}");
+    assert_eq!(state(&admin, "D1"), "draining");
+    let (ok, out) = ctl(&admin, &["enable", "D1"]);
+    assert!(ok, "{out}");
+    assert_eq!(state(&admin, "D1"), before, "enabled: its health again");
+    let (ok, out) = ctl(&admin, &["reload"]);
+    assert!(ok, "{out}");
+    let (ok, out) = ctl(&admin, &["status"]);
+    assert!(ok && out.contains("D2"), "{out}");
+}
+
+#[test]
+fn a_non_loopback_admin_address_without_a_token_does_not_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let k = knowledge(dir.path(), &["D1"]);
+    for extra in [&[][..], &["--admin-token", ""][..]] {
+        let (listen, port) = (pick_port(), pick_port());
+        let mut child = Command::new(env!("CARGO_BIN_EXE_dsa-router"))
+            .args(["serve", "--knowledge", k.to_str().unwrap()])
+            .args(["--listen", &format!("127.0.0.1:{listen}")])
+            .args(["--admin", &format!("0.0.0.0:{port}")])
+            .args(extra)
+            .env_remove("DSA_ROUTER_ADMIN_TOKEN")
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let status = loop {
+            if let Some(s) = child.try_wait().unwrap() {
+                break s;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("--admin 0.0.0.0 without a token ({extra:?}) started");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let mut err = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        assert!(!status.success(), "{err}");
+        assert!(
+            err.contains("not a loopback address") && err.contains("--admin-token"),
+            "{err}"
+        );
+        assert!(
+            !err.contains("dsa-router listening"),
+            "it listened first: {err}"
+        );
+    }
+    // With a token it starts, and answers under any name, with the token.
+    let port = pick_port();
+    let _r = router(
+        &k,
+        dir.path(),
+        &format!("0.0.0.0:{port}"),
+        &["--admin-token", "t0k3n"],
+    );
+    let admin = format!("127.0.0.1:{port}");
+    let named = [("Host", "router.example.net:8389")];
+    assert_eq!(http(&admin, "GET", "/status", &named, "").status, 401);
+    let auth = [
+        ("Host", "router.example.net:8389"),
+        ("Authorization", "Bearer t0k3n"),
+    ];
+    assert_eq!(http(&admin, "GET", "/status", &auth, "").status, 200);
+    let r = http(&admin, "POST", "/dsas/D1/drain", &auth, "");
+    assert_eq!(
+        r.status, 200,
+        "the token alone authorizes a change: {}",
+        r.body
+    );
+}
+
+const PARSE_METRICS: &str = r#"
+import json, sys
+from prometheus_client.parser import text_string_to_metric_families
+out = []
+for fam in text_string_to_metric_families(sys.stdin.read()):
+    for s in fam.samples:
+        out.append({"name": s.name, "labels": s.labels})
+print(json.dumps(out))
+"#;
+
+#[test]
+fn dsa_names_with_quotes_and_backslashes_make_metrics_that_prometheus_client_parses() {
+    let names = ["q\"uote", "back\\slash", "__proto__", "both\\\"\\\\"];
+    let dir = tempfile::tempdir().unwrap();
+    let k = knowledge(dir.path(), &names);
+    // A partition whose DN holds an escaped comma (a backslash).
+    let text = std::fs::read_to_string(&k).unwrap()
+        + &format!(
+            "set dsa \"D9\" = {{ prefix = \"o=Smith\\\\, Jones,c=AU\" address = tcp \"127.0.0.1\" port {} }};\n",
+            pick_port()
+        );
+    std::fs::write(&k, text).unwrap();
+    let admin = format!("127.0.0.1:{}", pick_port());
+    let _r = router(&k, dir.path(), &admin, &[]);
+    let body = get(&admin, "/metrics").body;
+    let mut py = Command::new("python3")
+        .args(["-c", PARSE_METRICS])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3 (scripts/install-deps.sh)");
+    py.stdin.take().unwrap().write_all(body.as_bytes()).unwrap();
+    let out = py.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "prometheus_client cannot parse /metrics: {}\n{body}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let samples: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let up: Vec<&Value> = samples
+        .iter()
+        .filter(|s| s["name"] == "dsa_router_dsa_up")
+        .collect();
+    let mut got: Vec<&str> = up
+        .iter()
+        .map(|s| s["labels"]["dsa"].as_str().unwrap())
+        .collect();
+    got.sort_unstable();
+    let mut want = names.to_vec();
+    want.push("D9");
+    want.sort_unstable();
+    assert_eq!(got, want, "{body}");
+    let d9 = up.iter().find(|s| s["labels"]["dsa"] == "D9").unwrap();
+    let status = get(&admin, "/status").json();
+    let prefixes: Vec<&str> = status["partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["prefix"].as_str().unwrap())
+        .collect();
+    let partition = d9["labels"]["partition"].as_str().unwrap();
+    assert!(partition.contains('\\'), "{partition}");
+    assert!(
+        prefixes.contains(&partition),
+        "{partition} not in {prefixes:?}"
+    );
+}
+
+#[test]
+fn a_rejected_reload_names_the_place_and_shows_the_password_nowhere() {
+    let dir = tempfile::tempdir().unwrap();
+    let k = knowledge(dir.path(), &["D1"]);
+    let admin = format!("127.0.0.1:{}", pick_port());
+    let r = router(&k, dir.path(), &admin, &[]);
+    let good = std::fs::read_to_string(&k).unwrap();
+    let post = [("Host", admin.as_str()), ("X-Dsa-Router", "1")];
+    // Unterminated, then without its '=' (the message would quote it).
+    for (line, place, why) in [
+        (
+            "  ldap-dsa-password = \"Hunter2-S3cret\n",
+            ":3:23",
+            "unterminated string",
+        ),
+        (
+            "  ldap-dsa-password \"Hunter2-S3cret\"\n",
+            ":3:21",
+            "expected '='",
+        ),
+    ] {
+        let broken = format!(
+            "{good}set dsa D2 = {{\n{line}  prefix = <c NZ> address = tcp \"127.0.0.1\" port 1 }};\n"
+        );
+        std::fs::write(&k, broken).unwrap();
+        let resp = http(&admin, "POST", "/reload", &post, "");
+        assert_eq!(resp.status, 422, "{}", resp.body);
+        let error = resp.json()["error"].as_str().unwrap().to_string();
+        let want = format!("{}{place}", k.display());
+        assert!(
+            error.contains(&want) && error.contains(why),
+            "the reload error lacks {want} or {why}:\n{error}"
+        );
+        let status = get(&admin, "/status").body;
+        assert!(status.contains(&want) && status.contains(why), "{status}");
+        let (ok, out) = ctl(&admin, &["reload"]);
+        assert!(!ok && out.contains(&want), "{out}");
+        for (what, text) in [
+            ("response", &resp.body),
+            ("/status", &status),
+            ("ctl", &out),
+        ] {
+            assert!(
+                !text.contains("Hunter2"),
+                "the password in the {what}:\n{text}"
+            );
+        }
+    }
+    let log = r.log_text();
+    assert!(log.contains("reload rejected"), "{log}");
+    assert!(!log.contains("Hunter2"), "the password in the log:\n{log}");
+}
