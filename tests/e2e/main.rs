@@ -2,8 +2,8 @@
 //! DSAs (`router_testdsa`, `malformed`, `tls`), the test DSA itself
 //! (`testdsa`), and the router as a process in front of real OpenLDAP
 //! slapd, driven by OpenLDAP's tools, Python `ldap3` and Rust `ldap3`
-//! (`interop_slapd`, `fanout_slapd`, `security_slapd`, `stateful_slapd`,
-//! `tls_slapd`, and the status page in headless Chromium (`status_page`), and
+//! (`interop_slapd`, `fanout_slapd`, `security_slapd`, `controls_slapd`,
+//! `stateful_slapd`, `tls_slapd`, and the status page in headless Chromium (`status_page`), and
 //! `slapd_harness` for the harness itself).
 //!
 //! Needs slapd, ldap-utils and the Python module ldap3
@@ -13,6 +13,7 @@
 mod support;
 
 mod access_log;
+mod controls_slapd;
 mod fanout_slapd;
 mod horizontal_slapd;
 mod interop_slapd;
