@@ -323,12 +323,17 @@ impl Fields<'_> {
         self.first = false;
     }
 
-    /// A value written as it is in text (a DN, a name), quoted in JSON.
+    /// A value written as it is in text (a DN, a name), quoted in JSON;
+    /// in text, one with a control character (or a leading quote) is
+    /// quoted and escaped as [`Fields::quoted`] writes
+    /// ([`crate::logsafe`]): a client's line break never starts a line.
     #[inline]
     pub fn plain(&mut self, key: &str, v: &str) -> &mut Self {
         self.key(key);
         if self.json {
             json_string(self.buf, v);
+        } else if crate::logsafe::needs_quoting(v) {
+            let _ = write!(Adapter(self.buf), "{v:?}");
         } else {
             self.buf.extend_from_slice(v.as_bytes());
         }
@@ -364,7 +369,7 @@ impl Fields<'_> {
             let _ = write!(s, "{v}");
             json_string(self.buf, &s);
         } else {
-            let _ = write!(Adapter(self.buf), "{v}");
+            let _ = write!(Adapter(self.buf), "{}", crate::logsafe::esc(v));
         }
         self
     }
@@ -664,6 +669,34 @@ mod tests {
                 assert_eq!(got, want);
             }
         }
+    }
+
+    /// A client's line break (or other control character) in an unquoted
+    /// field never reaches a text line raw: the value is quoted and
+    /// escaped as quoted fields are.
+    #[test]
+    fn unquoted_fields_with_control_characters_are_escaped_in_text() {
+        let forged = "cn=x\n2026-01-01T00:00:00Z  INFO access: forged\r,o=x";
+        let text = fields(false, |f| {
+            f.plain("dn", forged)
+                .display("dn", &forged)
+                .plain("mech", "\"PLAIN\"")
+                .plain("dsa", "D1");
+        });
+        let escaped = format!("{forged:?}");
+        assert_eq!(
+            text,
+            format!("dn={escaped} dn={escaped} mech=\"\\\"PLAIN\\\"\" dsa=D1")
+        );
+        assert!(!text.contains(['\n', '\r']), "{text}");
+        let json = fields(true, |f| {
+            f.plain("dn", forged).display("dn2", &forged);
+        });
+        let v: serde_json::Value = serde_json::from_str(&format!("{{{json}}}")).unwrap();
+        assert_eq!(
+            (v["dn"].as_str(), v["dn2"].as_str()),
+            (Some(forged), Some(forged))
+        );
     }
 
     #[test]

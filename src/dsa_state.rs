@@ -12,6 +12,7 @@
 //! selection reads together; the rest is tests.)
 
 use crate::knowledge::Snapshot;
+use crate::logsafe::esc;
 use crate::route::{DsaIdx, DsaStatus, DsaView};
 use dashmap::DashMap;
 use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, AtomicU8, Ordering};
@@ -250,7 +251,7 @@ impl DsaState {
     /// Take it out of selection as an outlier: reads waiting on it are
     /// re-sent elsewhere, as when it goes down.
     pub fn eject(&self, reason: String) {
-        tracing::warn!(dsa = %self.name, reason = %reason, "DSA ejected as an outlier");
+        tracing::warn!(dsa = %self.name, reason = %esc(&reason), "DSA ejected as an outlier");
         *self.ejection.lock().unwrap_or_else(|p| p.into_inner()) = Some(reason);
         self.ejected.store(true, Ordering::Relaxed);
         self.down_epoch.fetch_add(1, Ordering::Relaxed);
@@ -313,7 +314,7 @@ impl DsaState {
 
     fn go_down(&self, t: &mut Track, reason: String) {
         self.set_up(false);
-        tracing::warn!(dsa = %self.name, reason = %reason, "DSA down");
+        tracing::warn!(dsa = %self.name, reason = %esc(&reason), "DSA down");
         t.reason = reason;
         t.since = SystemTime::now();
         t.oks = 0;
@@ -363,7 +364,7 @@ impl DsaState {
             t.since = SystemTime::now();
             t.recovering_since = None;
             t.hold_waived = false;
-            tracing::info!(dsa = %self.name, reason = %t.reason, "DSA up");
+            tracing::info!(dsa = %self.name, reason = %esc(&t.reason), "DSA up");
         } else {
             t.reason = format!(
                 "answering again; back in service after the failback hold-down ({} s left)",
@@ -434,7 +435,7 @@ impl DsaState {
                     .into();
             t.since = SystemTime::now();
             t.recovering_since = None;
-            tracing::info!(dsa = %self.name, reason = %t.reason, "DSA up");
+            tracing::info!(dsa = %self.name, reason = %esc(&t.reason), "DSA up");
         } else {
             t.hold_waived = true;
         }

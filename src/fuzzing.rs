@@ -21,6 +21,10 @@ pub fn request(data: &[u8]) {
         rest = &rest[len..];
         let Ok(h) = frame::header(pdu) else { break };
         if let Ok(req) = request::decode(pdu) {
+            assert!(
+                req.controls.iter().all(|c| request::is_numeric_oid(&c.oid)),
+                "a control whose type is not a numeric OID decoded"
+            );
             let _ = state::needs(&req);
             let _ = search::head(pdu, &h);
             let _ = request::moddn_target(pdu, &h);

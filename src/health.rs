@@ -61,7 +61,7 @@ pub(crate) async fn run(
     let pdu = match probe_pdu(&cfg) {
         Ok(p) => p,
         Err(e) => {
-            tracing::error!(error = %e, "health probes disabled");
+            tracing::error!(error = %crate::logsafe::esc(&e), "health probes disabled");
             return;
         }
     };
@@ -146,7 +146,7 @@ pub(crate) async fn run(
                             if st.advertised_stale(advertised::REFRESH) {
                                 match advertised::read(c, cfg.timeout).await {
                                     Ok(a) => st.set_advertised(a),
-                                    Err(e) => tracing::debug!(dsa = %st.name, error = %e, "root DSE not read"),
+                                    Err(e) => tracing::debug!(dsa = %st.name, error = %crate::logsafe::esc(&e), "root DSE not read"),
                                 }
                             }
                         }

@@ -40,6 +40,8 @@
 //! * [`fuzzing`]: what the fuzz targets run (`fuzz/`, `scripts/fuzz.sh`).
 //! * [`access`]: the access log, formatted on the operation's thread and
 //!   written by a thread of its own.
+//! * [`logsafe`]: client- and DSA-supplied text in log lines, escaped
+//!   ([`logsafe::esc`]).
 //! * [`admin`]: the admin HTTP API (status, metrics, control) and `ctl`.
 //! * [`cli`]: output of the `check` and `explain` subcommands.
 //! * [`tls`]: rustls configuration (client-facing and towards DSAs), the
@@ -80,6 +82,7 @@ pub mod fuzzing;
 pub(crate) mod health;
 pub mod knowledge;
 pub(crate) mod limits;
+pub mod logsafe;
 pub(crate) mod metrics;
 pub(crate) mod outbox;
 pub mod route;

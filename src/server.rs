@@ -210,7 +210,7 @@ pub async fn run_on(
                     match Box::pin(tls.accept(stream, router.cfg.pdu_timeout)).await {
                         Ok(s) => Some(crate::tls::ClientStream::Tls(Box::new(s))),
                         Err(e) => {
-                            tracing::warn!(client = %peer, error = %e, "LDAPS: TLS handshake failed; closing the connection");
+                            tracing::warn!(client = %peer, error = %crate::logsafe::esc(&e), "LDAPS: TLS handshake failed; closing the connection");
                             None
                         }
                     }

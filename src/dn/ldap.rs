@@ -148,15 +148,10 @@ impl<'a> LdapDnParser<'a> {
         }
         self.pos += 1;
         self.skip_spaces();
-        let value = self.value()?;
-        Ok(Ava::new(&attr, &value))
-    }
-
-    fn value(&mut self) -> Result<String, DnError> {
         match self.peek() {
-            Some('#') => self.hex_value(),
-            Some('"') => self.quoted_value(),
-            _ => self.string_value(),
+            Some('#') => Ok(Ava::hex(&attr, &self.hex_value()?)),
+            Some('"') => Ok(Ava::new(&attr, &self.quoted_value()?)),
+            _ => Ok(Ava::new(&attr, &self.string_value()?)),
         }
     }
 

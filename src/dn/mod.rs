@@ -36,7 +36,11 @@ impl fmt::Display for DnError {
 
 impl std::error::Error for DnError {}
 
-/// One attribute-value assertion: `type=value`.
+/// One attribute-value assertion: `type=value`, or `type=#hexstring`
+/// (RFC 4514 2.4: the BER encoding of the value, in hex), which is kept as
+/// written and never decoded (that would need the attribute's syntax):
+/// it is written back as a hexstring, and is not equal to the string value
+/// `\#...`.
 ///
 /// Its four strings (the type and the decoded value as written, and their
 /// normalized forms) share one buffer: a DN is parsed for every operation
@@ -47,10 +51,22 @@ pub struct Ava {
     text: String,
     /// Where the first three end in `text`.
     ends: [usize; 3],
+    /// The value is a hexstring (`#` and hex digits).
+    hex: bool,
 }
 
 impl Ava {
     pub fn new(attr: &str, value: &str) -> Ava {
+        Ava::build(attr, value, false)
+    }
+
+    /// An AVA whose value is the hexstring `hex` (`#04024142`; the caller
+    /// checked it: `#` and an even number of hex digits).
+    pub fn hex(attr: &str, hex: &str) -> Ava {
+        Ava::build(attr, hex, true)
+    }
+
+    fn build(attr: &str, value: &str, hex: bool) -> Ava {
         let mut text = String::with_capacity(2 * (attr.len() + value.len()) + 8);
         text.push_str(attr);
         let a = text.len();
@@ -62,7 +78,13 @@ impl Ava {
         Ava {
             text,
             ends: [a, v, n],
+            hex,
         }
+    }
+
+    /// Whether the value is a hexstring ([`Ava::hex`]).
+    pub fn is_hex(&self) -> bool {
+        self.hex
     }
 
     /// The attribute type as written.
@@ -70,7 +92,8 @@ impl Ava {
         &self.text[..self.ends[0]]
     }
 
-    /// The decoded value as written (escapes resolved).
+    /// The decoded value as written (escapes resolved); a hexstring's `#`
+    /// and hex digits.
     pub fn value(&self) -> &str {
         &self.text[self.ends[0]..self.ends[1]]
     }
@@ -95,6 +118,7 @@ impl fmt::Debug for Ava {
             .field("value", &self.value())
             .field("norm_attr", &self.norm_attr())
             .field("norm_value", &self.norm_value())
+            .field("hex", &self.hex)
             .finish()
     }
 }
@@ -120,7 +144,7 @@ impl Rdn {
                 return Rdn::one(a);
             }
         }
-        avas.sort_by(|a, b| a.key().cmp(&b.key()));
+        avas.sort_by(|a, b| (a.key(), a.hex).cmp(&(b.key(), b.hex)));
         Rdn {
             avas: Avas::Many(avas),
         }
@@ -150,7 +174,10 @@ impl fmt::Debug for Rdn {
 impl PartialEq for Rdn {
     fn eq(&self, other: &Rdn) -> bool {
         let (a, b) = (self.avas(), other.avas());
-        a.len() == b.len() && a.iter().zip(b.iter()).all(|(a, b)| a.key() == b.key())
+        a.len() == b.len()
+            && a.iter()
+                .zip(b.iter())
+                .all(|(a, b)| a.key() == b.key() && a.hex == b.hex)
     }
 }
 
@@ -185,6 +212,9 @@ impl Dn {
             for ava in rdn.avas() {
                 ava.norm_attr().hash(state);
                 ava.norm_value().hash(state);
+                if ava.hex {
+                    0xfeu8.hash(state);
+                }
             }
             0xffu8.hash(state);
         }
@@ -254,7 +284,8 @@ impl Dn {
         self.ldap_string(|a| a.key())
     }
 
-    /// The RFC 4514 string of the types and values `pick` chooses.
+    /// The RFC 4514 string of the types and values `pick` chooses
+    /// (hexstrings as they are, other values escaped).
     fn ldap_string(&self, pick: impl Fn(&Ava) -> (&str, &str)) -> String {
         let mut out = String::new();
         for (i, rdn) in self.rdns.iter().enumerate() {
@@ -268,7 +299,11 @@ impl Dn {
                 let (attr, value) = pick(ava);
                 out.push_str(attr);
                 out.push('=');
-                escape_value_into(value, &mut out);
+                if ava.hex {
+                    out.push_str(value);
+                } else {
+                    escape_value_into(value, &mut out);
+                }
             }
         }
         out
@@ -468,7 +503,9 @@ mod tests {
             ("", ""),
             ("<>", ""),
             ("\"\"", ""),
-            ("cn=#04024869,o=x", "cn=\\#04024869,o=x"),
+            ("cn=#04024869,o=x", "cn=#04024869,o=x"),
+            ("cn=#0402486A,o=x", "cn=#0402486a,o=x"),
+            ("cn=\\#04024869,o=x", "cn=\\#04024869,o=x"),
             ("cn=Émile,o=X", "cn=émile,o=x"),
         ];
         for (input, want) in cases {
@@ -508,6 +545,30 @@ mod tests {
         assert!(!c.is_ancestor_or_self_of(&p));
         assert!(Dn::root().is_ancestor_or_self_of(&c));
         assert_eq!(c.ancestor(2), p);
+    }
+
+    /// A hexstring value is written back as one, and is not the string
+    /// value that starts with `#`.
+    #[test]
+    fn hex_values_stay_hexstrings() {
+        for (s, shown) in [
+            ("cn=#04024142,o=x", "cn=#04024142,o=x"),
+            ("CN = #0402414A , o=x", "CN=#0402414A,o=x"),
+            ("cn=#04024142+uid=a,o=x", "cn=#04024142+uid=a,o=x"),
+            ("cn=\\#04024142,o=x", "cn=\\#04024142,o=x"),
+            ("cn=\\2304024142,o=x", "cn=\\#04024142,o=x"),
+        ] {
+            let dn = Dn::parse_ldap(s).expect("dn");
+            assert_eq!(dn.to_string(), shown, "{s}");
+            assert_eq!(Dn::parse_ldap(shown).expect("dn"), dn, "{s}");
+        }
+        let hex = Dn::parse_ldap("cn=#04024142,o=x").expect("dn");
+        let string = Dn::parse_ldap("cn=\\#04024142,o=x").expect("dn");
+        assert!(hex.rdns()[0].avas()[0].is_hex());
+        assert!(!string.rdns()[0].avas()[0].is_hex());
+        assert_ne!(hex, string);
+        assert_ne!(hex.key(), string.key());
+        assert_eq!(hex, Dn::parse_ldap("CN=#04024142,O=X").expect("dn"));
     }
 
     #[test]

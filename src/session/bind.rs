@@ -80,7 +80,7 @@ impl Session {
             return Flow::Continue;
         };
         if !password.is_empty() && !self.tls && self.router.cfg.require_tls_for_bind {
-            tracing::info!(client = %self.peer, dn = %dn, "simple bind refused: the connection is not protected by TLS");
+            tracing::info!(client = %self.peer, dn = %crate::logsafe::esc(&dn), "simple bind refused: the connection is not protected by TLS");
             self.reply(
                 req,
                 Code::ConfidentialityRequired,
@@ -242,7 +242,7 @@ impl Session {
             // An unauthenticated bind (RFC 4513 5.1.2): the DSA took it as
             // anonymous, and so does the router. Its name is never
             // conveyed or replayed.
-            tracing::info!(client = %self.peer, dn = %dn, dsa = %name, "unauthenticated bind (a name with an empty password): the client stays anonymous");
+            tracing::info!(client = %self.peer, dn = %crate::logsafe::esc(&dn), dsa = %name, "unauthenticated bind (a name with an empty password): the client stays anonymous");
             conn.release();
         } else if code == 0 {
             let notable = policy.filter(|p| p.is_notable());
@@ -255,7 +255,7 @@ impl Session {
                 || as_router
                 || self.router.cfg.own_connection == OwnConnection::Always;
             if let Some(p) = notable {
-                tracing::info!(client = %self.peer, dn = %dn, dsa = %name, "password policy ({p}): the client's operations run on connections of its own");
+                tracing::info!(client = %self.peer, dn = %crate::logsafe::esc(&dn), dsa = %name, "password policy ({p}): the client's operations run on connections of its own");
             }
             // The bind's connection stays the client's own only where its
             // operations need one; on a DSA that trusts the router they run

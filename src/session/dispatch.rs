@@ -213,7 +213,7 @@ pub(super) async fn place(
             }
             Err(Next::Fail(e)) => return Err(e),
             Err(Next::Skip(e)) => {
-                tracing::warn!(dsa = %name, error = %e, "cannot reach DSA; trying the next target");
+                tracing::warn!(dsa = %name, error = %crate::logsafe::esc(&e), "cannot reach DSA; trying the next target");
                 tried.push(dsa);
                 if is_write {
                     return Err(Error::new(Kind::Unreachable, format!("DSA {name}: {e}")));
@@ -567,7 +567,7 @@ impl Again {
     /// at once: reads that waited together keep their order. Were it ever
     /// to wait, it goes on in a task of its own.
     fn elsewhere(self, mut p: Pending, failed: usize, name: &str, why: Error) {
-        tracing::warn!(dsa = %name, error = %why, "cannot reach DSA; trying the next target");
+        tracing::warn!(dsa = %name, error = %crate::logsafe::esc(&why), "cannot reach DSA; trying the next target");
         p._guard = None;
         p.heard();
         // The failed DSA's native tree is not the next one's.

@@ -365,7 +365,7 @@ impl Session {
                 Ok((rd, writer, pause))
             }
             Err(e) => {
-                tracing::warn!(client = %self.peer, error = %e, "StartTLS: TLS handshake failed; closing the connection");
+                tracing::warn!(client = %self.peer, error = %crate::logsafe::esc(&e), "StartTLS: TLS handshake failed; closing the connection");
                 Err(lost())
             }
         }

@@ -225,7 +225,7 @@ impl Session {
     }
 
     fn malformed(&self, why: &str) -> Flow {
-        tracing::warn!(client = %self.peer, error = %why, "undecodable request; disconnecting");
+        tracing::warn!(client = %self.peer, error = %crate::logsafe::esc(why), "undecodable request; disconnecting");
         Flow::Close(Some((Code::ProtocolError, format!("dsa-router: {why}"))))
     }
 

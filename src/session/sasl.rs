@@ -272,7 +272,7 @@ impl Session {
                 .map(|v| String::from_utf8_lossy(&v).into_owned())
                 .unwrap_or_default(),
             Err(e) => {
-                tracing::warn!(client = %self.peer, error = %e, "WhoAmI after a SASL bind failed; the identity is unknown to the router");
+                tracing::warn!(client = %self.peer, error = %crate::logsafe::esc(&e), "WhoAmI after a SASL bind failed; the identity is unknown to the router");
                 String::new()
             }
         }

@@ -200,6 +200,101 @@ mod tests {
         }
     }
 
+    /// RFC 4514 hexstring values (`cn=#04024142`: the BER encoding of
+    /// the value) stay hexstrings both ways; a string value that starts
+    /// with `#` stays escaped.
+    #[test]
+    fn hex_values_survive_the_mapping_unchanged() {
+        let m = map();
+        for (dn, native, back) in [
+            (
+                "cn=#04024142,o=DEMOCORP,c=AU",
+                "cn=#04024142,o=Native Corp,c=AU",
+                "cn=#04024142,o=DEMOCORP,c=AU",
+            ),
+            (
+                "uid=#0C0141,ou=#0403616263,o=DEMOCORP,c=AU",
+                "uid=#0C0141,ou=#0403616263,o=Native Corp,c=AU",
+                "uid=#0C0141,ou=#0403616263,o=DEMOCORP,c=AU",
+            ),
+            (
+                "cn=#04024142+uid=a,o=DEMOCORP,c=AU",
+                "cn=#04024142+uid=a,o=Native Corp,c=AU",
+                "cn=#04024142+uid=a,o=DEMOCORP,c=AU",
+            ),
+            (
+                "2.5.4.3=#04024142 , o=DEMOCORP,c=AU",
+                "2.5.4.3=#04024142,o=Native Corp,c=AU",
+                "2.5.4.3=#04024142,o=DEMOCORP,c=AU",
+            ),
+            (
+                "cn=\\#04024142,o=DEMOCORP,c=AU",
+                "cn=\\#04024142,o=Native Corp,c=AU",
+                "cn=\\#04024142,o=DEMOCORP,c=AU",
+            ),
+            (
+                "cn=\\23x,o=DEMOCORP,c=AU",
+                "cn=\\#x,o=Native Corp,c=AU",
+                "cn=\\#x,o=DEMOCORP,c=AU",
+            ),
+        ] {
+            assert_eq!(m.to_native(dn).as_deref(), Some(native), "{dn}");
+            assert_eq!(m.to_client(native).as_deref(), Some(back), "{dn}");
+        }
+        // In a PDU: a search base, and an entry's DN coming back.
+        let req = encode(LdapMsg {
+            msgid: 2,
+            op: LdapOp::SearchRequest(LdapSearchRequest {
+                base: "cn=#04024142,o=DEMOCORP,c=AU".into(),
+                scope: LdapSearchScope::Base,
+                aliases: LdapDerefAliases::Never,
+                sizelimit: 0,
+                timelimit: 0,
+                typesonly: false,
+                filter: LdapFilter::Present("objectClass".into()),
+                attrs: vec![],
+            }),
+            ctrl: vec![],
+        });
+        let out = map().request(&req, &header(&req).unwrap()).unwrap();
+        let LdapOp::SearchRequest(s) = decode(&out).op else {
+            panic!()
+        };
+        assert_eq!(s.base, "cn=#04024142,o=Native Corp,c=AU");
+        let entry = encode(LdapMsg {
+            msgid: 2,
+            op: LdapOp::SearchResultEntry(LdapSearchResultEntry {
+                dn: "cn=#04024142,o=Native Corp,c=AU".into(),
+                attributes: vec![],
+            }),
+            ctrl: vec![],
+        });
+        let out = map().response(&entry, &header(&entry).unwrap()).unwrap();
+        let LdapOp::SearchResultEntry(e) = decode(&out).op else {
+            panic!()
+        };
+        assert_eq!(e.dn, "cn=#04024142,o=DEMOCORP,c=AU");
+    }
+
+    proptest::proptest! {
+        /// Any DN under the prefix whose RDNs mix hexstring and plain
+        /// values maps to the native prefix and back with each RDN as
+        /// written.
+        #[test]
+        fn hexstring_rdns_map_both_ways_as_written(
+            rdns in proptest::collection::vec(
+                "(cn|uid|ou|2\\.5\\.4\\.3)=(#([0-9a-fA-F]{2}){1,8}|[a-z][a-z0-9]{0,6})",
+                1..4,
+            )
+        ) {
+            let below = rdns.join(",");
+            let dn = format!("{below},o=DEMOCORP,c=AU");
+            let native = format!("{below},o=Native Corp,c=AU");
+            proptest::prop_assert_eq!(map().to_native(&dn), Some(native.clone()));
+            proptest::prop_assert_eq!(map().to_client(&native), Some(dn));
+        }
+    }
+
     #[test]
     fn a_search_is_re_based_with_its_controls_kept() {
         let req = encode(LdapMsg {

@@ -271,12 +271,11 @@ fn a_router_that_would_route_to_itself_refuses_the_loop() {
 
 // ------------------------------------------------------------ native-prefix
 
-#[test]
-fn a_dsa_with_a_native_prefix_stores_under_it_and_clients_see_the_knowledge_prefix() {
-    const NATIVE: &str = "o=NATIVE,c=AU";
-    let s = Slapd::start(SlapdConfig::seeded("NATIVE", &[NATIVE]));
-    let dir = tempfile::tempdir().unwrap();
-    let k = dir.path().join("router.dxg");
+const NATIVE: &str = "o=NATIVE,c=AU";
+
+/// One DSA `N1` holding `o=DEMOCORP,c=AU` under `o=NATIVE,c=AU`.
+fn native_knowledge(dir: &Path, s: &Slapd) -> PathBuf {
+    let k = dir.join("router.dxg");
     fs::write(
         &k,
         format!(
@@ -289,7 +288,14 @@ fn a_dsa_with_a_native_prefix_stores_under_it_and_clients_see_the_knowledge_pref
         ),
     )
     .unwrap();
-    let router = Router::start(&k, dir.path());
+    k
+}
+
+#[test]
+fn a_dsa_with_a_native_prefix_stores_under_it_and_clients_see_the_knowledge_prefix() {
+    let s = Slapd::start(SlapdConfig::seeded("NATIVE", &[NATIVE]));
+    let dir = tempfile::tempdir().unwrap();
+    let router = Router::start(&native_knowledge(dir.path(), &s), dir.path());
     let admin = admin_dn(DEMOCORP);
     let search = |url: &str, base: &str, filter: &str| {
         ldap_tool(
@@ -387,4 +393,57 @@ fn a_dsa_with_a_native_prefix_stores_under_it_and_clients_see_the_knowledge_pref
         "{}",
         out.stdout
     );
+}
+
+/// A hexstring RDN value (RFC 4514 2.4, `cn=#04024142`: the BER encoding
+/// of the value) reaches a DSA with a native prefix as a hexstring, so the
+/// client gets the answer the DSA gives for it directly. slapd 2.5 refuses
+/// hexstring values in a DN (`invalidDNSyntax`, "invalid DN"); before, the
+/// router sent `cn=\#04024142` (a string value that starts with `#`),
+/// which slapd looked up (`noSuchObject`). A string value that starts with
+/// `#` stays one.
+#[test]
+fn hexstring_rdn_values_reach_a_native_prefix_dsa_as_hexstrings() {
+    let s = Slapd::start(SlapdConfig::seeded("NATIVEHEX", &[NATIVE]));
+    let dir = tempfile::tempdir().unwrap();
+    let router = Router::start(&native_knowledge(dir.path(), &s), dir.path());
+    let admin = |suffix: &str| admin_dn(suffix);
+    // (client's DN below the suffix, the code slapd gives directly)
+    for (below, code) in [
+        ("cn=#04024142", 34),
+        ("uid=#0C05616C696365,ou=people", 34),
+        ("cn=\\#04024142", 32),
+    ] {
+        let read = |url: &str, suffix: &str| {
+            let base = format!("{below},{suffix}");
+            let search = ldap_tool(
+                "ldapsearch",
+                &["-x", "-LLL", "-H", url, "-b", &base, "-s", "base", "1.1"],
+                None,
+            );
+            let compare = ldap_tool(
+                "ldapcompare",
+                &[
+                    "-x",
+                    "-H",
+                    url,
+                    "-D",
+                    &admin(suffix),
+                    "-w",
+                    ADMIN_PW,
+                    &base,
+                    "cn:AB",
+                ],
+                None,
+            );
+            [search, compare].map(|o| {
+                let text = format!("{}{}", o.stdout, o.stderr).replace(suffix, "SUFFIX");
+                (o.code, text)
+            })
+        };
+        let direct = read(&s.url, NATIVE);
+        let via = read(&router.url, DEMOCORP);
+        assert_eq!(direct[0].0, Some(code), "{below}: {direct:?}");
+        assert_eq!(via, direct, "{below}: through the router, then directly");
+    }
 }

@@ -2,11 +2,11 @@
 //! DSAs (`router_testdsa`, `malformed`, `tls`), the test DSA itself
 //! (`testdsa`), and the router as a process in front of real OpenLDAP
 //! slapd, driven by OpenLDAP's tools, Python `ldap3` and Rust `ldap3`
-//! (`interop_slapd`, `fanout_slapd`, `security_slapd`, `stateful_slapd`,
-//! `tls_slapd`, and the status page in headless Chromium (`status_page`), and
-//! `slapd_harness` for the harness itself), and the admin API's defences
-//! against other web pages, other machines and leaked passwords
-//! (`admin_api`).
+//! (`interop_slapd`, `fanout_slapd`, `security_slapd`, `sasl_slapd`,
+//! `controls_slapd`, `stateful_slapd`, `tls_slapd`, and the status page in
+//! headless Chromium (`status_page`), and `slapd_harness` for the harness
+//! itself), and the admin API's defences against other web pages, other
+//! machines and leaked passwords (`admin_api`).
 //!
 //! Needs slapd, ldap-utils and the Python module ldap3
 //! (`scripts/install-deps.sh`); without them the slapd tests fail.
@@ -16,6 +16,7 @@ mod support;
 
 mod access_log;
 mod admin_api;
+mod controls_slapd;
 mod fanout_slapd;
 mod horizontal_slapd;
 mod interop_slapd;

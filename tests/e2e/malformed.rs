@@ -36,6 +36,23 @@ fn valid_search(id: u8) -> Vec<u8> {
     message(&[id], &tlv(0x63, &search_body(DEMOCORP, &present_oc())))
 }
 
+/// `controls [0]` holding a critical control of each OID (raw bytes).
+fn controls(oids: &[&[u8]]) -> Vec<u8> {
+    let each: Vec<u8> = oids
+        .iter()
+        .flat_map(|o| tlv(0x30, &[&tlv(0x04, o)[..], &[0x01, 0x01, 0xff]].concat()))
+        .collect();
+    tlv(0xa0, &each)
+}
+
+/// A valid search as message 1 with `after` after its protocolOp.
+fn with_after_op(after: &[u8]) -> Vec<u8> {
+    let mut body = tlv(0x02, &[1]);
+    body.extend(tlv(0x63, &search_body(DEMOCORP, &present_oc())));
+    body.extend_from_slice(after);
+    tlv(0x30, &body)
+}
+
 struct Case {
     name: &'static str,
     cfg: fn(&mut Config),
@@ -161,6 +178,18 @@ fn cases() -> Vec<Case> {
             ),
         ),
         case("no protocolOp", message(&[1], &[])),
+        case(
+            "control OID of proxied authorization with a trailing NUL",
+            with_after_op(&controls(&[b"2.16.840.1.113730.3.4.18\0"])),
+        ),
+        case(
+            "control OID that is a name",
+            with_after_op(&controls(&[b"manageDsaIT"])),
+        ),
+        case(
+            "a second controls element",
+            with_after_op(&[controls(&[b"1.2.3"]), controls(&[b"1.2.3"])].concat()),
+        ),
         Case {
             name: "half a search, then the client half-closes",
             cfg: defaults,

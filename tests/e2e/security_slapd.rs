@@ -425,3 +425,44 @@ fn a_changed_password_is_what_later_replays_carry() {
         );
     }
 }
+
+// ------------------------------------------------ log injection
+
+/// A bind name holding a line feed, a carriage return or both (a client
+/// may send any bytes) forges no log line: in the router's log lines
+/// (`tracing`'s and the access log's, both on stderr here) the name is
+/// quoted and escaped (`dn="cn=x\n..."`), as the access log quotes.
+#[test]
+fn bind_names_with_line_breaks_forge_no_log_line() {
+    let s = anon_cred_slapd();
+    let dir = tempfile::tempdir().unwrap();
+    let router = Router::start(&knowledge(dir.path(), &s, ROUTER_PW), dir.path());
+    let forged = "2026-01-01T00:00:00.000000Z  INFO dsa_router: FORGED";
+    let names = [
+        (format!("cn=x\n{forged} lf,{DEMOCORP}"), ""),
+        (format!("cn=x\r\n{forged} crlf,{DEMOCORP}"), "wrong"),
+        (format!("cn=x\r{forged} cr,{DEMOCORP}"), ""),
+    ];
+    for (dn, pw) in &names {
+        let out = whoami(&router.url, dn, pw);
+        println!("{dn:?}: {}", show("whoami", &out));
+    }
+    let log = router.log_text();
+    assert!(!log.contains('\r'), "a raw carriage return:\n{log}");
+    for line in log.lines() {
+        assert!(
+            !line.starts_with(&forged[..10]),
+            "forged line {line:?} in:\n{log}"
+        );
+    }
+    for (dn, _) in &names {
+        let escaped = format!("dn={dn:?}");
+        assert!(log.contains(&escaped), "no {escaped} in:\n{log}");
+    }
+    // The unauthenticated binds' own log line (tracing) shows it too.
+    assert!(
+        log.lines().any(|l| l.contains("the client stays anonymous")
+            && l.contains(&format!("dn={:?}", names[0].0))),
+        "{log}"
+    );
+}

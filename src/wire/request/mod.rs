@@ -204,6 +204,11 @@ pub fn decode(pdu: &[u8]) -> Result<Request, DecodeError> {
         Some(_) => return Err(err(id, "unexpected element after protocolOp")),
         None => Vec::new(),
     };
+    // `controls [0] Controls OPTIONAL` ends the LDAPMessage: a DSA may
+    // read a second controls element the router never looked at.
+    if parts.get(3).is_some() {
+        return Err(err(id, "unexpected element after the controls"));
+    }
     Ok(Request {
         msgid,
         op,
@@ -217,6 +222,12 @@ fn controls(c: Tlv) -> Result<Vec<Control>, &'static str> {
     for ctl in c.cons().ok_or("controls not constructed")? {
         let f = ctl.cons().ok_or("control not a SEQUENCE")?;
         let oid = string(f.get(0)).ok_or("control OID missing")?;
+        // LDAPOID (RFC 4511 4.1.2): a numeric OID. slapd compares control
+        // OIDs as C strings, so `2.16.840.1.113730.3.4.18\0` is proxied
+        // authorization to it and an unknown control to a byte compare.
+        if !is_numeric_oid(&oid) {
+            return Err("control type is not a numeric OID");
+        }
         let mut critical = false;
         let mut value = None;
         for t in f.skip(1) {
@@ -235,6 +246,24 @@ fn controls(c: Tlv) -> Result<Vec<Control>, &'static str> {
         });
     }
     Ok(controls)
+}
+
+/// Whether `s` is an RFC 4512 `numericoid`: two or more numbers
+/// separated by single dots, each `0` or without leading zeros.
+pub fn is_numeric_oid(s: &str) -> bool {
+    let mut parts = 0;
+    for n in s.split('.') {
+        let ok = match n.as_bytes() {
+            [b'0'] => true,
+            [b'1'..=b'9', rest @ ..] => rest.iter().all(u8::is_ascii_digit),
+            _ => false,
+        };
+        if !ok {
+            return false;
+        }
+        parts += 1;
+    }
+    parts >= 2
 }
 
 /// `[0] userIdentity` of a Password Modify request value, if present.
@@ -284,183 +313,4 @@ fn passwd_modify_field(value: &[u8], num: u8) -> Option<Vec<u8>> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use ldap3_proto::proto::{
-        LdapAddRequest, LdapAttribute, LdapCompareRequest, LdapDerefAliases, LdapFilter, LdapMsg,
-        LdapOp, LdapSearchRequest, LdapSearchScope,
-    };
-    use proptest::prelude::*;
-
-    fn encode(msg: LdapMsg) -> Vec<u8> {
-        let tag: lber::structure::StructureTag = msg.into();
-        let mut b = bytes::BytesMut::new();
-        lber::write::encode_into(&mut b, tag).expect("encodes");
-        b.to_vec()
-    }
-
-    fn filter() -> impl Strategy<Value = LdapFilter> {
-        let leaf = prop_oneof![
-            ("[a-z]{1,6}", "[a-z0-9]{0,6}").prop_map(|(a, v)| LdapFilter::Equality(a, v)),
-            "[a-z]{1,6}".prop_map(LdapFilter::Present),
-            ("[a-z]{1,6}", "[a-z0-9]{0,6}").prop_map(|(a, v)| LdapFilter::GreaterOrEqual(a, v)),
-        ];
-        leaf.prop_recursive(4, 16, 3, |inner| {
-            prop_oneof![
-                prop::collection::vec(inner.clone(), 1..3).prop_map(LdapFilter::And),
-                prop::collection::vec(inner.clone(), 1..3).prop_map(LdapFilter::Or),
-                inner.prop_map(|f| LdapFilter::Not(Box::new(f))),
-            ]
-        })
-    }
-
-    /// A request as a real client library encodes it, and what the router
-    /// must read from it.
-    fn request() -> impl Strategy<Value = (Vec<u8>, i32, &'static str, String, u8)> {
-        let dn = "(cn=[a-z]{1,8},)?(o=[A-Z]{1,6},)?c=[A-Z]{2}|";
-        (1i32..i32::MAX, dn, 0u8..3, filter(), 0u8..3).prop_map(|(msgid, dn, scope, f, kind)| {
-            let (op, name) = match kind {
-                0 => (
-                    LdapOp::SearchRequest(LdapSearchRequest {
-                        base: dn.clone(),
-                        scope: match scope {
-                            0 => LdapSearchScope::Base,
-                            1 => LdapSearchScope::OneLevel,
-                            _ => LdapSearchScope::Subtree,
-                        },
-                        aliases: LdapDerefAliases::Never,
-                        sizelimit: 0,
-                        timelimit: 0,
-                        typesonly: false,
-                        filter: f,
-                        attrs: vec!["cn".into(), "+".into()],
-                    }),
-                    "search",
-                ),
-                1 => (
-                    LdapOp::CompareRequest(LdapCompareRequest {
-                        dn: dn.clone(),
-                        atype: "cn".into(),
-                        val: b"x".to_vec(),
-                    }),
-                    "compare",
-                ),
-                _ => (
-                    LdapOp::AddRequest(LdapAddRequest {
-                        dn: dn.clone(),
-                        attributes: vec![LdapAttribute {
-                            atype: "objectClass".into(),
-                            vals: vec![b"top".to_vec()],
-                        }],
-                    }),
-                    "add",
-                ),
-            };
-            let pdu = encode(LdapMsg {
-                msgid,
-                op,
-                ctrl: vec![],
-            });
-            (pdu, msgid, name, dn, scope)
-        })
-    }
-
-    proptest! {
-        /// Requests encoded by another implementation decode to what they
-        /// say.
-        #[test]
-        fn decodes_what_a_client_library_encodes((pdu, msgid, name, dn, scope) in request()) {
-            let r = decode(&pdu).expect("a valid request decodes");
-            prop_assert_eq!(r.msgid, msgid);
-            prop_assert_eq!(r.op.name(), name);
-            match &r.op {
-                Op::Search { base, scope: s, .. } => {
-                    prop_assert_eq!(base, &dn);
-                    prop_assert_eq!(*s, scope);
-                }
-                Op::Compare { dn: d } | Op::Add { dn: d } => prop_assert_eq!(d, &dn),
-                other => prop_assert!(false, "unexpected {:?}", other),
-            }
-        }
-
-        /// Any byte changed or cut: no panic, and whatever is accepted is
-        /// well-formed BER by another parser too.
-        #[test]
-        fn damaged_requests_never_panic_and_accepted_ones_parse(
-            (pdu, ..) in request(),
-            at in any::<prop::sample::Index>(),
-            byte in any::<u8>(),
-            cut in any::<prop::sample::Index>(),
-        ) {
-            let mut bad = pdu.clone();
-            let i = at.index(bad.len());
-            bad[i] = byte;
-            bad.truncate(cut.index(bad.len()) + 1);
-            if decode(&bad).is_ok() {
-                let parsed = lber::parse::Parser::new(MAX_DEPTH).parse(&bad);
-                prop_assert!(parsed.is_ok_and(|(rest, _)| rest.is_empty()));
-            }
-        }
-    }
-
-    #[test]
-    fn decode_errors_are_protocol_errors() {
-        let e = decode(&[0x30, 0x03, 0x02, 0x01, 0x01]).expect_err("no protocolOp");
-        assert_eq!(e.msgid, Some(1));
-        let e = crate::error::Error::from(e);
-        assert_eq!(e.kind, crate::error::Kind::Protocol);
-        assert_eq!(e.message(), "dsa-router: missing protocolOp");
-    }
-
-    #[test]
-    fn nesting_limit_and_lengths() {
-        // A NOT nested past the limit inside a search filter.
-        let mut f = LdapFilter::Present("cn".into());
-        for _ in 0..MAX_DEPTH {
-            f = LdapFilter::Not(Box::new(f));
-        }
-        let pdu = encode(LdapMsg {
-            msgid: 1,
-            op: LdapOp::SearchRequest(LdapSearchRequest {
-                base: "c=AU".into(),
-                scope: LdapSearchScope::Subtree,
-                aliases: LdapDerefAliases::Never,
-                sizelimit: 0,
-                timelimit: 0,
-                typesonly: false,
-                filter: f,
-                attrs: vec![],
-            }),
-            ctrl: vec![],
-        });
-        let e = decode(&pdu).expect_err("too deep");
-        assert_eq!(e.message, "malformed BER or nesting too deep");
-        // Indefinite length (forbidden in LDAP) and a length past the end.
-        assert!(decode(&[0x30, 0x80, 0x02, 0x01, 0x01, 0x42, 0x00, 0x00, 0x00]).is_err());
-        assert!(decode(&[0x30, 0x05, 0x02, 0x01, 0x01, 0x42, 0x05]).is_err());
-        // A whole unbind request.
-        let ok = decode(&[0x30, 0x05, 0x02, 0x01, 0x07, 0x42, 0x00]).expect("unbind");
-        assert_eq!((ok.msgid, ok.op.name()), (7, "unbind"));
-        // Root DSE attributes are kept; other searches' are not needed.
-        let root = encode(LdapMsg {
-            msgid: 2,
-            op: LdapOp::SearchRequest(LdapSearchRequest {
-                base: String::new(),
-                scope: LdapSearchScope::Base,
-                aliases: LdapDerefAliases::Never,
-                sizelimit: 0,
-                timelimit: 0,
-                typesonly: false,
-                filter: LdapFilter::Present("objectClass".into()),
-                attrs: vec!["supportedControl".into()],
-            }),
-            ctrl: vec![],
-        });
-        let op = decode(&root).expect("root DSE search").op;
-        let want = vec!["supportedControl".to_string()];
-        assert!(
-            matches!(&op, Op::Search { attrs, filter_is_present_oc: true, .. } if *attrs == want),
-            "{op:?}"
-        );
-    }
-}
+mod tests;
