@@ -199,7 +199,7 @@ impl Session {
         let dn = who.strip_prefix("dn:").unwrap_or_default().to_string();
         let conveyed = vouched(&self.router.routing(), dsa, &who);
         if !conveyed && !who.is_empty() {
-            tracing::warn!(client = %self.peer, dsa = %dsa, authz = ?who, "SASL identity not under a prefix its DSA holds: used on that DSA only, never conveyed");
+            tracing::warn!(client = %self.peer, dsa = %dsa, authz = %crate::logsafe::esc(&who), "SASL identity not under a prefix its DSA holds: used on that DSA only, never conveyed");
         }
         self.private.insert(dsa.to_ascii_lowercase(), conn);
         self.identity = Identity::Bound(Bound {
@@ -220,14 +220,14 @@ impl Session {
     fn refusal(&self, pdu: &Bytes, h: &Header, mech: &str) -> Option<(Code, String)> {
         let kind = wsasl::classify(mech);
         if kind == wsasl::Mech::Refused {
-            tracing::info!(client = %self.peer, mech = ?mech, "SASL bind refused: a mechanism the router does not carry");
+            tracing::info!(client = %self.peer, mech = %crate::logsafe::esc(mech), "SASL bind refused: a mechanism the router does not carry");
             return Some((
                 Code::AuthMethodNotSupported,
                 format!("dsa-router: the SASL mechanism {mech:?} is not offered through the router (it may negotiate a security layer, or authenticate the router instead of the client); use PLAIN, SCRAM-* or DIGEST-MD5, over TLS for protection"),
             ));
         }
         if wsasl::sends_password(mech) && !self.tls && self.router.cfg.require_tls_for_bind {
-            tracing::info!(client = %self.peer, mech = ?mech, "SASL bind refused: the connection is not protected by TLS");
+            tracing::info!(client = %self.peer, mech = %crate::logsafe::esc(mech), "SASL bind refused: the connection is not protected by TLS");
             return Some((
                 Code::ConfidentialityRequired,
                 format!(
