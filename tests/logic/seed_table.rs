@@ -508,3 +508,39 @@ fn explain_scope_shows_the_partitions_a_search_reaches() {
         "{j}"
     );
 }
+
+/// A CA layout as it is (`knowledge/ca`: the router's `.dxi` sourcing
+/// logging, schema, knowledge, settings, limits, access and TLS files):
+/// the precedence CA keeps in the `.dxi` is honoured (reads to H2, D2;
+/// writes to H2), where the shared knowledge alone gives D1, H1; the
+/// DXserver-only commands are skipped with one warning per kind.
+#[test]
+fn a_ca_layout_with_precedence_only_in_the_dxi_routes_as_ca_does() {
+    let ca = Path::new(env!("CARGO_MANIFEST_DIR")).join("knowledge/ca/config");
+    let dxi = ca.join("servers/R1.dxi");
+    let shared = ca.join("knowledge/router.dxg");
+    let dn = "cn=Someone,o=DEMOCORP,c=AU";
+    for (root, op, want) in [
+        (&dxi, "search", ["H2", "D2"].as_slice()),
+        (&dxi, "modify", &["H2"]),
+        (&shared, "search", &["D1", "H1"]),
+        (&shared, "modify", &["D1"]),
+    ] {
+        let j = explain_json(root, dn, op, &[], Some("R1"));
+        assert_eq!(names(&j["targets"]), want, "{} {op}: {j}", root.display());
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_dsa-router"))
+        .args(["check", "--name", "R1"])
+        .arg(&dxi)
+        .output()
+        .expect("run dsa-router check");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    for kind in ["set: ", "clear: ", "schema: "] {
+        let lines = err
+            .lines()
+            .filter(|l| l.starts_with(&format!("warning: {kind}")));
+        assert_eq!(lines.count(), 1, "one summary line for {kind:?}:\n{err}");
+    }
+    assert_eq!(err.matches("warning:").count(), 3, "{err}");
+}
