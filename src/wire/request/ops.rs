@@ -178,6 +178,11 @@ fn extended(fields: Elements) -> Decoded {
         .find(|t| t.is(CONTEXT, 0))
         .and_then(|t| string(Some(t)))
         .ok_or("extended request name missing")?;
+    // LDAPOID, as for controls: `...4203.1.11.1\0` would be Password
+    // Modify to slapd (a C string compare) and unknown to the router.
+    if !super::is_numeric_oid(&oid) {
+        return Err("extended request name is not a numeric OID");
+    }
     let value = { fields }
         .find(|t| t.is(CONTEXT, 1))
         .and_then(Tlv::prim)

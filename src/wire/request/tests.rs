@@ -330,3 +330,26 @@ fn nesting_limit_and_lengths() {
         "{op:?}"
     );
 }
+
+#[test]
+fn extended_request_names_must_be_numeric_oids() {
+    let ext = |name: &[u8]| {
+        let mut body = tlv(0x02, &[1]);
+        body.extend(tlv(0x77, &tlv(0x80, name)));
+        tlv(0x30, &body)
+    };
+    let ok = decode(&ext(b"1.3.6.1.4.1.4203.1.11.1")).expect("Password Modify");
+    assert!(matches!(ok.op, Op::Extended { ref oid, .. } if oid == "1.3.6.1.4.1.4203.1.11.1"));
+    for name in [
+        &b"1.3.6.1.4.1.4203.1.11.1\0"[..],
+        b"1.3.6.1.4.1.1466.20037\0",
+        b"startTLS",
+        b"",
+    ] {
+        let e = decode(&ext(name)).expect_err("refused");
+        assert_eq!(
+            e.message, "extended request name is not a numeric OID",
+            "{name:?}"
+        );
+    }
+}
