@@ -269,7 +269,7 @@ pub fn leaves_no_state(pdu: &[u8], h: &Header) -> bool {
     let Some(ctrls) = ber::tagged(rest, 0xa0).filter(|t| t.len == rest.len()) else {
         return false;
     };
-    let ppolicy = super::ppolicy::OID_PPOLICY.as_bytes();
+    let ppolicy = super::oid::OID_PPOLICY.as_bytes();
     ber::Elements(ctrls.body).all(|c| {
         c.tag == 0x30
             && c.cons()

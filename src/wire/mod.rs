@@ -13,6 +13,7 @@
 pub mod ber;
 pub mod dnmap;
 pub mod frame;
+pub mod oid;
 pub mod ppolicy;
 pub mod request;
 pub mod response;

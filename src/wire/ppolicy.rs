@@ -12,7 +12,7 @@ use super::frame::Header;
 use super::search;
 use bytes::BytesMut;
 
-pub const OID_PPOLICY: &str = "1.3.6.1.4.1.42.2.27.8.5.1";
+pub use super::oid::OID_PPOLICY;
 
 /// The request control: the OID, not critical, no value.
 pub fn request_control() -> Vec<u8> {
