@@ -201,7 +201,7 @@ mod tests {
                 Code::TimeLimitExceeded,
             ),
             (
-                Kind::BindRefused(49),
+                Kind::BindRefused(crate::wire::response::rc::INVALID_CREDENTIALS),
                 Origin::Dsa,
                 false,
                 Code::InsufficentAccessRights,

@@ -122,7 +122,7 @@ pub(crate) async fn run(
                                 .ok()
                                 .and_then(|h| result_code(&resp, &h))
                             {
-                                Some(0) => Ok(c),
+                                Some(crate::wire::response::rc::SUCCESS) => Ok(c),
                                 Some(code) => {
                                     c.close();
                                     Err(format!("probe search returned result {code}"))

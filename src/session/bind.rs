@@ -29,8 +29,8 @@ use crate::upstream::pool::BindPdu;
 use crate::wire::frame::{self, Header};
 use crate::wire::ppolicy;
 use crate::wire::request::{Op, Request};
-use crate::wire::response::result_code;
 use crate::wire::response::Code;
+use crate::wire::response::{rc, result_code};
 use bytes::{Bytes, BytesMut};
 use std::sync::Arc;
 use tokio::sync::oneshot;
@@ -218,7 +218,7 @@ impl Session {
                 return Flow::Continue;
             }
         };
-        let code = result_code(&resp, &rh).unwrap_or(80);
+        let code = result_code(&resp, &rh).unwrap_or(rc::OTHER);
         self.router.metrics.op(
             crate::metrics::op_index("bind"),
             code,
@@ -238,13 +238,13 @@ impl Session {
                     .num("latency_us", started.elapsed().as_micros() as u64);
             });
         }
-        if code == 0 && password.is_empty() {
+        if code == rc::SUCCESS && password.is_empty() {
             // An unauthenticated bind (RFC 4513 5.1.2): the DSA took it as
             // anonymous, and so does the router. Its name is never
             // conveyed or replayed.
             tracing::info!(client = %self.peer, dn = %crate::logsafe::esc(&dn), dsa = %name, "unauthenticated bind (a name with an empty password): the client stays anonymous");
             conn.release();
-        } else if code == 0 {
+        } else if code == rc::SUCCESS {
             let notable = policy.filter(|p| p.is_notable());
             let as_router = routing
                 .snap

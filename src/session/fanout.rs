@@ -36,8 +36,8 @@ use crate::metrics::Metrics;
 use crate::upstream::conn::Conn;
 use crate::upstream::delivery::Batch;
 use crate::wire::frame::{self, tag, Header};
-use crate::wire::response::result_code;
 use crate::wire::response::{self, Code};
+use crate::wire::response::{rc, result_code};
 use crate::wire::search;
 use bytes::{Bytes, BytesMut};
 use std::sync::{Arc, Mutex, Weak};
@@ -177,22 +177,22 @@ impl Fan {
 
     /// Part `i`'s final response.
     pub fn done(self: &Arc<Self>, i: usize, pdu: &[u8], h: &Header) {
-        let code = result_code(pdu, h).unwrap_or(80);
+        let code = result_code(pdu, h).unwrap_or(rc::OTHER);
         if let Some(pg) = &self.paging {
             return self.page_done(pg, code, pdu, h);
         }
         match code {
-            0 | 32 => self.settle(i, None),
+            rc::SUCCESS | rc::NO_SUCH_OBJECT => self.settle(i, None),
             // The DSA's own limit on this partition: more entries exist
             // than the client allowed.
-            3 => self.finish(Code::TimeLimitExceeded, &diagnostic(pdu, h)),
-            4 => self.finish(Code::SizeLimitExceeded, &diagnostic(pdu, h)),
-            10 => {
+            rc::TIME_LIMIT => self.finish(Code::TimeLimitExceeded, &diagnostic(pdu, h)),
+            rc::SIZE_LIMIT => self.finish(Code::SizeLimitExceeded, &diagnostic(pdu, h)),
+            rc::REFERRAL => {
                 self.pass_referral(pdu, h);
                 self.settle(i, None);
             }
             // The partition could not be searched now.
-            51 | 52 => {
+            rc::BUSY | rc::UNAVAILABLE => {
                 let why = format!("result {code}: {}", diagnostic(pdu, h));
                 self.settle(i, Some(why));
             }
@@ -382,13 +382,16 @@ impl Fan {
     /// A page of a paged spanning search (whose one part is the partition
     /// of this page) ended.
     fn page_done(self: &Arc<Self>, pg: &Paging, code: u8, pdu: &[u8], h: &Header) {
-        if !matches!(code, 0 | 32 | 51 | 52) {
+        if !matches!(
+            code,
+            rc::SUCCESS | rc::NO_SUCH_OBJECT | rc::BUSY | rc::UNAVAILABLE
+        ) {
             // The DSA's answer is the search's answer.
             let mut b = BytesMut::with_capacity(pdu.len());
             frame::rewrite(pdu, h, self.msgid, None, &mut b);
             return self.end(b.freeze(), code);
         }
-        if code != 0 && code != 32 {
+        if code != rc::SUCCESS && code != rc::NO_SUCH_OBJECT {
             let (prefix, urls) = self.part_info(0);
             let why = format!("result {code}: {}", diagnostic(pdu, h));
             return self.page_failed(pg, &prefix, &urls, &why);

@@ -307,7 +307,7 @@ pub struct Rebind {
 impl Rebind {
     /// After the Password Modify response `pdu`.
     fn done(&self, pdu: &[u8], h: &Header) {
-        if response::result_code(pdu, h) != Some(0) {
+        if response::result_code(pdu, h) != Some(response::rc::SUCCESS) {
             return;
         }
         let pw = self.new_password.clone().or_else(|| {

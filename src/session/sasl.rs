@@ -29,14 +29,11 @@ use crate::upstream::pending::{Pending, Sink};
 use crate::upstream::pool;
 use crate::wire::frame::{self, Header};
 use crate::wire::request::{Request, OID_WHOAMI};
-use crate::wire::response::{self, result_code, Code};
+use crate::wire::response::{self, rc, result_code, Code};
 use crate::wire::sasl as wsasl;
 use bytes::{Bytes, BytesMut};
 use std::sync::Arc;
 use tokio::sync::oneshot;
-
-/// Result code saslBindInProgress.
-const IN_PROGRESS: u8 = Code::SaslBindInProgress as u8;
 
 /// A SASL exchange waiting for the client's next step.
 pub(super) struct InProgress {
@@ -71,7 +68,7 @@ impl Session {
         let Some((resp, rh)) = self.bind_response(req, rx, &conn, id, &dsa).await else {
             return Flow::Continue;
         };
-        let code = result_code(&resp, &rh).unwrap_or(Code::Other as u8);
+        let code = result_code(&resp, &rh).unwrap_or(rc::OTHER);
         let (resp, rh) = match no_layer_offered(mech, code, resp, rh) {
             Ok(r) => r,
             Err(msg) => {
@@ -84,14 +81,14 @@ impl Session {
         };
         let mut authz = None;
         match code {
-            IN_PROGRESS => {
+            rc::SASL_IN_PROGRESS => {
                 self.sasl = Some(InProgress {
                     conn,
                     dsa: dsa.clone(),
                     mech: mech.to_string(),
                 });
             }
-            0 => authz = Some(self.established(conn, &dsa).await),
+            rc::SUCCESS => authz = Some(self.established(conn, &dsa).await),
             _ => conn.close(),
         }
         crate::access::line(|f| {
@@ -314,7 +311,7 @@ fn no_layer_offered(
     resp: Bytes,
     rh: Header,
 ) -> Result<(Bytes, Header), &'static str> {
-    if code != IN_PROGRESS || wsasl::classify(mech) != wsasl::Mech::Digest {
+    if code != rc::SASL_IN_PROGRESS || wsasl::classify(mech) != wsasl::Mech::Digest {
         return Ok((resp, rh));
     }
     let Some(challenge) = wsasl::server_creds(&resp, &rh) else {

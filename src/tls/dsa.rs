@@ -100,7 +100,7 @@ async fn start_tls_request(stream: &mut TcpStream) -> io::Result<()> {
                     return Err(bad("unexpected answer to StartTLS".into()));
                 }
                 return match crate::wire::response::result_code(&resp, &h) {
-                    Some(0) => Ok(()),
+                    Some(crate::wire::response::rc::SUCCESS) => Ok(()),
                     Some(c) => Err(bad(format!("the DSA refused StartTLS (result {c})"))),
                     None => Err(bad("malformed StartTLS response".into())),
                 };

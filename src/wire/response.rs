@@ -198,6 +198,22 @@ pub fn diagnostic(pdu: &[u8], _h: &super::frame::Header) -> Option<String> {
     decode_msg(pdu).and_then(|m| ldap_result(&m.op).map(|r| r.message.clone()))
 }
 
+/// Result codes as the numbers a response PDU carries, named by [`Code`]
+/// (for `match` patterns on what [`result_code`] reads).
+pub mod rc {
+    use super::Code;
+    pub const SUCCESS: u8 = Code::Success as u8;
+    pub const TIME_LIMIT: u8 = Code::TimeLimitExceeded as u8;
+    pub const SIZE_LIMIT: u8 = Code::SizeLimitExceeded as u8;
+    pub const REFERRAL: u8 = Code::Referral as u8;
+    pub const SASL_IN_PROGRESS: u8 = Code::SaslBindInProgress as u8;
+    pub const NO_SUCH_OBJECT: u8 = Code::NoSuchObject as u8;
+    pub const INVALID_CREDENTIALS: u8 = Code::InvalidCredentials as u8;
+    pub const BUSY: u8 = Code::Busy as u8;
+    pub const UNAVAILABLE: u8 = Code::Unavailable as u8;
+    pub const OTHER: u8 = Code::Other as u8;
+}
+
 /// The resultCode of a response PDU (LDAPResult's first element).
 pub fn result_code(pdu: &[u8], h: &super::frame::Header) -> Option<u8> {
     let op = pdu.get(h.op_start..h.op_end)?;
