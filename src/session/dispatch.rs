@@ -21,10 +21,10 @@
 //! that is easier to check whole.)
 
 use super::own::{Have, Opening, Outcome, Own};
+use super::send::Outgoing;
 use super::{Bound, Identity};
 use crate::context::{Context, Routing};
 use crate::dn::Dn;
-use crate::dsa_state::Count;
 use crate::error::{Error, Kind};
 use crate::route::{
     message, select_read, select_write, Choice, Excluding, Lookup, Partition, RouteError,
@@ -33,7 +33,7 @@ use crate::upstream::conn::Conn;
 use crate::upstream::delivery::Resend;
 use crate::upstream::pending::{Pending, Sink};
 use crate::upstream::pool::Pool;
-use crate::wire::frame::{self, Header};
+use crate::wire::frame::Header;
 use bytes::Bytes;
 use futures::FutureExt;
 use std::sync::{Arc, Weak};
@@ -142,55 +142,7 @@ pub(super) async fn place(
     } = want;
     let mut races = 0;
     loop {
-        if tried.len() >= MAX_ATTEMPTS {
-            let names: Vec<&str> = tried
-                .iter()
-                .map(|&i| routing.snap.dsas[i].name.as_str())
-                .collect();
-            let msg = message::unavailable(p, &routing.snap, &routing.states);
-            return Err(Error::router(
-                Kind::Unreachable,
-                format!(
-                    "no answer after {} attempts ({}); {}",
-                    tried.len(),
-                    names.join(", "),
-                    msg.strip_prefix("dsa-router: ").unwrap_or(&msg)
-                ),
-            ));
-        }
-        let view = Excluding {
-            inner: &routing.states,
-            tried: &tried,
-        };
-        let chosen = match sticky {
-            Some(i) if tried.is_empty() => Ok(Choice { group: 0, dsa: i }),
-            _ if is_write => select_write(p, &view),
-            _ => select_read(p, &view, p.tick()),
-        };
-        let dsa = match chosen {
-            Ok(c) => c.dsa,
-            Err(RouteError::Unavailable) => {
-                let msg = message::unavailable(p, &routing.snap, &view);
-                return Err(Error::router(Kind::Unavailable, msg));
-            }
-            Err(RouteError::Busy { group }) => {
-                let msg = message::busy(p, group, &routing.snap, &view);
-                return Err(Error::router(Kind::Busy, msg));
-            }
-            Err(RouteError::ReadOnly) => {
-                let msg = message::read_only(p, &routing.snap);
-                return Err(Error::router(Kind::Unsupported, msg));
-            }
-        };
-        if let Some(first) = group_of {
-            if !p.group_of(first).is_some_and(|g| g.members.contains(&dsa)) {
-                let msg = format!(
-                    "dsa-router: no other DSA of {}'s group can take the read",
-                    routing.snap.dsas[first].name
-                );
-                return Err(Error::router(Kind::Unavailable, msg));
-            }
-        }
+        let dsa = choose(routing, p, is_write, sticky, group_of, &tried)?;
         // Take the in-flight slot atomically; losing a race for the last
         // slot means selecting again (never another group).
         let Some(guard) = routing.states.0[dsa].try_begin() else {
@@ -237,171 +189,155 @@ pub(super) async fn place(
         };
         let mut pending = build(&placed);
         pending._guard = Some(guard);
-        // A DSA holding the partition under its native prefix gets the
-        // request's DNs there (and the conveyed identity).
-        let native = pool.native.clone();
-        let mapped = native
-            .as_ref()
-            .and_then(|m| m.request(pdu, h))
-            .map(|b| b.freeze());
-        if let (Some(m), Some(p)) = (&native, placed.proxy.as_mut()) {
-            if let Some(n) = p.strip_prefix("dn:").and_then(|d| m.to_native(d)) {
-                *p = format!("dn:{n}");
-            }
-        }
-        if native.is_some() {
-            pending.extra().map = native;
-        }
-        if pending.persistent {
-            pending.extra().count = Some(Count::new(&routing.states.0[dsa], |s| &s.persistent));
-        }
-        let delivery = match &pending.sink {
-            Sink::To(d) => Some(d.clone()),
-            _ => None,
-        };
-        let control = placed.proxy.as_deref().map(frame::proxy_authz_control);
-        // The client's request, as it came (a read sent on elsewhere goes
-        // with the DNs of its own, not of this DSA's native tree).
-        let (original, original_h) = (pdu, *h);
-        let (pdu, h) = match mapped
-            .as_ref()
-            .and_then(|b| Some((b, frame::header(b).ok()?)))
-        {
-            Some((b, mh)) => (&b[..], mh),
-            None => (pdu, *h),
-        };
+        let out = Outgoing::prepare(
+            pool,
+            &routing.states,
+            dsa,
+            &mut placed.proxy,
+            &mut pending,
+            pdu,
+            h,
+        );
         if let Some(o) = opening {
-            // The client's own connection to the DSA is being opened: the
-            // operation waits for it behind the client's earlier ones
-            // there, without holding up its others. A read that cannot
-            // have it goes to the next DSA, as it would have inline.
-            let again = match (&via, is_write || pinned) {
-                (
-                    Via::Client {
-                        identity,
-                        own,
-                        own_conn,
-                    },
-                    false,
-                ) => routing
-                    .table
-                    .partitions()
-                    .iter()
-                    .position(|q| std::ptr::eq(q, p))
-                    .map(|part| Again {
-                        routing: routing.clone(),
-                        part,
-                        identity: (*identity).clone(),
-                        own: (*own).clone(),
-                        own_conn: *own_conn,
-                        tried: placed.tried.clone(),
-                        pdu: Bytes::copy_from_slice(original),
-                        h: original_h,
-                    }),
+            // A read that cannot have the client's connection goes to the
+            // next DSA of its partition, as it would have inline.
+            let again = match &via {
+                Via::Client {
+                    identity,
+                    own,
+                    own_conn,
+                } if !(is_write || pinned) => {
+                    Again::new(routing, p, identity, own, *own_conn, &placed.tried, pdu, h)
+                }
                 _ => None,
             };
-            let (pdu, name) = (Bytes::copy_from_slice(pdu), name.clone());
-            o.enqueue(Box::new(move |outcome| match outcome {
-                Outcome::Open(conn) => {
-                    // Its silence counts from here, not from its wait.
-                    let mut pending = pending;
-                    pending.heard();
-                    submit(conn, pending, &pdu, &h, control.as_deref(), delivery, &name);
-                }
-                Outcome::Failed(e) => match (refusal(&name, e.clone()), again) {
-                    (Next::Skip(e), Some(a)) => a.elsewhere(pending, dsa, &name, e),
-                    (Next::Skip(e), None) => pending.fail(
-                        &name,
-                        Error::new(Kind::Unreachable, format!("DSA {name}: {e}")),
-                    ),
-                    (Next::Fail(e), _) => pending.fail(&name, e),
-                },
-                Outcome::Dropped => pending.fail(
-                    &name,
-                    Error::new(
-                        Kind::ConnectionLost { write: is_write },
-                        format!(
-                            "the client bound again or left before its connection to DSA {name} was open"
-                        ),
-                    ),
-                ),
-            }));
+            wait_for_own(o, again, out, pending, pdu, h, dsa, name, is_write);
             return Ok(placed);
         }
-        let Some(conn) = placed.conn.clone() else {
-            // The DSA's shared connection is being made: send once it is,
-            // in a task of its own, so that a DSA slow to accept or to
-            // bind the router holds up only this operation.
-            let pool = pool.clone();
-            let routed = placed.proxy.is_some();
-            let (pdu, name) = (Bytes::copy_from_slice(pdu), name.clone());
-            tokio::spawn(async move {
-                match pool.shared(routed).await {
-                    Ok(conn) => {
-                        submit(
-                            &conn,
-                            pending,
-                            &pdu,
-                            &h,
-                            control.as_deref(),
-                            delivery,
-                            &name,
-                        );
-                    }
-                    // The DSA refused the router's own bind: the client's
-                    // identity cannot be conveyed there.
-                    Err(Error {
-                        kind: Kind::BindRefused(code),
-                        text,
-                    }) => pending.fail(
-                        &name,
-                        Error::new(
-                            Kind::BindRefused(code),
-                            format!("your identity could not be established on DSA {name} ({text}, result {code})"),
-                        ),
-                    ),
-                    Err(e) => pending.fail(
-                        &name,
-                        Error::new(Kind::Unreachable, format!("DSA {name}: {e}")),
-                    ),
-                }
-            });
-            return Ok(placed);
-        };
-        if let Some(id) = submit(&conn, pending, pdu, &h, control.as_deref(), delivery, name) {
-            placed.id = id;
+        match placed.conn.clone() {
+            Some(conn) => placed.id = out.submit(&conn, pending, pdu, h, name).unwrap_or(0),
+            None => out.after_connect(
+                pool.clone(),
+                placed.proxy.is_some(),
+                pending,
+                pdu,
+                h,
+                name.clone(),
+            ),
         }
         return Ok(placed);
     }
 }
 
-/// Send a built operation on `conn`: its message ID there, or `None` when
-/// the connection was closed (the operation is then answered through its
-/// delivery, or re-sent).
-fn submit(
-    conn: &Arc<Conn>,
+/// The DSA of partition `p` to try next, skipping those `tried`: the
+/// sticky one first (the DSA holding the client's state), else by the
+/// write order or the read groups. `Err` when none can take it, or when
+/// the attempts are used up.
+fn choose(
+    routing: &Routing,
+    p: &Partition,
+    is_write: bool,
+    sticky: Option<usize>,
+    group_of: Option<usize>,
+    tried: &[usize],
+) -> Result<usize, Error> {
+    if tried.len() >= MAX_ATTEMPTS {
+        let names: Vec<&str> = tried
+            .iter()
+            .map(|&i| routing.snap.dsas[i].name.as_str())
+            .collect();
+        let msg = message::unavailable(p, &routing.snap, &routing.states);
+        return Err(Error::router(
+            Kind::Unreachable,
+            format!(
+                "no answer after {} attempts ({}); {}",
+                tried.len(),
+                names.join(", "),
+                msg.strip_prefix("dsa-router: ").unwrap_or(&msg)
+            ),
+        ));
+    }
+    let view = Excluding {
+        inner: &routing.states,
+        tried,
+    };
+    let chosen = match sticky {
+        Some(i) if tried.is_empty() => Ok(Choice { group: 0, dsa: i }),
+        _ if is_write => select_write(p, &view),
+        _ => select_read(p, &view, p.tick()),
+    };
+    let dsa = match chosen {
+        Ok(c) => c.dsa,
+        Err(RouteError::Unavailable) => {
+            let msg = message::unavailable(p, &routing.snap, &view);
+            return Err(Error::router(Kind::Unavailable, msg));
+        }
+        Err(RouteError::Busy { group }) => {
+            let msg = message::busy(p, group, &routing.snap, &view);
+            return Err(Error::router(Kind::Busy, msg));
+        }
+        Err(RouteError::ReadOnly) => {
+            let msg = message::read_only(p, &routing.snap);
+            return Err(Error::router(Kind::Unsupported, msg));
+        }
+    };
+    if let Some(first) = group_of {
+        if !p.group_of(first).is_some_and(|g| g.members.contains(&dsa)) {
+            let msg = format!(
+                "dsa-router: no other DSA of {}'s group can take the read",
+                routing.snap.dsas[first].name
+            );
+            return Err(Error::router(Kind::Unavailable, msg));
+        }
+    }
+    Ok(dsa)
+}
+
+/// The client's own connection to DSA `name` is being opened: the
+/// operation waits for it behind the client's earlier ones there, without
+/// holding up its others; `again` places a read elsewhere when it cannot
+/// have it.
+#[allow(clippy::too_many_arguments)]
+fn wait_for_own(
+    o: Arc<Opening>,
+    again: Option<Again>,
+    out: Outgoing,
     pending: Pending,
     pdu: &[u8],
     h: &Header,
-    control: Option<&[u8]>,
-    delivery: Option<Arc<dyn crate::upstream::delivery::Delivery>>,
+    dsa: usize,
     name: &str,
-) -> Option<i32> {
-    let sent = conn.submit(pending, pdu, h, control, |conn, id| {
-        delivery.as_ref().is_none_or(|d| d.placed(conn, id))
-    });
-    match sent {
-        Ok(id) => Some(id),
-        Err(pending) => {
-            let write = pending.is_write;
-            let e = Error::new(
-                Kind::ConnectionLost { write },
-                format!("connection to DSA {name} closed"),
-            );
-            pending.fail(name, e);
-            None
+    is_write: bool,
+) {
+    let (pdu, h, name) = {
+        let (b, h) = out.pdu(pdu, h);
+        (Bytes::copy_from_slice(b), h, name.to_string())
+    };
+    o.enqueue(Box::new(move |outcome| match outcome {
+        Outcome::Open(conn) => {
+            // Its silence counts from here, not from its wait.
+            let mut pending = pending;
+            pending.heard();
+            out.submit(conn, pending, &pdu, &h, &name);
         }
-    }
+        Outcome::Failed(e) => match (refusal(&name, e.clone()), again) {
+            (Next::Skip(e), Some(a)) => a.elsewhere(pending, dsa, &name, e),
+            (Next::Skip(e), None) => pending.fail(
+                &name,
+                Error::new(Kind::Unreachable, format!("DSA {name}: {e}")),
+            ),
+            (Next::Fail(e), _) => pending.fail(&name, e),
+        },
+        Outcome::Dropped => pending.fail(
+            &name,
+            Error::new(
+                Kind::ConnectionLost { write: is_write },
+                format!(
+                    "the client bound again or left before its connection to DSA {name} was open"
+                ),
+            ),
+        ),
+    }));
 }
 
 /// A connection had at once, or one being made.
@@ -560,6 +496,36 @@ struct Again {
 }
 
 impl Again {
+    /// What a read placed on partition `p` for `identity` needs to be
+    /// placed again elsewhere (`None` when `p` is not in `routing`).
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        routing: &Arc<Routing>,
+        p: &Partition,
+        identity: &Identity,
+        own: &Arc<Own>,
+        own_conn: bool,
+        tried: &[usize],
+        pdu: &[u8],
+        h: &Header,
+    ) -> Option<Again> {
+        let part = routing
+            .table
+            .partitions()
+            .iter()
+            .position(|q| std::ptr::eq(q, p))?;
+        Some(Again {
+            routing: routing.clone(),
+            part,
+            identity: identity.clone(),
+            own: own.clone(),
+            own_conn,
+            tried: tried.to_vec(),
+            pdu: Bytes::copy_from_slice(pdu),
+            h: *h,
+        })
+    }
+
     /// Place `p` (failed on DSA `failed`, `name`, with `why`) on the next
     /// DSA, as [`place`] would have had the connection failed inline.
     /// Placing on a client's connections does not wait (a connection not

@@ -23,6 +23,7 @@ mod local;
 pub mod out;
 mod own;
 mod sasl;
+mod send;
 mod spanning;
 mod writer;
 
