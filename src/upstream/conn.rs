@@ -13,6 +13,7 @@
 
 use super::delivery::{Batch, Delivery};
 use super::pending::{Pending, Sink};
+use super::self_conn::{self, Registered};
 use super::spare::{self, Spares};
 use crate::config::Limits;
 use crate::dsa_state::DsaState;
@@ -23,7 +24,6 @@ use crate::wire::frame::{self, tag, Header};
 use crate::wire::response;
 use bytes::{Bytes, BytesMut};
 use std::io;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -52,7 +52,7 @@ pub struct Conn {
     stop: CancellationToken,
     /// Counts it as a client's own connection on its DSA.
     own: Mutex<Option<crate::dsa_state::Count>>,
-    /// Its local port, registered in [`OUTBOUND`] while it lives.
+    /// Its local port, registered while it lives ([`super::self_conn`]).
     local: Mutex<Option<Registered>>,
     /// A client's own connection: where it goes back when its client is
     /// done with it ([`super::spare`]).
@@ -65,18 +65,6 @@ pub struct Conn {
     spare_since: Mutex<Option<tokio::time::Instant>>,
 }
 
-/// Local ports of this process's connections to DSAs, with the DSA's
-/// name, registered before they connect: a client connection from one of
-/// them is the router talking to itself (knowledge that makes it a target
-/// of its own).
-static OUTBOUND: std::sync::LazyLock<dashmap::DashMap<u16, (String, u64)>> =
-    std::sync::LazyLock::new(dashmap::DashMap::new);
-
-/// The ports this process listens on for clients: only a connection to one
-/// of them can reach the router itself.
-static LISTENING: std::sync::LazyLock<dashmap::DashSet<u16>> =
-    std::sync::LazyLock::new(dashmap::DashSet::new);
-
 thread_local! {
     /// Where [`Conn::submit`] rewrites a request before writing it.
     static SCRATCH: std::cell::RefCell<BytesMut> = std::cell::RefCell::new(BytesMut::new());
@@ -85,89 +73,12 @@ thread_local! {
 /// A scratch buffer grown past this (a large request) is not kept.
 const SCRATCH_KEEP: usize = 64 * 1024;
 
-/// Whether `port` is the local port of one of this process's registered
-/// connections to DSAs (cheap: most often there are none).
-pub(crate) fn outbound_port(port: u16) -> bool {
-    OUTBOUND.contains_key(&port)
-}
-
-/// Note a port this process listens on for clients.
-pub(crate) fn listening_on(port: u16) {
-    LISTENING.insert(port);
-}
-
-/// Tells registrations of the same port apart.
-static SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-/// The DSA this process connected to as `peer`, if `peer` is one of its
-/// own outbound connections: from this host (`local` is the accepting
-/// socket's address) and from a port of ours.
-pub(crate) fn own_outbound(peer: &SocketAddr, local: &SocketAddr) -> Option<String> {
-    if !outbound_port(peer.port()) {
-        return None;
-    }
-    let same_host =
-        peer.ip() == local.ip() || (peer.ip().is_loopback() && local.ip().is_loopback());
-    if !same_host {
-        return None;
-    }
-    OUTBOUND.get(&peer.port()).map(|n| n.value().0.clone())
-}
-
-/// A port registered in [`OUTBOUND`], unregistered when dropped (only its
-/// own registration: the port may have been taken again since).
-struct Registered(u16, u64);
-
-impl Drop for Registered {
-    fn drop(&mut self) {
-        OUTBOUND.remove_if(&self.0, |_, v| v.1 == self.1);
-    }
-}
-
-/// Connect to `to`; when `to` is a port this process listens on, from a
-/// port registered in [`OUTBOUND`] before the connection exists (so that
-/// accepting it can never win the race).
-async fn connect_registered(
-    to: SocketAddr,
-    dsa: &str,
-) -> io::Result<(TcpStream, Option<Registered>)> {
-    let sock = if to.is_ipv4() {
-        tokio::net::TcpSocket::new_v4()?
-    } else {
-        tokio::net::TcpSocket::new_v6()?
-    };
-    let any: SocketAddr = if to.is_ipv4() {
-        (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
-    } else {
-        (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
-    };
-    // Binding first picks the port before connect() would. Only where the
-    // destination port is one this process listens on: elsewhere the
-    // connection cannot reach the router itself, and connect() picks a port
-    // far more cheaply (with thousands of connections in TIME_WAIT, as
-    // connection churn leaves, bind() scans for a free port at a cost of
-    // milliseconds). SO_REUSEADDR lets the scan take a port whose earlier
-    // connection is in TIME_WAIT.
-    if !LISTENING.contains(&to.port()) {
-        let s = sock.connect(to).await?;
-        return Ok((s, None));
-    }
-    sock.set_reuseaddr(true)?;
-    sock.bind(any)?;
-    let port = sock.local_addr()?.port();
-    let serial = SERIAL.fetch_add(1, Ordering::Relaxed);
-    OUTBOUND.insert(port, (dsa.to_string(), serial));
-    let reg = Registered(port, serial);
-    let s = sock.connect(to).await?;
-    Ok((s, Some(reg)))
-}
-
 /// Connect to the first address `a` (`host:port`) resolves to that
 /// answers.
 async fn connect_any(a: &str, dsa: &str) -> io::Result<(TcpStream, Option<Registered>)> {
     let mut last = io::Error::new(io::ErrorKind::NotFound, format!("{a}: no address"));
     for to in tokio::net::lookup_host(a).await? {
-        match connect_registered(to, dsa).await {
+        match self_conn::connect(to, dsa).await {
             Ok(c) => return Ok(c),
             Err(e) => last = e,
         }

@@ -11,4 +11,5 @@ pub(crate) mod delivery;
 pub(crate) mod hedge;
 pub(crate) mod pending;
 pub(crate) mod pool;
+pub(crate) mod self_conn;
 pub(crate) mod spare;
