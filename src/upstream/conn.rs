@@ -15,16 +15,16 @@ use super::delivery::{Batch, Delivery};
 use super::pending::{Pending, Sink};
 use super::self_conn::{self, Registered};
 use super::spare::{self, Spares};
+use super::table::Table;
 use crate::config::Limits;
 use crate::dsa_state::DsaState;
 use crate::error::{Error, Kind};
-use crate::fasthash::FastMap;
 use crate::outbox::{Outbox, Push, Step, WriteEnd};
 use crate::wire::frame::{self, tag, Header};
 use crate::wire::response;
 use bytes::{Bytes, BytesMut};
 use std::io;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
@@ -44,11 +44,8 @@ pub struct Conn {
     pub dsa: Arc<DsaState>,
     /// Requests to the DSA, written by the sender when nothing is queued.
     out: Outbox,
-    pending: Mutex<FastMap<i32, Pending>>,
-    next_id: AtomicI32,
-    /// `next_id` has wrapped around.
-    wrapped: AtomicBool,
-    alive: AtomicBool,
+    /// Its operations by message ID; open while it is alive.
+    ops: Table<Pending>,
     stop: CancellationToken,
     /// Counts it as a client's own connection on its DSA.
     own: Mutex<Option<crate::dsa_state::Count>>,
@@ -164,10 +161,7 @@ impl Conn {
         let conn = Arc::new(Conn {
             dsa,
             out: Outbox::corked(),
-            pending: Mutex::new(FastMap::default()),
-            next_id: AtomicI32::new(1),
-            wrapped: AtomicBool::new(false),
-            alive: AtomicBool::new(true),
+            ops: Table::new(),
             stop: CancellationToken::new(),
             own: Mutex::new(None),
             local: Mutex::new(local),
@@ -195,7 +189,7 @@ impl Conn {
     }
 
     pub fn is_alive(&self) -> bool {
-        self.alive.load(Ordering::Relaxed)
+        self.ops.is_open()
     }
 
     /// Make it a client's own connection that goes back to `spares` when
@@ -246,33 +240,6 @@ impl Conn {
         self.spare_since.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, FastMap<i32, Pending>> {
-        self.pending.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Register an operation; returns its message ID on this connection,
-    /// or gives it back when the connection is closed.
-    fn register(&self, p: Pending) -> Result<i32, Pending> {
-        let mut map = self.lock();
-        if !self.is_alive() {
-            return Err(p);
-        }
-        loop {
-            let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-            if id <= 0 {
-                // Wrapped: start again at 1 (0 is reserved for unsolicited);
-                // from now on an unknown ID may be a late answer.
-                self.wrapped.store(true, Ordering::Relaxed);
-                self.next_id.store(1, Ordering::Relaxed);
-                continue;
-            }
-            if let std::collections::hash_map::Entry::Vacant(v) = map.entry(id) {
-                v.insert(p);
-                return Ok(id);
-            }
-        }
-    }
-
     /// Register `p` and send `pdu` under this connection's message ID for
     /// it, with `control` (one encoded control) appended when given: the one
     /// way an operation goes to a DSA. `placed` learns the ID before the
@@ -287,7 +254,7 @@ impl Conn {
         control: Option<&[u8]>,
         placed: impl FnOnce(&Arc<Conn>, i32) -> bool,
     ) -> Result<i32, Pending> {
-        let id = self.register(p)?;
+        let id = self.ops.register(p)?;
         if !placed(self, id) {
             self.forget(id);
             return Ok(id);
@@ -322,7 +289,7 @@ impl Conn {
     /// Forget an operation and abandon it on the DSA (client abandon,
     /// client gone, or overflow). Returns whether it was still pending.
     pub fn abandon(&self, id: i32) -> bool {
-        let was = self.lock().remove(&id).is_some();
+        let was = self.ops.remove(id).is_some();
         if was {
             // Its answer may still come, to nobody.
             self.reusable.store(false, Ordering::Relaxed);
@@ -334,22 +301,18 @@ impl Conn {
     /// Tell the DSA to abandon operation `id` of this connection.
     fn send_abandon(&self, id: i32) {
         let mut b = BytesMut::with_capacity(16);
-        frame::abandon(
-            self.next_id.fetch_add(1, Ordering::Relaxed).max(1),
-            id,
-            &mut b,
-        );
+        frame::abandon(self.ops.request_id(), id, &mut b);
         self.send(b.freeze());
     }
 
     /// Remove an operation without telling the DSA (it already answered or
     /// the waiter gave up).
     pub fn forget(&self, id: i32) -> Option<Pending> {
-        self.lock().remove(&id)
+        self.ops.remove(id)
     }
 
     pub fn pending_count(&self) -> usize {
-        self.lock().len()
+        self.ops.len()
     }
 
     /// Close the connection; pending operations are failed.
@@ -359,7 +322,7 @@ impl Conn {
 
     /// Mark dead and answer every pending operation.
     fn fail_all(&self, why: &str) {
-        self.alive.store(false, Ordering::Relaxed);
+        self.ops.close();
         self.stop.cancel();
         // The socket is closed: its port is no longer ours.
         drop(self.local.lock().unwrap_or_else(|p| p.into_inner()).take());
@@ -367,7 +330,7 @@ impl Conn {
         // that was a spare may wait in its list until the list is next
         // used).
         drop(self.own.lock().unwrap_or_else(|p| p.into_inner()).take());
-        let drained: Vec<(i32, Pending)> = self.lock().drain().collect();
+        let drained = self.ops.drain_where(|_, _| true);
         let name = &self.dsa.name;
         for (_, p) in drained {
             if !p.retryable() && matches!(p.sink, Sink::To(_)) {
@@ -388,20 +351,10 @@ impl Conn {
     /// timeLimitExceeded and abandon them on the DSA. Waiters (binds) time
     /// out on their own.
     fn expire(&self, timeout: Duration, total: Duration, fall: u32) {
-        let expired: Vec<(i32, Pending)> = {
-            let mut map = self.lock();
-            let ids: Vec<i32> = map
-                .iter()
-                .filter(|(_, p)| match &p.sink {
-                    Sink::To(d) => d.expires() && !p.persistent && p.overdue(timeout, total),
-                    _ => false,
-                })
-                .map(|(id, _)| *id)
-                .collect();
-            ids.into_iter()
-                .filter_map(|id| map.remove(&id).map(|p| (id, p)))
-                .collect()
-        };
+        let expired = self.ops.drain_where(|_, p| match &p.sink {
+            Sink::To(d) => d.expires() && !p.persistent && p.overdue(timeout, total),
+            _ => false,
+        });
         if !expired.is_empty() {
             self.dsa.probe_failed("operation timeout", fall);
         }
@@ -450,7 +403,7 @@ impl Conn {
         use super::pending::Hedge;
         let mut out = Vec::new();
         let mut refused = 0;
-        let mut map = self.lock();
+        let mut map = self.ops.lock();
         for (&id, p) in map.iter_mut() {
             if p.is_write || p.persistent || !matches!(p.sink, Sink::To(_)) {
                 continue;
@@ -501,17 +454,9 @@ impl Conn {
 
     /// End the persistent searches running here (connection lost).
     fn fail_persistent(&self) {
-        let ended: Vec<Pending> = {
-            let mut map = self.lock();
-            let ids: Vec<i32> = map
-                .iter()
-                .filter(|(_, p)| p.persistent)
-                .map(|(id, _)| *id)
-                .collect();
-            ids.into_iter().filter_map(|id| map.remove(&id)).collect()
-        };
+        let ended = self.ops.drain_where(|_, p| p.persistent);
         let name = &self.dsa.name;
-        for p in ended {
+        for (_, p) in ended {
             let e = Error::new(
                 Kind::ConnectionLost { write: false },
                 format!("DSA {name} went down; the persistent search ended"),
@@ -523,17 +468,7 @@ impl Conn {
     /// The DSA went down: re-send the reads waiting here that have sent
     /// nothing to their client yet, and abandon them on this DSA.
     fn evacuate(&self) {
-        let moved: Vec<(i32, Pending)> = {
-            let mut map = self.lock();
-            let ids: Vec<i32> = map
-                .iter()
-                .filter(|(_, p)| p.retryable())
-                .map(|(id, _)| *id)
-                .collect();
-            ids.into_iter()
-                .filter_map(|id| map.remove(&id).map(|p| (id, p)))
-                .collect()
-        };
+        let moved = self.ops.drain_where(|_, p| p.retryable());
         let name = &self.dsa.name;
         for (id, p) in moved {
             self.send_abandon(id);
@@ -554,10 +489,9 @@ impl Conn {
             ));
         }
         let is_final = tag::is_final_response(h.op_tag);
-        let mut map_lock = self.lock();
+        let mut map_lock = self.ops.lock();
         let Some(p) = map_lock.get_mut(&h.msgid) else {
-            let next = self.next_id.load(Ordering::Relaxed);
-            if !self.wrapped.load(Ordering::Relaxed) && next > 0 && h.msgid >= next {
+            if self.ops.never_sent(h.msgid) {
                 // Not abandoned or timed out: never asked for.
                 return Err(frame::FrameError::Malformed(
                     "DSA answered a message ID the router never sent",
@@ -717,7 +651,7 @@ async fn reader<R: AsyncRead + Unpin>(mut rd: R, conn: Arc<Conn>, limits: Limits
             r = rd.read_buf(&mut buf) => r,
             _ = sweep.tick() => {
                 if conn.spare_expired() {
-                    conn.alive.store(false, Ordering::Relaxed);
+                    conn.ops.close();
                     break "an unused spare".to_string();
                 }
                 conn.expire(limits.op_timeout, limits.op_total_timeout, limits.fall);
@@ -747,7 +681,7 @@ async fn reader<R: AsyncRead + Unpin>(mut rd: R, conn: Arc<Conn>, limits: Limits
                 // pool connects afresh, and it closes once what runs on it
                 // has ended. Persistent searches never end by themselves:
                 // they end here, so that their clients hear of it.
-                conn.alive.store(false, Ordering::Relaxed);
+                conn.ops.close();
                 conn.fail_persistent();
             }
         }

@@ -13,3 +13,4 @@ pub(crate) mod pending;
 pub(crate) mod pool;
 pub(crate) mod self_conn;
 pub(crate) mod spare;
+pub(crate) mod table;
