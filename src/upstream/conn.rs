@@ -12,6 +12,7 @@
 //! the private connection set-up.)
 
 use super::delivery::{Batch, Delivery};
+use super::fault::Fault;
 use super::pending::{Pending, Sink};
 use super::self_conn::{self, Registered};
 use super::spare::{self, Spares};
@@ -321,7 +322,7 @@ impl Conn {
     }
 
     /// Mark dead and answer every pending operation.
-    fn fail_all(&self, why: &str) {
+    fn fail_all(&self, why: &Fault) {
         self.ops.close();
         self.stop.cancel();
         // The socket is closed: its port is no longer ours.
@@ -479,23 +480,19 @@ impl Conn {
 
     /// Route one response PDU from the DSA. What goes to clients is
     /// gathered in `batch`, sent when the read's PDUs are all routed.
-    fn dispatch(self: &Arc<Self>, pdu: Bytes, batch: &mut Batch) -> Result<(), frame::FrameError> {
-        let h = frame::header(&pdu)?;
+    fn dispatch(self: &Arc<Self>, pdu: Bytes, batch: &mut Batch) -> Result<(), Fault> {
+        let h = frame::header(&pdu).map_err(Fault::Garbage)?;
         if h.msgid == 0 {
             // Unsolicited notification (e.g. Notice of Disconnection): the
             // DSA is closing this connection.
-            return Err(frame::FrameError::Malformed(
-                "DSA sent an unsolicited notification",
-            ));
+            return Err(Fault::UnsolicitedNotification);
         }
         let is_final = tag::is_final_response(h.op_tag);
         let mut map_lock = self.ops.lock();
         let Some(p) = map_lock.get_mut(&h.msgid) else {
             if self.ops.never_sent(h.msgid) {
                 // Not abandoned or timed out: never asked for.
-                return Err(frame::FrameError::Malformed(
-                    "DSA answered a message ID the router never sent",
-                ));
+                return Err(Fault::NeverSent);
             }
             return Ok(()); // abandoned or timed out: drop
         };
@@ -646,23 +643,18 @@ async fn reader<R: AsyncRead + Unpin>(mut rd: R, conn: Arc<Conn>, limits: Limits
     let mut down = std::pin::pin!(dsa.down_signal.notified());
     // Since when part of a PDU has waited in `buf` with no byte more.
     let mut partial_since: Option<tokio::time::Instant> = None;
-    let why = loop {
+    let fault = loop {
         let n = tokio::select! {
             r = rd.read_buf(&mut buf) => r,
             _ = sweep.tick() => {
                 if conn.spare_expired() {
                     conn.ops.close();
-                    break "an unused spare".to_string();
+                    break Fault::IdleSpare;
                 }
                 conn.expire(limits.op_timeout, limits.op_total_timeout, limits.fall);
                 if partial_since.is_some_and(|t| t.elapsed() > limits.connect_timeout) {
                     // Stalled in the middle of a PDU: broken, not slow.
-                    let why = format!(
-                        "stalled in the middle of a response for over {} s",
-                        limits.connect_timeout.as_secs_f32()
-                    );
-                    conn.dsa.passive_down(&why);
-                    break why;
+                    break Fault::Stalled(limits.connect_timeout);
                 }
                 Ok(usize::MAX)
             }
@@ -670,7 +662,7 @@ async fn reader<R: AsyncRead + Unpin>(mut rd: R, conn: Arc<Conn>, limits: Limits
                 down.set(dsa.down_signal.notified());
                 Ok(usize::MAX)
             }
-            _ = &mut stopped => break "closed by the router".to_string(),
+            _ = &mut stopped => break Fault::Closed,
         };
         if conn.dsa.down_epoch() != epoch {
             epoch = conn.dsa.down_epoch();
@@ -686,7 +678,7 @@ async fn reader<R: AsyncRead + Unpin>(mut rd: R, conn: Arc<Conn>, limits: Limits
             }
         }
         if !conn.is_alive() && conn.pending_count() == 0 {
-            break "retired: its DSA went down".to_string();
+            break Fault::Retired;
         }
         match n {
             Ok(usize::MAX) => continue,
@@ -694,54 +686,53 @@ async fn reader<R: AsyncRead + Unpin>(mut rd: R, conn: Arc<Conn>, limits: Limits
             // down (a DSA drops one connection on a protocol error, or
             // when idle): its reads are re-sent, and a DSA that is really
             // gone refuses the reconnect, which does mark it down.
-            Ok(0) => break "closed by the DSA".to_string(),
-            Err(e) => break format!("read error: {e}"),
+            Ok(0) => break Fault::HungUp,
+            Err(e) => break Fault::Read(e),
             Ok(_) => {}
         }
-        let mut bad = None;
-        let mut garbage = false;
-        loop {
-            match frame::frame_len(&buf, max_pdu) {
-                Ok(Some(len)) => {
-                    let pdu = buf.split_to(len).freeze();
-                    if let Err(e) = conn.dispatch(pdu, &mut batch) {
-                        let e = e.to_string();
-                        // A Notice of Disconnection is the DSA closing the
-                        // connection; anything else is not LDAP.
-                        garbage = !e.contains("unsolicited notification");
-                        bad = Some(e);
-                        break;
-                    }
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    // A response over --max-response-pdu is the router's
-                    // limit, not a broken DSA.
-                    garbage = !matches!(e, frame::FrameError::TooLarge(_));
-                    bad = Some(e.to_string());
-                    break;
-                }
-            }
-        }
+        let bad = dispatch_all(&conn, &mut buf, max_pdu, &mut batch);
         batch.flush();
         // A partial PDU waits for the rest: time it from the last byte
         // (a DSA streaming a large result steadily is not stalled).
         partial_since = (!buf.is_empty()).then(tokio::time::Instant::now);
-        if let Some(e) = bad {
-            tracing::warn!(dsa = %conn.dsa.name, error = %e, "bad response from DSA; closing the connection");
-            if garbage {
-                // A DSA that sends what is not LDAP is broken: down at
-                // once, its reads re-sent to its group.
-                conn.dsa
-                    .passive_down(&format!("sent a malformed response ({e})"));
-            }
-            break e;
+        if let Some(fault) = bad {
+            break fault;
         }
         if buf.capacity() - buf.len() < 4096 {
             buf.reserve(64 * 1024);
         }
     };
-    conn.fail_all(&why);
+    if fault.bad_response() {
+        tracing::warn!(dsa = %conn.dsa.name, error = %fault, "bad response from DSA; closing the connection");
+    }
+    if let Some(why) = fault.takes_the_dsa_down() {
+        // Broken, not slow: down at once, its reads re-sent to its group.
+        conn.dsa.passive_down(&why);
+    }
+    conn.fail_all(&fault);
+}
+
+/// Route the whole PDUs at the front of `buf`; the fault that ends the
+/// connection, if one does (what is not LDAP, a Notice of Disconnection,
+/// a response over `--max-response-pdu`).
+fn dispatch_all(
+    conn: &Arc<Conn>,
+    buf: &mut BytesMut,
+    max_pdu: usize,
+    batch: &mut Batch,
+) -> Option<Fault> {
+    loop {
+        match frame::frame_len(buf, max_pdu) {
+            Ok(Some(len)) => {
+                let pdu = buf.split_to(len).freeze();
+                if let Err(fault) = conn.dispatch(pdu, batch) {
+                    return Some(fault);
+                }
+            }
+            Ok(None) => return None,
+            Err(e) => return Some(e.into()),
+        }
+    }
 }
 
 #[cfg(test)]

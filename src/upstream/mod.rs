@@ -8,6 +8,7 @@
 pub(crate) mod advertised;
 pub(crate) mod conn;
 pub(crate) mod delivery;
+pub(crate) mod fault;
 pub(crate) mod hedge;
 pub(crate) mod pending;
 pub(crate) mod pool;
