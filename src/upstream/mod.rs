@@ -7,11 +7,17 @@
 
 pub(crate) mod advertised;
 pub(crate) mod conn;
+mod connect;
 pub(crate) mod delivery;
-pub(crate) mod fault;
+mod demux;
+mod evict;
+mod fault;
 pub(crate) mod hedge;
 pub(crate) mod pending;
 pub(crate) mod pool;
+mod reader;
 pub(crate) mod self_conn;
 pub(crate) mod spare;
-pub(crate) mod table;
+mod table;
+#[cfg(test)]
+mod testing;

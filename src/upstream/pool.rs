@@ -314,7 +314,7 @@ pub(crate) async fn connect_bound(
     limits: Limits,
     tls: Option<&crate::tls::DsaTls>,
 ) -> Result<Arc<Conn>, Error> {
-    let conn = Conn::connect(dsa.clone(), addrs, limits, tls)
+    let conn = super::connect::open(dsa.clone(), addrs, limits, tls)
         .await
         .map_err(|e| {
             let reason = format!("cannot connect to DSA {}: {e}", dsa.name);

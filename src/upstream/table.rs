@@ -100,8 +100,9 @@ impl<T> Table<T> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
+
     use super::*;
 
     /// A table holding `names`, in order of their IDs (1, 2, ...).
