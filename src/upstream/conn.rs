@@ -11,14 +11,13 @@
 //! pending operation gets an answer ([`super::evict`]).
 
 use super::pending::Pending;
-use super::spare::{self, Spares};
+use super::spare::{Spare, Spares, Standing};
 use super::table::Table;
 use crate::dsa_state::DsaState;
 use crate::outbox::{Outbox, Push, Step, WriteEnd};
 use crate::wire::frame::{self, Header};
 use bytes::{Bytes, BytesMut};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use tokio::io::AsyncWrite;
 use tokio_util::sync::CancellationToken;
 
@@ -30,17 +29,9 @@ pub struct Conn {
     pub(super) ops: Table<Pending>,
     /// Cancelled to close it: both its tasks stop.
     pub(super) stop: CancellationToken,
-    /// Counts it as a client's own connection on its DSA.
-    own: Mutex<Option<crate::dsa_state::Count>>,
-    /// A client's own connection: where it goes back when its client is
-    /// done with it ([`super::spare`]).
-    home: std::sync::OnceLock<std::sync::Weak<Spares>>,
-    /// Nothing sent on it may have left state on the DSA's side.
-    reusable: AtomicBool,
-    /// It was taken from the spares.
-    reused: AtomicBool,
-    /// Since when it has waited among the spares, unused.
-    spare_since: Mutex<Option<tokio::time::Instant>>,
+    /// Whether it is a client's own, kept as a spare when its client is
+    /// done with it, and what it counts as on its DSA ([`super::spare`]).
+    pub(super) standing: Standing<Conn>,
 }
 
 thread_local! {
@@ -60,30 +51,14 @@ impl Conn {
             out: Outbox::corked(),
             ops: Table::new(),
             stop: CancellationToken::new(),
-            own: Mutex::new(None),
-            home: std::sync::OnceLock::new(),
-            reusable: AtomicBool::new(true),
-            reused: AtomicBool::new(false),
-            spare_since: Mutex::new(None),
+            standing: Standing::new(),
         }
     }
 
     /// Count it as a client's own connection while it lives (with the
     /// count reserved for it), no longer as a spare.
     pub fn count_as_own(self: &Arc<Self>, count: crate::dsa_state::Count) {
-        *self.own.lock().unwrap_or_else(|p| p.into_inner()) = Some(count);
-    }
-
-    /// Count it as a spare while it waits for a bind.
-    pub(crate) fn count_as_spare(&self) {
-        let spare = crate::dsa_state::Count::new(&self.dsa, |s| &s.spare_conns);
-        *self.own.lock().unwrap_or_else(|p| p.into_inner()) = Some(spare);
-    }
-
-    /// It no longer counts as a client's own or a spare connection (one
-    /// that was a spare may wait in its list until the list is next used).
-    pub(super) fn uncount(&self) {
-        drop(self.own.lock().unwrap_or_else(|p| p.into_inner()).take());
+        self.standing.count_as_own(count);
     }
 
     pub fn is_alive(&self) -> bool {
@@ -92,50 +67,22 @@ impl Conn {
 
     /// Make it a client's own connection that goes back to `spares` when
     /// its client is done with it.
-    pub(crate) fn belongs_to(&self, spares: &Arc<Spares>) {
-        let _ = self.home.set(Arc::downgrade(spares));
+    pub(crate) fn belongs_to(&self, spares: &Arc<Spares<Conn>>) {
+        self.standing.belongs_to(spares);
     }
 
     /// Its client is done with it: kept among its DSA's spares for a later
     /// bind when nothing is outstanding on it and nothing sent on it may
     /// have left state behind; closed otherwise.
     pub fn release(self: &Arc<Self>) {
-        let home = self.home.get().and_then(std::sync::Weak::upgrade);
-        let kept = match home {
-            Some(spares)
-                if self.reusable.load(Ordering::Relaxed)
-                    && self.is_alive()
-                    && self.pending_count() == 0 =>
-            {
-                *self.spare_lock() = Some(tokio::time::Instant::now());
-                spares.put(self.clone())
-            }
-            _ => false,
-        };
-        if !kept {
+        if !self.standing.give_back(self) {
             self.close();
         }
     }
 
-    /// Taken from the spares for a bind.
-    pub(crate) fn unspare(&self) {
-        *self.spare_lock() = None;
-        self.reused.store(true, Ordering::Relaxed);
-    }
-
     /// It was a spare: it served an earlier client.
     pub fn reused(&self) -> bool {
-        self.reused.load(Ordering::Relaxed)
-    }
-
-    /// Whether it has waited among the spares, unused, for over
-    /// [`spare::IDLE`].
-    pub(super) fn spare_expired(&self) -> bool {
-        self.spare_lock().is_some_and(|t| t.elapsed() > spare::IDLE)
-    }
-
-    fn spare_lock(&self) -> std::sync::MutexGuard<'_, Option<tokio::time::Instant>> {
-        self.spare_since.lock().unwrap_or_else(|p| p.into_inner())
+        self.standing.reused()
     }
 
     /// Register `p` and send `pdu` under this connection's message ID for
@@ -157,9 +104,8 @@ impl Conn {
             self.forget(id);
             return Ok(id);
         }
-        if self.home.get().is_some() && (control.is_some() || !frame::leaves_no_state(pdu, h)) {
-            self.reusable.store(false, Ordering::Relaxed);
-        }
+        self.standing
+            .sent(|| control.is_some() || !frame::leaves_no_state(pdu, h));
         // Rewritten into this thread's scratch buffer and written from
         // there: no allocation per request unless it has to wait.
         SCRATCH.with(|s| {
@@ -190,7 +136,7 @@ impl Conn {
         let was = self.ops.remove(id).is_some();
         if was {
             // Its answer may still come, to nobody.
-            self.reusable.store(false, Ordering::Relaxed);
+            self.standing.taint();
             self.send_abandon(id);
         }
         was
@@ -216,6 +162,24 @@ impl Conn {
     /// Close the connection; pending operations are failed.
     pub fn close(&self) {
         self.stop.cancel();
+    }
+}
+
+impl Spare for Conn {
+    fn is_alive(&self) -> bool {
+        Conn::is_alive(self)
+    }
+
+    fn is_idle(&self) -> bool {
+        self.is_alive() && self.pending_count() == 0
+    }
+
+    fn close(&self) {
+        Conn::close(self)
+    }
+
+    fn standing(&self) -> &Standing<Conn> {
+        &self.standing
     }
 }
 

@@ -44,7 +44,7 @@ fn evacuable(p: &Pending) -> bool {
 /// The connection is dead: it no longer counts as anything on its DSA,
 /// and every operation on it is answered.
 pub(super) fn lost(conn: &Conn, why: &Fault) {
-    conn.uncount();
+    conn.standing.uncount();
     let drained = conn.ops.drain_where(|_, _| true);
     let name = &conn.dsa.name;
     for (_, p) in drained {

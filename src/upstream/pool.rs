@@ -62,7 +62,7 @@ pub struct Pool {
     shared: Box<[Shared]>,
     limits: Limits,
     /// Clients' own connections given back, for later binds.
-    spares: Arc<Spares>,
+    spares: Arc<Spares<Conn>>,
     /// TLS towards this DSA, when knowledge asks for it.
     pub tls: Option<crate::tls::DsaTls>,
     /// The DSA holds the partition under its `native-prefix`.
@@ -115,12 +115,13 @@ impl Pool {
             }
             _ => None,
         };
+        let spares = Arc::new(Spares::new(dsa.clone(), workers, limits.spare_connections));
         Pool {
             dsa,
             addrs: socket_addrs(def),
             router_identity,
             shared: (0..workers.max(1)).map(|_| Shared::default()).collect(),
-            spares: Arc::new(Spares::new(workers, limits.spare_connections)),
+            spares,
             limits,
             tls,
             native,
@@ -220,7 +221,6 @@ impl Pool {
         // connection is a new one.
         let spares = !matches!(is, Own::Anonymous);
         while let Some(c) = spares.then(|| self.spares.take()).flatten() {
-            c.unspare();
             let Some(bind) = identity else {
                 // The client's own bind follows on it.
                 c.count_as_own(reserved);

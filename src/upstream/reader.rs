@@ -48,7 +48,7 @@ pub(super) async fn run<R: AsyncRead + Unpin>(
         let n = tokio::select! {
             r = rd.read_buf(&mut buf) => r,
             _ = sweep.tick() => {
-                if conn.spare_expired() {
+                if conn.standing.expired() {
                     conn.ops.close();
                     break Fault::IdleSpare;
                 }
