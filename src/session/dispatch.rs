@@ -30,9 +30,9 @@ use crate::route::{
     message, select_read, select_write, Choice, Excluding, Lookup, Partition, RouteError,
 };
 use crate::upstream::conn::Conn;
-use crate::upstream::delivery::Resend;
 use crate::upstream::pending::{Pending, Sink};
 use crate::upstream::pool::Pool;
+use crate::upstream::Resend;
 use crate::wire::frame::{self, Header};
 use bytes::Bytes;
 use futures::FutureExt;
@@ -384,7 +384,7 @@ fn submit(
     pdu: &[u8],
     h: &Header,
     control: Option<&[u8]>,
-    delivery: Option<Arc<dyn crate::upstream::delivery::Delivery>>,
+    delivery: Option<Arc<dyn crate::upstream::Delivery>>,
     name: &str,
 ) -> Option<i32> {
     let sent = conn.submit(pending, pdu, h, control, |conn, id| {

@@ -4,10 +4,11 @@
 //! re-sent); the final response ends the operation: it is counted, logged
 //! to the access log, and handed over.
 
+use super::batch::Batch;
 use super::conn::Conn;
-use super::delivery::{Batch, Delivery};
 use super::fault::Fault;
 use super::pending::{Held, Pending, Sink};
+use super::Delivery;
 use crate::wire::dnmap::PrefixMap;
 use crate::wire::frame::{self, tag, Header};
 use crate::wire::response;

@@ -12,9 +12,10 @@
 //! The tail task ([`crate::tail`]) decides when and how much to hedge; it
 //! finds the reads to hedge on each shared connection with [`scan`].
 
+use super::batch::Batch;
 use super::conn::Conn;
-use super::delivery::{Batch, Delivery, Resend};
 use super::pending::{Hedge, Pending, Sink};
+use super::{Delivery, Resend};
 use crate::error::{Error, Kind};
 use crate::metrics::Metrics;
 use crate::wire::frame::Header;

@@ -8,8 +8,8 @@
 //! down when the fault says it is broken, and every operation left on it
 //! answered.
 
+use super::batch::Batch;
 use super::conn::Conn;
-use super::delivery::Batch;
 use super::demux;
 use super::evict;
 use super::fault::Fault;

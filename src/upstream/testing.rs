@@ -4,9 +4,10 @@
 
 #![allow(clippy::unwrap_used)]
 
+use super::batch::Batch;
 use super::conn::Conn;
-use super::delivery::{Batch, Delivery, Resend};
 use super::pending::{Pending, Sink};
+use super::{Delivery, Resend};
 use crate::config::Limits;
 use crate::dsa_state::DsaState;
 use crate::error::Error;
