@@ -11,10 +11,14 @@ use super::pending::{Held, Pending, Sink};
 use super::Delivery;
 use crate::wire::dnmap::PrefixMap;
 use crate::wire::frame::{self, tag, Header};
-use crate::wire::response;
+use crate::wire::response::{self, Code};
 use bytes::Bytes;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
+
+/// The access log's result for a response whose result code cannot be
+/// read (no LDAP result code is 255); the metrics count it as `other`.
+const UNREADABLE: u8 = u8::MAX;
 
 /// Route one response PDU from the DSA. What goes to clients is gathered
 /// in `batch`, sent when the read's PDUs are all routed.
@@ -98,7 +102,7 @@ fn complete(conn: &Conn, p: Pending, pdu: Bytes, h: Header, batch: &mut Batch) {
 fn account(conn: &Conn, p: &Pending, code: Option<u8>, took: Duration) {
     if matches!(p.sink, Sink::To(_)) {
         conn.dsa.served.fetch_add(1, Ordering::Relaxed);
-        p.record(code.unwrap_or(80), took);
+        p.record(code.unwrap_or(Code::Other as u8), took);
         if !p.is_write && !p.persistent {
             conn.dsa.reads.record(took.as_micros() as u64);
         }
@@ -108,7 +112,7 @@ fn account(conn: &Conn, p: &Pending, code: Option<u8>, took: Duration) {
             f.head(&log.head)
                 .plain("dsa", &conn.dsa.name)
                 .quoted_opt("affinity", log.affinity)
-                .num("result", u64::from(code.unwrap_or(255)))
+                .num("result", u64::from(code.unwrap_or(UNREADABLE)))
                 .num("latency_us", took.as_micros() as u64);
         });
     }

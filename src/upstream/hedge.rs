@@ -297,7 +297,7 @@ impl Delivery for Leg {
             return;
         }
         self.race
-            .record(response::result_code(&pdu, h).unwrap_or(80));
+            .record(response::result_code(&pdu, h).unwrap_or(Code::Other as u8));
         self.race.inner.finish(pdu, h, batch);
     }
 

@@ -17,6 +17,7 @@ use crate::error::{Error, Kind};
 use crate::knowledge::{DsaDef, Secret};
 use crate::wire::dnmap::PrefixMap;
 use crate::wire::frame;
+use crate::wire::response::{self, Code};
 use bytes::{Bytes, BytesMut};
 use ldap3_proto::proto::{LdapBindCred, LdapBindRequest, LdapMsg, LdapOp};
 use std::sync::{Arc, RwLock};
@@ -339,13 +340,14 @@ async fn bind_on(
 ) -> Result<(), Error> {
     let resp = request(conn, &bind.pdu, limits.bind_timeout).await?;
     let h = frame::header(&resp).map_err(|e| Error::new(Kind::BadResponse, e.to_string()))?;
-    match crate::wire::response::result_code(&resp, &h).unwrap_or(80) {
-        0 => Ok(()),
-        code => Err(Error::new(
-            Kind::BindRefused(code),
-            format!("DSA {} refused the bind as {}", dsa.name, bind.dn),
-        )),
+    let code = response::result_code(&resp, &h).unwrap_or(Code::Other as u8);
+    if code == Code::Success as u8 {
+        return Ok(());
     }
+    Err(Error::new(
+        Kind::BindRefused(code),
+        format!("DSA {} refused the bind as {}", dsa.name, bind.dn),
+    ))
 }
 
 /// Send a PDU on `conn` and wait for its final response, unmodified.
