@@ -53,7 +53,7 @@ pub async fn run_on(
     // Loop detection watches connections to these ports.
     for l in std::iter::once(&listener).chain(ldaps.as_ref()) {
         if let Ok(a) = l.local_addr() {
-            crate::upstream::conn::listening_on(a.port());
+            crate::upstream::self_conn::listening_on(a.port());
         }
     }
     if let Some(h) = router.cfg.health.clone() {
@@ -105,10 +105,10 @@ pub async fn run_on(
         };
         // Only a peer port this process connected from needs the local
         // address (a system call) to tell.
-        let looped = crate::upstream::conn::outbound_port(peer.port())
+        let looped = crate::upstream::self_conn::outbound_port(peer.port())
             .then(|| stream.local_addr().ok())
             .flatten()
-            .and_then(|l| crate::upstream::conn::own_outbound(&peer, &l));
+            .and_then(|l| crate::upstream::self_conn::own_outbound(&peer, &l));
         if let Some(dsa) = looped {
             // This router connected to itself: its knowledge names it as
             // DSA `dsa`. Refused, so that nothing loops.

@@ -5,7 +5,7 @@
 //! budget for them (`hedge_budget` percent of reads, kept up to
 //! [`BUDGET_CAP`] hedges), and scans the shared DSA connections for reads
 //! waiting longer than their DSA's hedge delay: each is hedged while the
-//! budget lasts ([`Conn::hedge_scan`]), the rest are counted as refused.
+//! budget lasts ([`hedge::scan`]), the rest are counted as refused.
 //!
 //! Every [`WINDOW`] it folds the latencies into a decayed histogram per
 //! DSA. The 95th percentile of a load-share group's histograms is the hedge
@@ -27,13 +27,13 @@
 //!
 //! (Some 425 lines of code; the rest of the file is its tests.)
 //!
-//! [`Conn::hedge_scan`]: crate::upstream::conn::Conn::hedge_scan
 //! [`DsaStatus::Ejected`]: crate::route::DsaStatus::Ejected
 
 use crate::config::TailConfig;
 use crate::context::{Context, Routing};
 use crate::dsa_state::{bucket_upper_us, LATENCY_BUCKETS};
 use crate::error::Error;
+use crate::upstream::hedge;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -221,7 +221,7 @@ pub(crate) async fn run(router: Arc<Context>, mut shutdown: watch::Receiver<bool
                 } else {
                     Duration::MAX
                 };
-                let (h, refused) = conn.hedge_scan(after, &mut spare, STALL, &mut stuck[i]);
+                let (h, refused) = hedge::scan(&conn, after, &mut spare, STALL, &mut stuck[i]);
                 if cfg.hedge_budget > 0 {
                     budget = spare;
                 }

@@ -30,9 +30,9 @@ use crate::route::{
     message, select_read, select_write, Choice, Excluding, Lookup, Partition, RouteError,
 };
 use crate::upstream::conn::Conn;
-use crate::upstream::delivery::Resend;
 use crate::upstream::pending::{Pending, Sink};
 use crate::upstream::pool::Pool;
+use crate::upstream::Resend;
 use crate::wire::frame::Header;
 use bytes::Bytes;
 use futures::FutureExt;

@@ -111,7 +111,7 @@ impl Session {
                 p.metrics = Some(self.router.metrics.clone());
                 self.out.track_placeholder(req.msgid);
                 let sent = conn.submit(p, &b, &ch, None, |c, i| {
-                    crate::upstream::delivery::Delivery::placed(&*delivery, c, i)
+                    crate::upstream::Delivery::placed(&*delivery, c, i)
                 });
                 if sent.is_err() {
                     self.out.finish(req.msgid);

@@ -29,12 +29,12 @@
 //! (Under 500 lines of code; the rest of the file is the table-driven
 //! tests of the cookie, the fingerprint and the merge.)
 
-use super::out::{ClientOut, Delivery, Spanning};
+use super::out::{ClientOut, Handed, Spanning};
 use crate::config::FanoutPolicy as Policy;
 use crate::error::Error;
 use crate::metrics::Metrics;
+use crate::upstream::batch::Batch;
 use crate::upstream::conn::Conn;
-use crate::upstream::delivery::Batch;
 use crate::wire::frame::{self, tag, Header};
 use crate::wire::response::{self, Code};
 use crate::wire::response::{rc, result_code};
@@ -168,7 +168,7 @@ impl Fan {
         }
         let mut b = BytesMut::with_capacity(pdu.len() + 4);
         frame::rewrite(pdu, h, self.msgid, None, &mut b);
-        if !matches!(self.out.deliver(b.freeze()), Delivery::Queued) {
+        if !matches!(self.out.deliver(b.freeze()), Handed::Queued) {
             drop(st);
             self.out.overflow();
             self.abandon();
@@ -350,7 +350,7 @@ impl Fan {
             self.started.elapsed().as_micros() as u64,
         );
         self.out.finish(self.msgid);
-        if let Delivery::Full = self.out.deliver(pdu) {
+        if let Handed::Full = self.out.deliver(pdu) {
             self.out.overflow();
         }
     }
@@ -515,7 +515,7 @@ pub struct FanPart {
     pub part: usize,
 }
 
-impl crate::upstream::delivery::Delivery for FanPart {
+impl crate::upstream::Delivery for FanPart {
     fn deliver(&self, pdu: &[u8], h: &Header, _batch: &mut Batch) {
         // The fan's own lock is taken with the connection's released.
         self.fan.response(pdu, h);

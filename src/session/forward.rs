@@ -172,7 +172,7 @@ impl Session {
                         .map(|&i| routing.snap.dsas[i].name.clone())
                         .collect(),
                     hedge: false,
-                }) as Box<dyn crate::upstream::delivery::Resend>
+                }) as Box<dyn crate::upstream::Resend>
             });
             // A read on a shared connection may be hedged, unless it keeps
             // to the DSA that took the client's write.

@@ -8,10 +8,11 @@
 use crate::error::Error;
 use crate::fasthash::FastMap;
 use crate::outbox::{Bound, Outbox, Push};
+use crate::upstream::batch::{Batch, Outlet};
 use crate::upstream::conn::Conn;
-use crate::upstream::delivery::{Batch, Delivery as Deliver, Outlet};
 use crate::upstream::hedge::Race;
 use crate::upstream::pool::BindPdu;
+use crate::upstream::Delivery;
 use crate::wire::frame::{self, Header};
 use crate::wire::response;
 use bytes::{Bytes, BytesMut};
@@ -78,7 +79,8 @@ pub enum Running {
     Race(Arc<Race>),
 }
 
-pub enum Delivery {
+/// What became of a response handed to a client.
+pub enum Handed {
     /// Written to the client, or queued for its writer.
     Queued,
     /// The client's queue is full: it is not reading.
@@ -124,8 +126,8 @@ impl ClientOut {
 
     /// Send a PDU to the client without waiting: written at once when
     /// nothing is queued, else queued within the client's limits.
-    pub fn deliver(&self, pdu: Bytes) -> Delivery {
-        delivery(self.ob.push(pdu, Some(self.bound)))
+    pub fn deliver(&self, pdu: Bytes) -> Handed {
+        handed(self.ob.push(pdu, Some(self.bound)))
     }
 
     /// Send a PDU the router wrote itself (the session task's own
@@ -253,11 +255,11 @@ impl ClientOut {
 }
 
 /// What a push to a client's queue means for the response.
-fn delivery(p: Push) -> Delivery {
+fn handed(p: Push) -> Handed {
     match p {
-        Push::Written | Push::Queued => Delivery::Queued,
-        Push::Full => Delivery::Full,
-        Push::Closed => Delivery::Gone,
+        Push::Written | Push::Queued => Handed::Queued,
+        Push::Full => Handed::Full,
+        Push::Closed => Handed::Gone,
     }
 }
 
@@ -270,14 +272,14 @@ impl Outlet for ClientOut {
             self.finish(msgid);
         }
         let pushed = match self.ob.push_buf(bytes, Some(self.bound)) {
-            Push::Written | Push::Queued => Delivery::Queued,
-            Push::Full => Delivery::Full,
-            Push::Closed => Delivery::Gone,
+            Push::Written | Push::Queued => Handed::Queued,
+            Push::Full => Handed::Full,
+            Push::Closed => Handed::Gone,
         };
         match pushed {
-            Delivery::Queued => {}
-            Delivery::Full => self.overflow(),
-            Delivery::Gone => self.abandon_all(),
+            Handed::Queued => {}
+            Handed::Full => self.overflow(),
+            Handed::Gone => self.abandon_all(),
         }
     }
 }
@@ -322,7 +324,7 @@ impl Rebind {
     }
 }
 
-impl Deliver for ToClient {
+impl Delivery for ToClient {
     fn deliver(&self, pdu: &[u8], h: &Header, batch: &mut Batch) {
         frame::rewrite(pdu, h, self.msgid, None, batch.to(&self.out));
     }
@@ -354,10 +356,10 @@ impl Deliver for ToClient {
         );
         self.out.finish(self.msgid);
         match self.out.deliver(b.freeze()) {
-            Delivery::Queued => {}
+            Handed::Queued => {}
             // Not reading: it cannot be told, so it is disconnected.
-            Delivery::Full => self.out.overflow(),
-            Delivery::Gone => self.out.abandon_all(),
+            Handed::Full => self.out.overflow(),
+            Handed::Gone => self.out.abandon_all(),
         }
     }
 

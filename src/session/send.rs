@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 /// Where an operation's responses go, when they go somewhere it is told
 /// of being placed.
-type Deliver = Arc<dyn crate::upstream::delivery::Delivery>;
+type Deliver = Arc<dyn crate::upstream::Delivery>;
 
 /// A request as it goes to one DSA.
 pub(super) struct Outgoing {

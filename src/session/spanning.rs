@@ -196,7 +196,7 @@ impl Session {
                             .collect(),
                         hedge: false,
                     })
-                        as Box<dyn crate::upstream::delivery::Resend>),
+                        as Box<dyn crate::upstream::Resend>),
                     _ => None,
                 };
                 Pending {

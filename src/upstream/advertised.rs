@@ -3,9 +3,10 @@
 //! after a good probe when it is missing or older than [`REFRESH`]; the
 //! router's own root DSE is built from it (spec 3.6, README "Root DSE").
 
+use super::batch::Batch;
 use super::conn::Conn;
-use super::delivery::{Batch, Delivery};
 use super::pending::{Pending, Sink};
+use super::Delivery;
 use crate::dsa_state::Advertised;
 use crate::error::{Error, Kind};
 use crate::wire::frame::{self, tag, Header};

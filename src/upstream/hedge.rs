@@ -8,9 +8,14 @@
 //! The first response of either leg (entry or result) decides the race:
 //! from then on only the winner's responses reach the client, so entries
 //! are never duplicated.
+//!
+//! The tail task ([`crate::tail`]) decides when and how much to hedge; it
+//! finds the reads to hedge on each shared connection with [`scan`].
 
+use super::batch::Batch;
 use super::conn::Conn;
-use super::delivery::{Batch, Delivery};
+use super::pending::{Hedge, Pending, Sink};
+use super::{Delivery, Resend};
 use crate::error::{Error, Kind};
 use crate::metrics::Metrics;
 use crate::wire::frame::Header;
@@ -18,7 +23,78 @@ use crate::wire::response::{self, Code};
 use bytes::Bytes;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 use tokio::time::Instant;
+
+/// A read to hedge: its race, the hedge leg's pending operation and what
+/// places it.
+pub(crate) struct Hedged {
+    pub(crate) race: Arc<Race>,
+    pub(crate) hedge: Pending,
+    pub(crate) plan: Box<dyn Resend>,
+}
+
+/// Hedge the reads waiting on `conn` longer than `after`, while `budget`
+/// has a whole hedge left (each costs one). Returns the hedges to place
+/// (with what places them) and how many reads the budget refused; reads
+/// that have waited longer than `stall` with nothing sent to their client
+/// are counted in `stuck`.
+pub(crate) fn scan(
+    conn: &Arc<Conn>,
+    after: Duration,
+    budget: &mut f64,
+    stall: Duration,
+    stuck: &mut usize,
+) -> (Vec<Hedged>, u64) {
+    let mut out = Vec::new();
+    let mut refused = 0;
+    let mut map = conn.ops.lock();
+    for (&id, p) in map.iter_mut() {
+        if p.is_write || p.persistent || !matches!(p.sink, Sink::To(_)) {
+            continue;
+        }
+        if p.delivered || !p.held.is_empty() {
+            continue;
+        }
+        // Since it was placed here (re-sent reads keep their start).
+        let age = p.quiet();
+        if age >= stall {
+            *stuck += 1;
+        }
+        if age < after || !matches!(p.hedge, Hedge::Eligible | Hedge::Refused) {
+            continue;
+        }
+        let Some(retry) = p.retry.as_ref() else {
+            continue;
+        };
+        if *budget < 1.0 {
+            if p.hedge == Hedge::Eligible {
+                p.hedge = Hedge::Refused;
+                refused += 1;
+            }
+            continue;
+        }
+        *budget -= 1.0;
+        let plan = retry.hedger();
+        let Sink::To(inner) = std::mem::replace(&mut p.sink, Sink::Detached) else {
+            continue;
+        };
+        let (race, leg0, leg1) = Race::start(inner, conn, id, p.metrics.take(), p.op, p.started);
+        p.sink = Sink::To(leg0);
+        p.hedge = Hedge::Raced;
+        let mut hedge = Pending::new(Sink::To(leg1));
+        hedge.hold = p.hold;
+        hedge.hedge = Hedge::Raced;
+        hedge.op = p.op;
+        hedge.log = p.log.as_ref().map(|l| {
+            let mut l = l.clone();
+            l.affinity = Some("hedge");
+            l
+        });
+        out.push(Hedged { race, hedge, plan });
+    }
+    (out, refused)
+}
 
 /// One hedged read: the original (leg 0) and its hedge (leg 1).
 pub struct Race {
@@ -221,7 +297,7 @@ impl Delivery for Leg {
             return;
         }
         self.race
-            .record(response::result_code(&pdu, h).unwrap_or(80));
+            .record(response::result_code(&pdu, h).unwrap_or(Code::Other as u8));
         self.race.inner.finish(pdu, h, batch);
     }
 
@@ -259,5 +335,53 @@ impl Delivery for Leg {
         }
         st.legs[self.n as usize] = Some((Arc::downgrade(conn), id));
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::panic)]
+
+    use super::*;
+    use crate::upstream::testing::*;
+    use crate::wire::frame;
+    use std::time::Duration;
+
+    /// A hedged read cancelled by its client: undecided, both legs stop and
+    /// the client hears `canceled` once (a leg's late entry is dropped);
+    /// decided, the cancel goes to the winner's DSA, so that `canceled`
+    /// comes after the entries already sent.
+    #[tokio::test(start_paused = true)]
+    async fn a_cancelled_hedged_read_is_answered_once_and_in_order() {
+        let (c0, _d0) = silent_dsa(Duration::from_secs(60));
+        let (c1, _d1) = silent_dsa(Duration::from_secs(60));
+        for decided in [false, true] {
+            let rec = Arc::new(Recorder::default());
+            let (_r0, id0) = watch(&c0);
+            let (race, leg0, leg1) =
+                Race::start(rec.clone(), &c0, id0, None, 0, tokio::time::Instant::now());
+            let (_r1, id1) = watch(&c1);
+            assert!(leg1.placed(&c1, id1));
+            let e = entry(id1);
+            let h = frame::header(&e).unwrap();
+            let mut batch = Batch::default();
+            if decided {
+                leg1.deliver(&e, &h, &mut batch);
+                match race.cancel() {
+                    Cancelled::Forward(c, id) => {
+                        assert!(Arc::ptr_eq(&c, &c1) && id == id1, "forwarded to the loser")
+                    }
+                    _ => panic!("a decided race is cancelled by its winner's DSA"),
+                }
+                assert!(rec.failed.lock().unwrap().is_empty());
+            } else {
+                assert!(matches!(race.cancel(), Cancelled::Done));
+                assert!(matches!(race.cancel(), Cancelled::TooLate));
+                leg0.deliver(&e, &h, &mut batch);
+                let failed = rec.failed.lock().unwrap().clone();
+                assert_eq!(failed.len(), 1);
+                assert_eq!(failed[0].code(), crate::wire::response::Code::Canceled);
+            }
+        }
     }
 }

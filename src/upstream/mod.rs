@@ -1,14 +1,101 @@
-//! Connections to DSAs: [`conn::Conn`] multiplexes many operations on one
-//! TCP connection with message-ID remapping; [`pool::Pool`] holds each DSA's
-//! shared connections and makes private (client-bound) ones, kept as
-//! [`spare`]s for later binds once their clients are done with them;
-//! [`delivery`] is how responses leave a connection without it knowing
-//! who receives them (clients, fan-outs, the router's own waiters).
+//! Connections to DSAs: a [`conn::Conn`] multiplexes many operations on
+//! one TCP connection with message-ID remapping; a [`pool::Pool`] holds
+//! each DSA's shared connections and makes private (client-bound) ones,
+//! kept as [`spare`]s for later binds once their clients are done with
+//! them.
+//!
+//! A connection knows no clients. An operation registered on it is a
+//! [`pending::Pending`] that carries a [`Delivery`], implemented by the
+//! client side (one client operation), by the fan-out (one partition's
+//! share of a spanning search) and by a hedged read's legs, and, when it
+//! may be sent again elsewhere, a [`Resend`] that the connection hands it
+//! back through when its DSA fails it. Responses for the same client
+//! gathered over one read from a DSA go out in one write, through the
+//! [`batch::Batch`].
+//!
+//! # Layout
+//! * `conn`: the handle: submit, send, abandon, close; the writer task.
+//! * `connect`: TCP and TLS connect, and starting the connection's tasks.
+//! * `table`: the pending table: operations by message ID, the IDs handed
+//!   out, and `drain_where`, the one way operations leave it unanswered.
+//! * `reader`: the reader task: reads, sweeps, ends on a `fault`.
+//! * `demux`: one response to the operation it answers; completion counted
+//!   and access-logged.
+//! * `evict`: operations the router ends itself (connection lost, timed
+//!   out, DSA down).
+//! * [`hedge`]: hedged reads: the race and the scan for reads to hedge.
+//! * [`spare`]: spare connections, leased while they wait.
+//! * [`self_conn`]: the guard against the router connecting to itself.
+//! * [`pending`], [`batch`]: an operation as a connection holds it; the
+//!   responses of one read, per client.
+//! * [`pool`], [`advertised`]: per-DSA pools and binds; what a DSA's root
+//!   DSE advertises.
+//!
+//! The two traits below are the contract between a connection and whoever
+//! receives its responses; they live here, at the module's root, because
+//! they name the connection, the operation and the hedge race, each of
+//! which a file of its own holds.
 
 pub(crate) mod advertised;
+pub(crate) mod batch;
 pub(crate) mod conn;
-pub(crate) mod delivery;
+mod connect;
+mod demux;
+mod evict;
+mod fault;
 pub(crate) mod hedge;
 pub(crate) mod pending;
 pub(crate) mod pool;
+mod reader;
+pub(crate) mod self_conn;
 pub(crate) mod spare;
+mod table;
+#[cfg(test)]
+mod testing;
+
+use crate::error::Error;
+use crate::wire::frame::Header;
+use batch::Batch;
+use bytes::Bytes;
+use conn::Conn;
+use hedge::Race;
+use pending::Pending;
+use std::sync::Arc;
+
+/// The receiving end of an operation's responses.
+pub trait Delivery: Send + Sync {
+    /// A response that is not the last (entry, reference, intermediate).
+    /// Called with no lock of the connection held: it may abandon
+    /// operations on the same connection.
+    fn deliver(&self, pdu: &[u8], h: &Header, batch: &mut Batch);
+    /// The final response: the operation ends with it.
+    fn finish(&self, pdu: Bytes, h: &Header, batch: &mut Batch);
+    /// The router answers instead of the DSA: the operation ends with `e`.
+    fn fail(&self, e: &Error);
+    /// The operation now runs as `id` on `conn` (first sent, or re-sent
+    /// elsewhere). False when it ended meanwhile: it is then not sent.
+    fn placed(&self, conn: &Arc<Conn>, id: i32) -> bool;
+    /// Whether the operation is a client's (times out at `--op-timeout`);
+    /// the router's own requests (binds, probes) time out on their own.
+    fn expires(&self) -> bool {
+        true
+    }
+    /// The operation, running as `id` on `conn`, was hedged: it now runs
+    /// as `race` (which the client side abandons or cancels as a whole).
+    /// False when it is no longer that operation: the hedge is not sent.
+    fn raced(&self, _race: &Arc<Race>, _conn: &Arc<Conn>, _id: i32) -> bool {
+        true
+    }
+}
+
+/// An operation that may be sent to another DSA: the connection hands the
+/// pending operation back through it when its DSA fails it before any
+/// response went out.
+pub trait Resend: Send + Sync {
+    /// Send `p` again; `failed` names the DSA that let it down and `why`
+    /// is what the client gets if no other DSA can take it.
+    fn resend(self: Box<Self>, p: Pending, failed: &str, why: Error);
+    /// A copy that sends the hedge of this read: to another DSA of the
+    /// same group as the one it waits on.
+    fn hedger(&self) -> Box<dyn Resend>;
+}

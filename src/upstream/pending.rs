@@ -2,7 +2,7 @@
 //! responses go ([`Sink`]), what it needs to be logged, counted, held or
 //! re-sent, and the one way it is failed ([`Pending::fail`]).
 
-use super::delivery::{Delivery, Resend};
+use super::{Delivery, Resend};
 use crate::dsa_state::InFlight;
 use crate::error::Error;
 use crate::metrics::Metrics;

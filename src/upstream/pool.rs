@@ -17,6 +17,7 @@ use crate::error::{Error, Kind};
 use crate::knowledge::{DsaDef, Secret};
 use crate::wire::dnmap::PrefixMap;
 use crate::wire::frame;
+use crate::wire::response::{self, Code};
 use bytes::{Bytes, BytesMut};
 use ldap3_proto::proto::{LdapBindCred, LdapBindRequest, LdapMsg, LdapOp};
 use std::sync::{Arc, RwLock};
@@ -62,7 +63,7 @@ pub struct Pool {
     shared: Box<[Shared]>,
     limits: Limits,
     /// Clients' own connections given back, for later binds.
-    spares: Arc<Spares>,
+    spares: Arc<Spares<Conn>>,
     /// TLS towards this DSA, when knowledge asks for it.
     pub tls: Option<crate::tls::DsaTls>,
     /// The DSA holds the partition under its `native-prefix`.
@@ -115,12 +116,13 @@ impl Pool {
             }
             _ => None,
         };
+        let spares = Arc::new(Spares::new(dsa.clone(), workers, limits.spare_connections));
         Pool {
             dsa,
             addrs: socket_addrs(def),
             router_identity,
             shared: (0..workers.max(1)).map(|_| Shared::default()).collect(),
-            spares: Arc::new(Spares::new(workers, limits.spare_connections)),
+            spares,
             limits,
             tls,
             native,
@@ -220,7 +222,6 @@ impl Pool {
         // connection is a new one.
         let spares = !matches!(is, Own::Anonymous);
         while let Some(c) = spares.then(|| self.spares.take()).flatten() {
-            c.unspare();
             let Some(bind) = identity else {
                 // The client's own bind follows on it.
                 c.count_as_own(reserved);
@@ -314,7 +315,7 @@ pub(crate) async fn connect_bound(
     limits: Limits,
     tls: Option<&crate::tls::DsaTls>,
 ) -> Result<Arc<Conn>, Error> {
-    let conn = Conn::connect(dsa.clone(), addrs, limits, tls)
+    let conn = super::connect::open(dsa.clone(), addrs, limits, tls)
         .await
         .map_err(|e| {
             let reason = format!("cannot connect to DSA {}: {e}", dsa.name);
@@ -339,13 +340,14 @@ async fn bind_on(
 ) -> Result<(), Error> {
     let resp = request(conn, &bind.pdu, limits.bind_timeout).await?;
     let h = frame::header(&resp).map_err(|e| Error::new(Kind::BadResponse, e.to_string()))?;
-    match crate::wire::response::result_code(&resp, &h).unwrap_or(80) {
-        0 => Ok(()),
-        code => Err(Error::new(
-            Kind::BindRefused(code),
-            format!("DSA {} refused the bind as {}", dsa.name, bind.dn),
-        )),
+    let code = response::result_code(&resp, &h).unwrap_or(Code::Other as u8);
+    if code == Code::Success as u8 {
+        return Ok(());
     }
+    Err(Error::new(
+        Kind::BindRefused(code),
+        format!("DSA {} refused the bind as {}", dsa.name, bind.dn),
+    ))
 }
 
 /// Send a PDU on `conn` and wait for its final response, unmodified.

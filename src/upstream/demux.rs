@@ -1,0 +1,221 @@
+//! Demultiplexing: one response PDU from a DSA to the operation it
+//! answers, by this connection's message ID. Entries go to the operation's
+//! delivery (held back for base-scope reads, so that they can still be
+//! re-sent); the final response ends the operation: it is counted, logged
+//! to the access log, and handed over.
+
+use super::batch::Batch;
+use super::conn::Conn;
+use super::fault::Fault;
+use super::pending::{Held, Pending, Sink};
+use super::Delivery;
+use crate::wire::dnmap::PrefixMap;
+use crate::wire::frame::{self, tag, Header};
+use crate::wire::response::{self, Code};
+use bytes::Bytes;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// The access log's result for a response whose result code cannot be
+/// read (no LDAP result code is 255); the metrics count it as `other`.
+const UNREADABLE: u8 = u8::MAX;
+
+/// Route one response PDU from the DSA. What goes to clients is gathered
+/// in `batch`, sent when the read's PDUs are all routed.
+pub(super) fn dispatch(conn: &Conn, pdu: Bytes, batch: &mut Batch) -> Result<(), Fault> {
+    let h = frame::header(&pdu).map_err(Fault::Garbage)?;
+    if h.msgid == 0 {
+        // Unsolicited notification (e.g. Notice of Disconnection): the
+        // DSA is closing this connection.
+        return Err(Fault::UnsolicitedNotification);
+    }
+    let is_final = tag::is_final_response(h.op_tag);
+    let mut map_lock = conn.ops.lock();
+    let Some(p) = map_lock.get_mut(&h.msgid) else {
+        if conn.ops.never_sent(h.msgid) {
+            // Not abandoned or timed out: never asked for.
+            return Err(Fault::NeverSent);
+        }
+        return Ok(()); // abandoned or timed out: drop
+    };
+    if !is_final {
+        if p.hold && p.held.len() < 4 {
+            // A base-scope read: keep its entry until the done arrives,
+            // so that the read can still be re-sent if the DSA dies.
+            p.held.push(pdu);
+            return Ok(());
+        }
+        p.delivered = true;
+        p.heard();
+        let Sink::To(d) = &p.sink else {
+            return Ok(());
+        };
+        let d = d.clone();
+        let held = std::mem::take(&mut p.held);
+        let map = p.map().cloned();
+        // Delivered with the lock released: a delivery may end other
+        // operations of this connection (a spanning search that reached
+        // its size limit abandons its other parts, a client that
+        // overflowed abandons all it has). Only this reader delivers,
+        // so order is kept; an abandon racing this entry costs the
+        // client one entry of an operation it gave up.
+        drop(map_lock);
+        deliver_held(&*d, map.as_deref(), held, batch);
+        deliver(&*d, map.as_deref(), &pdu, &h, batch);
+        return Ok(());
+    }
+    let Some(p) = map_lock.remove(&h.msgid) else {
+        return Ok(());
+    };
+    drop(map_lock);
+    complete(conn, p, pdu, h, batch);
+    Ok(())
+}
+
+/// The final response `pdu` ends operation `p`: counted, logged, handed
+/// over (after the entries it held back).
+fn complete(conn: &Conn, p: Pending, pdu: Bytes, h: Header, batch: &mut Batch) {
+    let map = p.map().cloned();
+    let (pdu, h) = match map.as_deref().and_then(|m| native_back(m, &pdu, &h)) {
+        Some(mapped) => mapped,
+        None => (pdu, h),
+    };
+    let code = response::result_code(&pdu, &h);
+    // One clock read for the metrics, the read latencies and the log.
+    let took = p.started.elapsed();
+    account(conn, &p, code, took);
+    match p.sink {
+        Sink::Detached => {}
+        Sink::Waiter(w) => {
+            let _ = w.send(pdu);
+        }
+        Sink::To(d) => {
+            deliver_held(&*d, map.as_deref(), p.held, batch);
+            d.finish(pdu, &h, batch);
+        }
+    }
+}
+
+/// Count an operation that ended with `code` after `took` (its DSA's
+/// served and read latencies, the router's metrics) and write its
+/// access-log line.
+fn account(conn: &Conn, p: &Pending, code: Option<u8>, took: Duration) {
+    if matches!(p.sink, Sink::To(_)) {
+        conn.dsa.served.fetch_add(1, Ordering::Relaxed);
+        p.record(code.unwrap_or(Code::Other as u8), took);
+        if !p.is_write && !p.persistent {
+            conn.dsa.reads.record(took.as_micros() as u64);
+        }
+    }
+    if let Some(log) = &p.log {
+        crate::access::line(|f| {
+            f.head(&log.head)
+                .plain("dsa", &conn.dsa.name)
+                .quoted_opt("affinity", log.affinity)
+                .num("result", u64::from(code.unwrap_or(UNREADABLE)))
+                .num("latency_us", took.as_micros() as u64);
+        });
+    }
+}
+
+/// Deliver a non-final response, its DNs mapped back when its DSA holds
+/// the partition under a native prefix.
+fn deliver(d: &dyn Delivery, map: Option<&PrefixMap>, pdu: &[u8], h: &Header, batch: &mut Batch) {
+    match map.and_then(|m| native_back(m, pdu, h)) {
+        Some((b, bh)) => d.deliver(&b, &bh, batch),
+        None => d.deliver(pdu, h, batch),
+    }
+}
+
+/// Deliver the entries held back for a base-scope read.
+fn deliver_held(d: &dyn Delivery, map: Option<&PrefixMap>, held: Held, batch: &mut Batch) {
+    for pdu in held.into_vec() {
+        if let Ok(h) = frame::header(&pdu) {
+            deliver(d, map, &pdu, &h, batch);
+        }
+    }
+}
+
+/// A response from a DSA that holds its partition under a native prefix,
+/// with its DNs moved back to the knowledge prefix.
+/// `None` when nothing changes.
+fn native_back(m: &PrefixMap, pdu: &[u8], h: &Header) -> Option<(Bytes, Header)> {
+    let b = m.response(pdu, h)?.freeze();
+    let bh = frame::header(&b).ok()?;
+    Some((b, bh))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::panic)]
+
+    use super::*;
+    use crate::error::Error;
+    use crate::upstream::testing::*;
+    use std::sync::{Arc, Mutex as StdMutex};
+    use std::time::Duration;
+
+    /// Gives up its operation on the first entry, from inside the delivery
+    /// (as a spanning search does at its size limit).
+    #[derive(Default)]
+    struct Quitter {
+        at: StdMutex<Option<(Arc<Conn>, i32)>>,
+        abandoned: StdMutex<Option<bool>>,
+    }
+
+    impl Delivery for Quitter {
+        fn deliver(&self, _pdu: &[u8], _h: &Header, _batch: &mut Batch) {
+            if let Some((conn, id)) = self.at.lock().unwrap().take() {
+                *self.abandoned.lock().unwrap() = Some(conn.abandon(id));
+            }
+        }
+        fn finish(&self, _pdu: Bytes, _h: &Header, _batch: &mut Batch) {}
+        fn fail(&self, _e: &Error) {}
+        fn placed(&self, conn: &Arc<Conn>, id: i32) -> bool {
+            *self.at.lock().unwrap() = Some((conn.clone(), id));
+            true
+        }
+    }
+
+    /// A delivery may abandon operations of the connection that delivers
+    /// to it (it once deadlocked on the connection's lock, freezing the
+    /// connection and a runtime thread). Run on a thread of its own so that
+    /// a deadlock fails the test instead of hanging it.
+    #[test]
+    fn a_delivery_may_abandon_on_its_own_connection() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let (conn, mut dsa) = silent_dsa(Duration::from_secs(60));
+                let pdu = search_pdu();
+                let q = Arc::new(Quitter::default());
+                let id = submit_search(&conn, q.clone());
+                let mut req = vec![0u8; pdu.len()];
+                dsa.read_exact(&mut req).await.unwrap();
+                // A SearchResultEntry for it: empty DN, no attributes.
+                let id = u8::try_from(id).unwrap();
+                dsa.write_all(&[
+                    0x30, 0x09, 0x02, 0x01, id, 0x64, 0x04, 0x04, 0x00, 0x30, 0x00,
+                ])
+                .await
+                .unwrap();
+                // The DSA is told to abandon it: [APPLICATION 16] naming id.
+                let mut abandon = [0u8; 8];
+                dsa.read_exact(&mut abandon).await.unwrap();
+                assert_eq!(&abandon[5..], &[0x50, 0x01, id]);
+                assert_eq!(*q.abandoned.lock().unwrap(), Some(true));
+                assert_eq!(conn.pending_count(), 0);
+            });
+            let _ = tx.send(());
+        });
+        assert!(
+            rx.recv_timeout(Duration::from_secs(10)).is_ok(),
+            "the connection deadlocked (or the test failed: see its panic)"
+        );
+    }
+}
