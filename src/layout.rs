@@ -2,8 +2,11 @@
 //! prints it (one `from -> to` line per arrow between top-level modules,
 //! from the `crate::` paths each file names) and fails on a cycle between
 //! top-level modules (folders or files of `src/`), or on an arrow into
-//! `session` from the modules below it (`upstream`, `health`, `tls`, the
-//! context in `router`, `config`, `wire`, `route`, `knowledge`).
+//! `session` from the modules below it (`upstream`, `health`, `tls`,
+//! `context`, `config`, `wire`, `route`, `knowledge`, `dsa_state`,
+//! `error`). One level down, the files of each folder (`super::` and
+//! `crate::folder::` paths) must not import each other in a circle
+//! either.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -13,12 +16,12 @@ const BELOW_SESSION: &[&str] = &[
     "upstream",
     "health",
     "tls",
-    "router",
+    "context",
     "config",
     "wire",
     "route",
     "knowledge",
-    "state",
+    "dsa_state",
     "error",
 ];
 
@@ -127,6 +130,119 @@ fn module_graph_has_no_cycle_and_nothing_below_session_imports_it() {
         let up = g.get(*m).is_some_and(|t| t.contains("session"));
         assert!(!up, "{m} imports session");
     }
+}
+
+/// The modules of one folder (its files, and its sub-folders by their
+/// `mod.rs`) and which of them each names through `super::` or
+/// `crate::<folder>::` (tests and comments excluded).
+fn folder_graph(src: &Path, dir: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return BTreeMap::new();
+    };
+    let mut mods: Vec<(String, std::path::PathBuf, &str)> = Vec::new();
+    for e in entries.flatten() {
+        let p = e.path();
+        let name = p
+            .file_stem()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default()
+            .to_string();
+        if p.is_dir() && p.join("mod.rs").exists() {
+            mods.push((name, p.join("mod.rs"), "super::super::"));
+        } else if p.extension().and_then(|x| x.to_str()) == Some("rs")
+            && !["mod", "lib", "main", "layout"].contains(&name.as_str())
+        {
+            mods.push((name, p, "super::"));
+        }
+    }
+    let rel = dir.strip_prefix(src).unwrap_or(dir);
+    let mut crate_prefix = String::from("crate::");
+    for c in rel.components() {
+        crate_prefix.push_str(c.as_os_str().to_str().unwrap_or_default());
+        crate_prefix.push_str("::");
+    }
+    let names: BTreeSet<&str> = mods.iter().map(|(n, _, _)| n.as_str()).collect();
+    let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (m, path, sup) in &mods {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+        for line in code.lines() {
+            let line = line.split("//").next().unwrap_or_default();
+            for prefix in [*sup, crate_prefix.as_str()] {
+                for (i, _) in line.match_indices(prefix) {
+                    for n in named_after(&line[i + prefix.len()..]) {
+                        if n != *m && names.contains(n.as_str()) {
+                            g.entry(m.clone()).or_default().insert(n);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    g
+}
+
+/// The first path segment after a prefix: `x::...` names `x`;
+/// `{a, b::c}` names `a` and `b`.
+fn named_after(rest: &str) -> Vec<String> {
+    let ident = |s: &str| -> String {
+        s.trim_start()
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect()
+    };
+    match rest.strip_prefix('{') {
+        Some(group) => group
+            .split('}')
+            .next()
+            .unwrap_or_default()
+            .split(',')
+            .map(ident)
+            .filter(|n| !n.is_empty())
+            .collect(),
+        None => vec![ident(rest)],
+    }
+}
+
+/// Every folder under `dir`, itself included.
+fn folders(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    out.push(dir.to_path_buf());
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.path().is_dir() {
+                folders(&e.path(), out);
+            }
+        }
+    }
+}
+
+#[test]
+fn files_of_one_folder_do_not_import_each_other_in_circles() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let session = folder_graph(&src, &src.join("session"));
+    assert!(
+        session.get("dispatch").is_some_and(|t| t.contains("own")),
+        "the folder graph was read: {session:?}"
+    );
+    let mut dirs = Vec::new();
+    folders(&src, &mut dirs);
+    let mut found = Vec::new();
+    for dir in dirs.iter().filter(|d| **d != src) {
+        for c in cycles(&folder_graph(&src, dir)) {
+            found.push(format!("{}: {c:?}", dir.display()));
+        }
+    }
+    assert_eq!(found, Vec::<String>::new(), "circles inside a folder");
+}
+
+#[test]
+fn the_folder_graph_reads_super_and_crate_paths_and_groups() {
+    assert_eq!(named_after("x::Y"), ["x"]);
+    assert_eq!(named_after("{a, b::c, self}"), ["a", "b", "self"]);
+    let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    g.entry("a".into()).or_default().insert("b".into());
+    g.entry("b".into()).or_default().insert("a".into());
+    assert_eq!(cycles(&g).len(), 1);
 }
 
 #[test]
