@@ -16,7 +16,7 @@
 //! With a token, every request but the page needs `Authorization: Bearer
 //! TOKEN`, which no other site has; the API may then listen anywhere, under
 //! any name. Every response, refused or not, carries the headers of
-//! [`secure`]: a Content-Security-Policy that lets the page run its own
+//! `secure`: a Content-Security-Policy that lets the page run its own
 //! script and style only (by hash) and be framed by nobody.
 
 use axum::extract::{Request, State};

@@ -33,7 +33,7 @@ pub struct Diagnostic {
     pub message: String,
     pub location: Option<Location>,
     /// The text of the line `location` points at, secrets masked
-    /// ([`super::redact`]).
+    /// (`super::redact`).
     pub source_line: Option<String>,
     /// The column of `location` in `source_line` (1-based characters):
     /// where the caret goes, left of `location.column` when a longer secret

@@ -120,7 +120,15 @@ const ADMIN_AUTHZ: &str = "dn:cn=admin,o=DEMOCORP,c=AU";
 /// mallory's SASL PLAIN bind on EVIL (the bind name routes it there),
 /// authorizing as DEMOCORP's administrator.
 fn as_forged_admin() -> Vec<&'static str> {
-    vec![
+    let mut args = mallory_as_admin().to_vec();
+    args.extend(["-D", EVIL]);
+    args
+}
+
+/// mallory's SASL PLAIN credentials, authorizing as DEMOCORP's
+/// administrator (EVIL's `authzTo` lets her).
+fn mallory_as_admin() -> [&'static str; 10] {
+    [
         "-Y",
         "PLAIN",
         "-O",
@@ -131,8 +139,6 @@ fn as_forged_admin() -> Vec<&'static str> {
         MALLORY_PW,
         "-X",
         ADMIN_AUTHZ,
-        "-D",
-        EVIL,
     ]
 }
 
@@ -143,25 +149,9 @@ fn a_sasl_identity_is_conveyed_only_from_a_dsa_that_holds_it() {
     let router = Router::start(&knowledge(dir.path(), &d1, &evil), dir.path());
 
     // The premise: EVIL vouches for DEMOCORP's administrator.
-    let out = ldap_tool(
-        "ldapwhoami",
-        &[
-            "-Q",
-            "-H",
-            &evil.url,
-            "-Y",
-            "PLAIN",
-            "-O",
-            "none",
-            "-U",
-            "mallory",
-            "-w",
-            MALLORY_PW,
-            "-X",
-            ADMIN_AUTHZ,
-        ],
-        None,
-    );
+    let mut args = vec!["-Q", "-H", &evil.url];
+    args.extend(mallory_as_admin());
+    let out = ldap_tool("ldapwhoami", &args, None);
     assert_eq!(
         out.stdout.trim(),
         ADMIN_AUTHZ.to_ascii_lowercase(),
