@@ -258,8 +258,8 @@ def median(xs):
 # The table's row order: each proxy after the slapd it fronts, HAProxy
 # before the router rows compared with it (compare.sh measures them in
 # another order, which changes between rounds).
-TABLE_ORDER = ["direct", "meta", "asyncmeta", "haproxy", "router", "router-1thread",
-               "router-accesslog", "haproxy-churn", "router-churn"]
+TABLE_ORDER = ["direct", "meta", "asyncmeta", "haproxy", "router", "router-base", "router-1thread",
+               "router-accesslog", "haproxy-churn", "router-churn", "router-base-churn"]
 
 
 def aggregate(rows):
@@ -293,14 +293,14 @@ def aggregate(rows):
         a["backend_cpu_us_per_op"] = [median((r.get("backend_cpu_us_per_op") or [None] * nb)[i] for r in g)
                                       for i in range(nb)]
         # Each round's figures, for ratios between paths of one round.
-        a["rounds"] = [(r["ops_per_sec"], r["cpu_us_per_op"]) for r in g]
+        a["rounds"] = [(r["ops_per_sec"], r["cpu_us_per_op"], r["p99"]) for r in g]
         out.append(a)
     return out
 
 
 def paired(a, b, i):
     """The median over rounds of a's figure i over b's in the same round
-    (0: ops/s, 1: CPU/op), and the per-round ratios. Paths of one round run
+    (0: ops/s, 1: CPU/op, 2: p99), and the per-round ratios. Paths of one round run
     back to back, so their ratio is less disturbed by the machine speeding
     up or slowing down between rounds (seen here: every process, slapd
     included, 30-40% slower per operation in some rounds) than the ratio
@@ -409,6 +409,18 @@ def cmd_report(work, out_path):
            "dsa-router (default threads) CPU/op <= 1.10 x --threads 1")
         vs(by.get("router-accesslog"), router, 1, 1.05, False,
            "dsa-router + access log CPU/op <= 1.05 x without")
+    # This build against an earlier one (DSA_ROUTER_BASELINE): not targets
+    # of the project, figures for a change that must not regress.
+    baseline = []
+    for new_key, base_key in (("router", "router-base"), ("router-churn", "router-base-churn")):
+        a, b = by.get(new_key), by.get(base_key)
+        if a is None or b is None:
+            continue
+        for i, what in ((0, "ops/s"), (1, "CPU/op"), (2, "p99")):
+            r, per = paired(a, b, i)
+            if r is not None:
+                baseline.append(f"{a['path']} / baseline {what}: {r:.2f}x (rounds: "
+                                + ", ".join(f"{x:.2f}" for x in per) + ")")
     extras = meta.get("extras", [])
     for e in extras:
         if e["what"].endswith("idle client connections to dsa-router") and not e["result"].startswith("FAILED"):
@@ -438,6 +450,11 @@ def cmd_report(work, out_path):
               + ("" if meta["check"] else "  [--quick: indicative only, not checked]"))
         for name, verdict, why in targets:
             print(f"  {verdict:4}  {name}: {why}")
+    if baseline:
+        print()
+        print("This build against DSA_ROUTER_BASELINE (paired per round, medians):")
+        for line in baseline:
+            print(f"  {line}")
     if extras:
         print()
         print("Extra measurements:")
@@ -486,6 +503,11 @@ def cmd_report(work, out_path):
                       + ("" if meta["check"] else " This was a `--quick` run: indicative only.") + "\n")
             for name, verdict, why in targets:
                 md.append(f"* **{verdict}** {name}: {why}")
+            md.append("")
+        if baseline:
+            md.append("### Against the baseline binary\n")
+            for line in baseline:
+                md.append(f"* {line}")
             md.append("")
         if problems:
             md.append("Table check: " + ("FAILED" if meta["check"] else "problems (not checked with --quick)") + "\n")

@@ -56,6 +56,11 @@
 #                              (the production router, as in the docker image)
 #   DSA_ROUTER [target/release/dsa-router]   the binary to test
 #   DSA_BENCH [target/release/dsa-bench]     the load generator
+#   DSA_ROUTER_BASELINE []     a second dsa-router binary (e.g. the build of
+#                              an earlier commit): adds the paths router-base
+#                              and router-base-churn, measured beside router
+#                              and router-churn in every round, and the
+#                              paired ratios new/baseline (CPU/op, p99)
 #   KEEP [0]                   1: keep the temp dir (configs, logs, JSON)
 #
 # Needs slapd, slapadd, ldapsearch, haproxy, python3 (scripts/install-deps.sh
@@ -86,7 +91,7 @@ done
 # Which settings were given explicitly (recorded in the report's command).
 ENV_GIVEN=()
 for v in CONNECTIONS DEPTH DURATION WARMUP MIX ROUNDS USERS HAPROXY_NBTHREAD META_LAYOUT EXTRAS \
-    IDLE_CONNS BULK_ENTRIES BULK_ROUTER_ARGS ROUTER_ARGS PATHS NOFILE CHECK DSA_ROUTER DSA_BENCH; do
+    IDLE_CONNS BULK_ENTRIES BULK_ROUTER_ARGS ROUTER_ARGS PATHS NOFILE CHECK DSA_ROUTER DSA_BENCH DSA_ROUTER_BASELINE; do
     if [ -n "${!v+x}" ]; then ENV_GIVEN+=("$v=$(printf %q "${!v}")"); fi
 done
 
@@ -620,6 +625,15 @@ ACCESS_LOG_FILE="$WORK/router/access.log"
 # shellcheck disable=SC2086
 new_router router-accesslog "$KNOW" router_ready --access-log "$ACCESS_LOG_FILE" ${ROUTER_ARGS:-}
 P_RL=$S_PORT PID_RL=$S_PID
+# The baseline binary (DSA_ROUTER_BASELINE), same settings as `router`.
+if [ -n "${DSA_ROUTER_BASELINE:-}" ]; then
+    [ -x "$DSA_ROUTER_BASELINE" ] || die "DSA_ROUTER_BASELINE=$DSA_ROUTER_BASELINE is not an executable"
+    BIN_NEW=$BIN BIN=$DSA_ROUTER_BASELINE
+    # shellcheck disable=SC2086
+    new_router router-base "$KNOW" router_ready --no-access-log ${ROUTER_ARGS:-}
+    BIN=$BIN_NEW
+    P_RB=$S_PORT PID_RB=$S_PID
+fi
 
 log "every path answers: direct :$P1, haproxy :$P_HAP, back-meta :$P_META ($META_ENTRIES entr(y/ies) for uid=user0001), back-asyncmeta :$P_AMETA ($AMETA_ENTRIES), dsa-router :$P_R and :$P_RL"
 
@@ -725,6 +739,21 @@ for ((round = 1; round <= ROUNDS; round++)); do
     if ((round % 2 == 0)); then
         compared=(router-accesslog router haproxy router-1thread router-churn haproxy-churn)
     fi
+    if [ -n "${DSA_ROUTER_BASELINE:-}" ]; then
+        # The baseline right beside the router it is compared with, on the
+        # side that alternates between rounds.
+        with_base=()
+        for key in "${compared[@]}"; do
+            case $key in
+                router | router-churn)
+                    b=${key/router/router-base}
+                    if ((round % 2 == 0)); then with_base+=("$b" "$key"); else with_base+=("$key" "$b"); fi
+                    ;;
+                *) with_base+=("$key") ;;
+            esac
+        done
+        compared=("${with_base[@]}")
+    fi
     for key in "${compared[@]}"; do
         case $key in
             haproxy) measure haproxy "HAProxy mode tcp" "$P_HAP" "$PID_HAP" "balance leastconn over 2 slapd, nbthread $HAPROXY_NBTHREAD, option ldap-check every 1 s" ;;
@@ -735,6 +764,8 @@ for ((round = 1; round <= ROUNDS; round++)); do
             # user, search, unbind, close; one operation is the whole
             # sequence.
             haproxy-churn) measure haproxy-churn "HAProxy, connection per op" "$P_HAP" "$PID_HAP" "as HAProxy above; dsa-bench --churn: connect, bind as a random user, search, unbind, close" --churn ;;
+            router-base) measure router-base "dsa-router, baseline binary" "$P_RB" "$PID_RB" "as dsa-router above, DSA_ROUTER_BASELINE=$DSA_ROUTER_BASELINE" ;;
+            router-base-churn) measure router-base-churn "dsa-router baseline, connection per op" "$P_RB" "$PID_RB" "as dsa-router, connection per op, DSA_ROUTER_BASELINE binary" --churn ;;
             router-churn) measure router-churn "dsa-router, connection per op" "$P_R" "$PID_R" "as dsa-router above; dsa-bench --churn (each bind runs on a spare DSA connection an earlier client gave back, --spare-connections)" --churn ;;
         esac
     done
