@@ -13,6 +13,12 @@
 //! subcommand of the router: the router's binary is the router only. It
 //! reads responses with the router's own framing ([`frame`]) and result
 //! codes ([`result_code`]).
+//!
+//! TLS ([`tls`]): `ldaps://` URLs and `--starttls`, verified against
+//! `--ca-file`; with `--churn` every connection makes a full handshake,
+//! or resumes a session of an earlier one with `--tls-resume`.
+
+mod tls;
 
 use bytes::BytesMut;
 use clap::Parser;
@@ -23,17 +29,33 @@ use ldap3_proto::proto::{
     LdapSearchRequest, LdapSearchScope,
 };
 use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tls::{Conn, Connector};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Load an LDAP server (or the router) and print throughput and latency.
 #[derive(Parser, Debug, Clone)]
 #[command(name = "dsa-bench", version)]
 pub struct BenchArgs {
-    /// Server to load, `ldap://HOST:PORT`.
+    /// Server to load, `ldap://HOST:PORT` or `ldaps://HOST:PORT`.
     #[arg(long)]
     pub url: String,
+    /// StartTLS on each connection before anything else (`ldap://` URLs).
+    #[arg(long)]
+    pub starttls: bool,
+    /// CA certificates (PEM) to verify the server's certificate against
+    /// (required with TLS); the URL's host must be in the certificate.
+    #[arg(long, value_name = "PATH")]
+    pub ca_file: Option<PathBuf>,
+    /// TLS session resumption: the connections of a run share one session
+    /// cache, as in a client library's process, so a new connection
+    /// resumes a session an earlier one got. Without it every connection
+    /// makes a full handshake. Matters with --churn.
+    #[arg(long)]
+    pub tls_resume: bool,
     /// Client connections, each a task of its own sending requests in turn.
     #[arg(long, default_value_t = 8)]
     pub connections: usize,
@@ -197,9 +219,20 @@ struct Tally {
     errors: BTreeMap<u8, u64>,
     lat_us: Vec<u32>,
     io_errors: u64,
+    /// TLS handshakes made (measured operations' connections), and how
+    /// many of them resumed a session.
+    handshakes: u64,
+    resumed: u64,
 }
 
 impl Tally {
+    fn handshake(&mut self, c: &Conn) {
+        if let Some(r) = c.resumed {
+            self.handshakes += 1;
+            self.resumed += u64::from(r);
+        }
+    }
+
     /// One measured operation of `kind`, sent at `at`, that ended with `code`.
     fn record(&mut self, kind: Kind, code: u8, at: Instant) {
         let good = match kind {
@@ -244,13 +277,18 @@ impl Plan {
     }
 }
 
-async fn connection(addr: String, plan: std::sync::Arc<Plan>, seed: u64) -> Tally {
+async fn connection(conn: Arc<Connector>, plan: Arc<Plan>, seed: u64) -> Tally {
     let mut t = Tally::default();
-    let Ok(mut s) = tokio::net::TcpStream::connect(&addr).await else {
-        t.io_errors += 1;
-        return t;
+    let c = match conn.connect().await {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{e}");
+            t.io_errors += 1;
+            return t;
+        }
     };
-    let _ = s.set_nodelay(true);
+    t.handshake(&c);
+    let mut s = c.io;
     let mut rng = Rng(seed | 1);
     let mut sent: HashMap<i32, (Instant, Kind)> = HashMap::with_capacity(plan.depth * 2);
     let mut next_id: i32 = 1;
@@ -275,7 +313,7 @@ async fn connection(addr: String, plan: std::sync::Arc<Plan>, seed: u64) -> Tall
                 next_id = if next_id == i32::MAX { 1 } else { next_id + 1 };
             }
             if !out.is_empty() {
-                if s.write_all(&out).await.is_err() {
+                if s.write_all(&out).await.is_err() || s.flush().await.is_err() {
                     t.io_errors += 1;
                     return t;
                 }
@@ -317,7 +355,7 @@ async fn connection(addr: String, plan: std::sync::Arc<Plan>, seed: u64) -> Tall
 }
 
 /// `--churn`: one connection per operation, until the end of the run.
-async fn churn(addr: String, plan: std::sync::Arc<Plan>, seed: u64) -> Tally {
+async fn churn(conn: Arc<Connector>, plan: Arc<Plan>, seed: u64) -> Tally {
     let mut t = Tally::default();
     let mut rng = Rng(seed | 1);
     let mut out = BytesMut::with_capacity(512);
@@ -329,7 +367,9 @@ async fn churn(addr: String, plan: std::sync::Arc<Plan>, seed: u64) -> Tally {
         let (kind, _) = plan.pick(&mut rng);
         let reqs = &plan.templates[&kind];
         let req = &reqs[user.min(reqs.len() - 1)];
-        let code = match churn_once(&addr, &binds[user], req, &mut out, &mut buf).await {
+        let mut resumed = None;
+        let once = churn_once(&conn, &binds[user], req, &mut out, &mut buf, &mut resumed);
+        let code = match once.await {
             Ok(code) => code,
             Err(()) => {
                 t.io_errors += 1;
@@ -339,28 +379,36 @@ async fn churn(addr: String, plan: std::sync::Arc<Plan>, seed: u64) -> Tally {
         if at < plan.measure_from {
             continue;
         }
+        if let Some(r) = resumed {
+            t.handshakes += 1;
+            t.resumed += u64::from(r);
+        }
         t.record(kind, code, at);
     }
     t
 }
 
-/// Connect, bind, send `req`, unbind, close: the bind's result when it
+/// Connect (TLS: a handshake, `resumed` says whether it resumed a
+/// session), bind, send `req`, unbind, close: the bind's result when it
 /// failed, else the request's.
 async fn churn_once(
-    addr: &str,
+    conn: &Connector,
     bind: &[u8],
     req: &[u8],
     out: &mut BytesMut,
     buf: &mut BytesMut,
+    resumed: &mut Option<bool>,
 ) -> Result<u8, ()> {
-    let mut s = tokio::net::TcpStream::connect(addr).await.map_err(|_| ())?;
-    let _ = s.set_nodelay(true);
+    let c = conn.connect().await.map_err(|_| ())?;
+    *resumed = c.resumed;
+    let mut s = c.io;
     buf.clear();
     for (id, pdu) in [(1, bind), (2, req)] {
         let h = frame::header(pdu).map_err(|_| ())?;
         out.clear();
         frame::rewrite(pdu, &h, id, None, out);
         s.write_all(out).await.map_err(|_| ())?;
+        s.flush().await.map_err(|_| ())?;
         let code = loop {
             match frame::frame_len(buf, 64 << 20) {
                 Ok(Some(len)) => {
@@ -387,6 +435,8 @@ async fn churn_once(
             let _ = s
                 .write_all(&[0x30, 0x05, 0x02, 0x01, 0x03, 0x42, 0x00])
                 .await;
+            // TLS: close_notify, as client libraries send.
+            let _ = s.shutdown().await;
             return Ok(code);
         }
     }
@@ -421,12 +471,12 @@ fn run(a: &BenchArgs) -> ExitCode {
 }
 
 fn run_inner(a: &BenchArgs) -> Result<ExitCode, String> {
-    let addr = a
-        .url
-        .strip_prefix("ldap://")
-        .ok_or("--url must be ldap://HOST:PORT")?
-        .trim_end_matches('/')
-        .to_string();
+    let conn = Arc::new(Connector::new(
+        &a.url,
+        a.starttls,
+        a.ca_file.as_deref(),
+        a.tls_resume,
+    )?);
     let mix = parse_mix(&a.mix)?;
     if mix.iter().any(|(k, _)| *k == Kind::Bind) && a.depth > 1 {
         return Err("bind in the mix needs --depth 1 (LDAP allows nothing else while a bind is outstanding)".into());
@@ -446,7 +496,7 @@ fn run_inner(a: &BenchArgs) -> Result<ExitCode, String> {
     let start = Instant::now();
     let warm = Duration::from_secs_f64(a.warmup.max(0.0));
     let dur = Duration::from_secs_f64(a.duration.max(0.1));
-    let plan = std::sync::Arc::new(Plan {
+    let plan = Arc::new(Plan {
         total: mix.iter().map(|(_, w)| w).sum(),
         mix,
         templates,
@@ -461,9 +511,9 @@ fn run_inner(a: &BenchArgs) -> Result<ExitCode, String> {
             .map(|i| {
                 let seed = 0x9E37_79B9_7F4A_7C15 ^ ((i as u64 + 1) * 7919);
                 if a.churn {
-                    tokio::spawn(churn(addr.clone(), plan.clone(), seed))
+                    tokio::spawn(churn(conn.clone(), plan.clone(), seed))
                 } else {
-                    tokio::spawn(connection(addr.clone(), plan.clone(), seed))
+                    tokio::spawn(connection(conn.clone(), plan.clone(), seed))
                 }
             })
             .collect();
@@ -479,6 +529,8 @@ fn run_inner(a: &BenchArgs) -> Result<ExitCode, String> {
     for t in tallies {
         all.ok += t.ok;
         all.io_errors += t.io_errors;
+        all.handshakes += t.handshakes;
+        all.resumed += t.resumed;
         all.lat_us.extend(t.lat_us);
         for (c, n) in t.errors {
             *all.errors.entry(c).or_insert(0) += n;
@@ -508,6 +560,7 @@ fn run_inner(a: &BenchArgs) -> Result<ExitCode, String> {
                 "mix": a.mix,
                 "rate": a.rate,
                 "churn": a.churn,
+                "tls": {"mode": conn.mode().name(), "handshakes": all.handshakes, "resumed": all.resumed},
             })
         );
     } else {
@@ -531,6 +584,14 @@ fn run_inner(a: &BenchArgs) -> Result<ExitCode, String> {
             p(0.999),
             p(1.0)
         );
+        if conn.mode() != tls::Mode::Plain {
+            println!(
+                "TLS {}: {} handshakes, {} resumed",
+                conn.mode().name(),
+                all.handshakes,
+                all.resumed
+            );
+        }
     }
     Ok(if all.ok == 0 {
         ExitCode::from(1)
