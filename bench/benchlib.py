@@ -2,7 +2,8 @@
 """Helpers for bench/compare.sh (standard library only).
 
 Subcommands:
-  ldif-people N               suffix, ou=people and uid=user0000..user(N-1) (password pw)
+  ldif-people N [SUFFIX [FIRST]]   SUFFIX (o=DEMOCORP,c=AU), ou=people and
+                              uid=userFIRST..user(FIRST+N-1) (password pw)
   ldif-bulk N                 suffix, ou=bulk and uid=bulk000000..bulk(N-1)
   port                        a free loopback TCP port (bind :0, print, release)
   cpu PID                     utime+stime of the whole process, clock ticks
@@ -24,27 +25,28 @@ import time
 SUFFIX = "o=DEMOCORP,c=AU"
 
 
-def person(uid, ou, cn, sn):
+def person(uid, ou, cn, sn, suffix=SUFFIX):
     return (
-        f"dn: uid={uid},ou={ou},{SUFFIX}\nobjectClass: inetOrgPerson\nuid: {uid}\n"
+        f"dn: uid={uid},ou={ou},{suffix}\nobjectClass: inetOrgPerson\nuid: {uid}\n"
         f"cn: {cn}\nsn: {sn}\nmail: {uid}@example.com\nuserPassword: pw\n\n"
     )
 
 
-def suffix_entries(ou):
+def suffix_entries(ou, suffix=SUFFIX):
+    o = suffix.split(",")[0].split("=", 1)[1]
     return (
-        f"dn: {SUFFIX}\nobjectClass: organization\no: DEMOCORP\n\n"
-        f"dn: ou={ou},{SUFFIX}\nobjectClass: organizationalUnit\nou: {ou}\n\n"
+        f"dn: {suffix}\nobjectClass: organization\no: {o}\n\n"
+        f"dn: ou={ou},{suffix}\nobjectClass: organizationalUnit\nou: {ou}\n\n"
     )
 
 
-def cmd_ldif_people(n):
-    n = int(n)
-    if not 0 < n <= 10000:
-        sys.exit("benchlib: users must be 1..10000 (uid=userNNNN, 4 digits)")
-    out = [suffix_entries("people")]
-    for i in range(n):
-        out.append(person(f"user{i:04d}", "people", f"User {i:04d}", f"User{i:04d}"))
+def cmd_ldif_people(n, suffix=SUFFIX, first="0"):
+    n, first = int(n), int(first)
+    if not 0 < n or first < 0 or first + n > 10000:
+        sys.exit("benchlib: users must be within 0..9999 (uid=userNNNN, 4 digits)")
+    out = [suffix_entries("people", suffix)]
+    for i in range(first, first + n):
+        out.append(person(f"user{i:04d}", "people", f"User {i:04d}", f"User{i:04d}", suffix))
     sys.stdout.write("".join(out))
 
 
@@ -170,6 +172,9 @@ def cmd_row(results, key, label, bench_json, ticks, clk_tck, hwm_kb, settings, o
         "settings": settings,
         "other_cpu_pct": float(other_pct),
         "backend_cpu_us_per_op": [per_op(int(t)) for t in backend_ticks],
+        # TLS handshakes of the measured run, and how many resumed a session
+        "tls_handshakes": int((d.get("tls") or {}).get("handshakes", 0)),
+        "tls_resumed": int((d.get("tls") or {}).get("resumed", 0)),
     }
     with open(results, "a") as f:
         f.write(json.dumps(row) + "\n")
@@ -258,8 +263,42 @@ def median(xs):
 # The table's row order: each proxy after the slapd it fronts, HAProxy
 # before the router rows compared with it (compare.sh measures them in
 # another order, which changes between rounds).
-TABLE_ORDER = ["direct", "meta", "asyncmeta", "haproxy", "router", "router-base", "router-1thread",
-               "router-accesslog", "haproxy-churn", "router-churn", "router-base-churn"]
+TABLE_ORDER = ["direct", "meta", "asyncmeta", "haproxy", "haproxy-1t", "router", "router-base", "router-1thread",
+               "router-accesslog", "haproxy-churn", "haproxy-1t-churn", "router-churn", "router-base-churn"]
+
+# The other groups' tables: (key prefix, title); rows in the order
+# direct/meta, HAProxy, HAProxy nbthread 1, dsa-router. latNN- prefixes
+# are found in the rows.
+SECTIONS = [
+    ("tls-", "LDAPS, persistent connections"),
+    ("tlschurn-", "LDAPS, a connection per operation, full handshakes"),
+    ("tlsresume-", "LDAPS, a connection per operation, sessions resumed"),
+    ("tlsdsa-", "LDAPS to the proxy and from it to LDAPS slapd, persistent connections"),
+    ("bind-", "Binds as random users on persistent connections"),
+    ("bulk-", "One large search streamed (ops/s: entries per second; CPU per entry)"),
+    ("span-", "A subtree search at c=AU spanning two partitions"),
+]
+SECTION_ORDER = ["direct", "meta", "haproxy", "haproxy-1t", "router"]
+
+
+def section_prefix(key):
+    """The section a key belongs to ('' for the main table)."""
+    head = key.split("-", 1)[0] + "-"
+    if head in {p for p, _ in SECTIONS} or (head.startswith("lat") and head[3:-1].isdigit()):
+        return head
+    return ""
+
+
+def cheaper(by, a, b):
+    """Of the two HAProxy rows a and b, the one with the lower CPU per
+    operation (median over the rounds): the targets are judged against it."""
+    x, y = by.get(a), by.get(b)
+    if x is None or y is None:
+        return x or y
+    cx, cy = x["cpu_us_per_op"], y["cpu_us_per_op"]
+    if cx is None or cy is None:
+        return x if cy is None else y
+    return x if cx <= cy else y
 
 
 def aggregate(rows):
@@ -284,6 +323,8 @@ def aggregate(rows):
         a["other_cpu_pct"] = max(r.get("other_cpu_pct", 0.0) for r in g)
         a["peak_rss_mib"] = max(r["peak_rss_mib"] for r in g)
         a["ok"] = sum(r["ok"] for r in g)
+        a["tls_handshakes"] = sum(r.get("tls_handshakes", 0) for r in g)
+        a["tls_resumed"] = sum(r.get("tls_resumed", 0) for r in g)
         errs = {}
         for r in g:
             for c, n in r["errors"].items():
@@ -293,14 +334,14 @@ def aggregate(rows):
         a["backend_cpu_us_per_op"] = [median((r.get("backend_cpu_us_per_op") or [None] * nb)[i] for r in g)
                                       for i in range(nb)]
         # Each round's figures, for ratios between paths of one round.
-        a["rounds"] = [(r["ops_per_sec"], r["cpu_us_per_op"], r["p99"]) for r in g]
+        a["rounds"] = [(r["ops_per_sec"], r["cpu_us_per_op"], r["p99"], r["p50"], r["p999"]) for r in g]
         out.append(a)
     return out
 
 
 def paired(a, b, i):
     """The median over rounds of a's figure i over b's in the same round
-    (0: ops/s, 1: CPU/op, 2: p99), and the per-round ratios. Paths of one round run
+    (0: ops/s, 1: CPU/op, 2: p99, 3: p50, 4: p99.9), and the per-round ratios. Paths of one round run
     back to back, so their ratio is less disturbed by the machine speeding
     up or slowing down between rounds (seen here: every process, slapd
     included, 30-40% slower per operation in some rounds) than the ratio
@@ -308,6 +349,53 @@ def paired(a, b, i):
     ratios = [x[i] / y[i] for x, y in zip(a["rounds"], b["rounds"])
               if x[i] is not None and y[i]]
     return (median(ratios) if ratios else None), ratios
+
+
+def diffs(a, b, i):
+    """The median over rounds of a's figure i minus b's in the same round,
+    and the per-round differences (latencies: 2 p99, 3 p50, 4 p99.9)."""
+    d = [x[i] - y[i] for x, y in zip(a["rounds"], b["rounds"]) if x[i] is not None and y[i] is not None]
+    return (median(d) if d else None), d
+
+
+def section_tables(rows, by):
+    """(title, headers, cells) for each group's table besides the main one."""
+    prefixes = [p for p, _ in SECTIONS]
+    lat = sorted({section_prefix(r["key"]) for r in rows if section_prefix(r["key"]).startswith("lat")},
+                 key=lambda p: int(p[3:-1]))
+    titles = dict(SECTIONS)
+    out = []
+    for pfx in lat + prefixes:
+        keys = [pfx + k for k in SECTION_ORDER if pfx + k in by]
+        if not keys:
+            continue
+        is_lat = pfx.startswith("lat")
+        # The bulk stream's target is against direct; the others' against
+        # the cheaper HAProxy (spanning: back-meta).
+        ref = by.get(pfx + "direct") if pfx == "bulk-" else (
+            cheaper(by, pfx + "haproxy", pfx + "haproxy-1t") or by.get(pfx + "meta"))
+        direct = by.get(pfx + "direct")
+        headers = ["path", "ops/s", "p50 ms", "p99 ms", "p99.9 ms"]
+        if is_lat:
+            headers += ["added p50 ms", "added p99 ms", "added p99.9 ms"]
+        headers += ["CPU µs/op", "peak RSS MiB", "ops/s vs ref", "CPU/op vs ref", "settings"]
+        cells = []
+        for k in keys:
+            r = by[k]
+            c = [r["path"] + (" (ref)" if r is ref else ""), f"{r['ops_per_sec']:.0f}", fmt(r["p50"], 3),
+                 fmt(r["p99"], 3), fmt(r["p999"], 3)]
+            if is_lat:
+                for i in (3, 2, 4):
+                    d = diffs(r, direct, i)[0] if direct and r is not direct else None
+                    c.append("n/a" if d is None else f"{d:+.3f}")
+            po = paired(r, ref, 0)[0] if ref and r is not ref else None
+            pc = paired(r, ref, 1)[0] if ref and r is not ref and k != pfx + "direct" else None
+            c += [fmt(r["cpu_us_per_op"], 1), fmt(r["peak_rss_mib"], 1),
+                  "n/a" if po is None else f"{po:.2f}x", "n/a" if pc is None else f"{pc:.2f}x", r["settings"]]
+            cells.append(c)
+        title = f"Fixed offered load, {pfx[3:-1]}% of HAProxy's maximum" if is_lat else titles[pfx]
+        out.append((title, headers, cells))
+    return out
 
 
 def cmd_report(work, out_path):
@@ -323,7 +411,13 @@ def cmd_report(work, out_path):
     meta = load_meta(work)
     rows = aggregate(rows)
     by = {r["key"]: r for r in rows}
-    hap = by.get("haproxy")
+    sections = section_tables(rows, by)
+    all_rows = rows
+    # (lat-haproxy-max: the latency group's own maximum, in the details only)
+    rows = [r for r in rows if not section_prefix(r["key"]) and r["key"] != "lat-haproxy-max"]
+    # Targets and ratios against the cheaper HAProxy (nbthread 1 or the default).
+    hap = cheaper(by, "haproxy", "haproxy-1t")
+    hap_churn = cheaper(by, "haproxy-churn", "haproxy-1t-churn")
     meta_row = by.get("meta")
 
     headers = ["path", "ops/s", "p50 ms", "p99 ms", "p99.9 ms", "CPU µs/op", "peak RSS MiB",
@@ -331,7 +425,7 @@ def cmd_report(work, out_path):
     cells = []
     for r in rows:
         # Churn rows compare with HAProxy under the same churn.
-        base = by.get("haproxy-churn") if r["key"].endswith("-churn") else hap
+        base = hap_churn if r["key"].endswith("-churn") else hap
         r_ops = ratio(r["ops_per_sec"], base["ops_per_sec"]) if base else None
         r_cpu = None if r["key"] == "direct" else (
             ratio(r["cpu_us_per_op"], base["cpu_us_per_op"]) if base else None)
@@ -347,14 +441,15 @@ def cmd_report(work, out_path):
         ])
 
     detail_headers = ["path", "runs", "ops/s min-max", "ok ops", "errors (result code: n)", "p90 ms",
-                      "slapd #1 CPU µs/op", "slapd #2 CPU µs/op", "other processes' CPU"]
+                      "slapd #1 CPU µs/op", "slapd #2 CPU µs/op", "TLS handshakes (resumed)", "other processes' CPU"]
     detail = []
-    for r in rows:
+    for r in all_rows:
         errs = ", ".join(f"{k}: {v}" for k, v in sorted(r["errors"].items())) or "0"
         b = r.get("backend_cpu_us_per_op") or []
         lo, hi = r["ops_range"]
         detail.append([r["path"], str(r["runs"]), f"{lo:.0f}-{hi:.0f}", str(r["ok"]), errs, fmt(r["p90"], 3),
                        fmt(b[0] if len(b) > 0 else None, 1), fmt(b[1] if len(b) > 1 else None, 1),
+                       f"{r['tls_handshakes']} ({r['tls_resumed']})" if r["tls_handshakes"] else "-",
                        f"{r['other_cpu_pct']:.0f}%"])
 
     # Table check and targets.
@@ -400,15 +495,49 @@ def cmd_report(work, out_path):
 
     if router:
         vs(router, hap, 1, 1.0, False, "dsa-router CPU/op <= HAProxy's")
+        # (hap: the cheaper of HAProxy nbthread 1 and the default)
         vs(router, hap, 0, 0.95, True, "dsa-router throughput >= 0.95 x HAProxy")
         vs(router, meta_row, 0, 1.8, True, "dsa-router throughput >= 1.8 x back-meta")
-        churn, hap_churn = by.get("router-churn"), by.get("haproxy-churn")
+        churn = by.get("router-churn")
         vs(churn, hap_churn, 1, 1.0, False, "churn: dsa-router CPU/op <= HAProxy's")
         vs(churn, hap_churn, 0, 1.0, True, "churn: dsa-router throughput >= HAProxy's")
         vs(router, by.get("router-1thread"), 1, 1.10, False,
            "dsa-router (default threads) CPU/op <= 1.10 x --threads 1")
         vs(by.get("router-accesslog"), router, 1, 1.05, False,
            "dsa-router + access log CPU/op <= 1.05 x without")
+    # The other groups (issue 40's "Must show"), against the cheaper HAProxy.
+    for pfx in sorted({section_prefix(k) for k in by if section_prefix(k).startswith("lat")},
+                      key=lambda p: int(p[3:-1])):
+        r, h, d = by.get(pfx + "router"), cheaper(by, pfx + "haproxy", pfx + "haproxy-1t"), by.get(pfx + "direct")
+        for i, q in ((3, "p50"), (2, "p99")):
+            what = f"{pfx[3:-1]}% load: dsa-router's added {q} latency <= HAProxy's"
+            if r is None or h is None or d is None:
+                targets.append((what, "n/a", "missing figures"))
+                continue
+            m, per = diffs(r, h, i)
+            if m is None:
+                targets.append((what, "n/a", "missing figures"))
+                continue
+            targets.append((what, "PASS" if m <= 0 else "FAIL",
+                            f"{m * 1000:+.0f} µs, the median of the rounds' differences ("
+                            + ", ".join(f"{x * 1000:+.0f}" for x in per) + f"); added over direct: dsa-router "
+                            f"{diffs(r, d, i)[0]:+.3f} ms, {h['path']} {diffs(h, d, i)[0]:+.3f} ms"))
+    for pfx, what in (("tls-", "LDAPS persistent"), ("tlschurn-", "LDAPS churn, full handshakes"),
+                      ("tlsresume-", "LDAPS churn, sessions resumed")):
+        r, h = by.get(pfx + "router"), cheaper(by, pfx + "haproxy", pfx + "haproxy-1t")
+        if r is None and h is None:
+            continue
+        vs(r, h, 1, 1.0, False, f"{what}: dsa-router CPU/op <= HAProxy's")
+        vs(r, h, 0, 0.95, True, f"{what}: dsa-router throughput >= 0.95 x HAProxy")
+    if "bind-router" in by or "bind-haproxy" in by:
+        vs(by.get("bind-router"), cheaper(by, "bind-haproxy", "bind-haproxy-1t"), 1, 1.0, False,
+           "binds on persistent connections: dsa-router CPU/op <= HAProxy's")
+    if "bulk-router" in by or "bulk-direct" in by:
+        vs(by.get("bulk-router"), by.get("bulk-direct"), 0, 0.95, True,
+           "large search streamed through dsa-router >= 0.95 x direct throughput")
+    if "span-router" in by or "span-meta" in by:
+        vs(by.get("span-router"), by.get("span-meta"), 0, 2.0, True,
+           "spanning search: dsa-router throughput >= 2 x back-meta")
     # This build against an earlier one (DSA_ROUTER_BASELINE): not targets
     # of the project, figures for a change that must not regress.
     baseline = []
@@ -430,6 +559,13 @@ def cmd_report(work, out_path):
                 mib = None
             target(e["what"].split()[0] + " idle connections in <= 100 MiB RSS", mib, 100.0,
                    lambda m, l: m <= l, lambda m, l: f"{m:.1f} MiB")
+        if e["what"].endswith("(group bulk): peak RSS growth"):
+            try:
+                grow = float(e["result"].lstrip("+").split()[0])
+            except (IndexError, ValueError):
+                grow = None
+            target("large search streamed through dsa-router: peak RSS growth < 10 MiB", grow, 10.0,
+                   lambda m, l: m < l, lambda m, l: f"+{m:.1f} MiB")
     warnings = list(meta.get("warnings", []))
     noisy = [f"{r['path']} {r['other_cpu_pct']:.0f}%" for r in rows if r["other_cpu_pct"] > 10]
     if noisy:
@@ -440,10 +576,15 @@ def cmd_report(work, out_path):
     for w in warnings:
         print(f"WARNING: {w}")
     print()
-    print(f"Paths measured one after another, same load: {meta['load']}")
-    print(render_table(headers, cells, False))
-    print()
+    if cells:
+        print(f"Paths measured one after another, same load: {meta['load']}")
+        print(render_table(headers, cells, False))
+        print()
     print(render_table(detail_headers, detail, False))
+    for title, sh, sc in sections:
+        print()
+        print(f"{title} (ratios against the ref row):")
+        print(render_table(sh, sc, False))
     if targets:
         print()
         print("Targets (dsa-router without access log, unless named):"
@@ -482,9 +623,15 @@ def cmd_report(work, out_path):
         for w in warnings:
             md.append(f"**Warning:** {w}\n")
         md.append("## Results\n")
-        md.append(render_table(headers, cells, True))
-        md.append("")
-        md.append("Details (slapd #1/#2 CPU per operation shows where the load went):\n")
+        if cells:
+            md.append(render_table(headers, cells, True))
+            md.append("")
+        for title, sh, sc in sections:
+            md.append(f"### {title}\n")
+            md.append(render_table(sh, sc, True))
+            md.append("")
+        md.append("Details (slapd #1/#2 CPU per operation shows where the load went; in the "
+                  "spanning rows, the two partitions' slapd):\n")
         md.append(render_table(detail_headers, detail, True))
         md.append("")
         if targets:
@@ -499,7 +646,15 @@ def cmd_report(work, out_path):
                       "operation (rows `..., connection per op`), dsa-router's CPU/op <= HAProxy's "
                       "and its throughput >= HAProxy's; the default threads (one per CPU) cost at most "
                       "10% CPU/op more than `--threads 1` (row `dsa-router --threads 1`); 10,000 idle "
-                      "connections in at most 100 MiB."
+                      "connections in at most 100 MiB. Issue 40's: at fixed offered loads of 50% and 80% "
+                      "of HAProxy's maximum, the p50 and p99 latency dsa-router adds over direct at most "
+                      "HAProxy's (the median of the per-round differences <= 0); LDAPS persistent, LDAPS "
+                      "churn with full handshakes and with resumed sessions: CPU/op <= HAProxy's and "
+                      "throughput >= 0.95 x; binds as random users (eq=90,bind=10): CPU/op <= HAProxy's; "
+                      "the 1,000,000-entry stream at >= 0.95 x direct throughput with peak RSS growth "
+                      "under 10 MiB; the spanning search at >= 2 x back-meta's throughput. HAProxy runs "
+                      "twice (nbthread 1 and the default) and every target is judged against the "
+                      "cheaper of the two (the lower median CPU/op; marked ref in the tables)."
                       + ("" if meta["check"] else " This was a `--quick` run: indicative only.") + "\n")
             for name, verdict, why in targets:
                 md.append(f"* **{verdict}** {name}: {why}")

@@ -2,13 +2,39 @@
 # bench/compare.sh: dsa-router against its peers, same load, one run.
 #
 # Starts two OpenLDAP slapd (mdb, 2,000 users) on free loopback ports and, in
-# front of them, HAProxy (mode tcp), slapd back-meta, slapd back-asyncmeta
-# and dsa-router (access log off, then on); loads each path in turn with
-# `dsa-bench` (crates/bench) and prints one table: ops/s, latency, the proxy's CPU
-# time per operation (/proc/PID/stat, measured run only) and peak RSS.
+# front of them, HAProxy (mode tcp; two instances: nbthread 1 and the
+# default), slapd back-meta, slapd back-asyncmeta and dsa-router (access log
+# off, then on); loads each path in turn with `dsa-bench` (crates/bench) and
+# prints one table per group of rows: ops/s, latency, the proxy's CPU time
+# per operation (/proc/PID/stat, measured run only) and peak RSS, with
+# ratios against the cheaper HAProxy (the one with the lower CPU/op).
+# Groups (ROW_GROUPS), each measured side by side with HAProxy in every round:
+#   plain     persistent reads (MIX) and a connection per operation
+#   latency   fixed offered loads of 50% and 80% of HAProxy's maximum
+#             (dsa-bench --rate): direct, HAProxy, dsa-router; p50/p99/p99.9
+#             added over direct
+#   tls       LDAPS persistent reads, LDAPS churn with a full handshake per
+#             connection and with session resumption (HAProxy `bind ... ssl
+#             crt`, dsa-router --ldaps-listen, both to plain slapd), and LDAPS
+#             persistent reads with TLS to the slapd too (HAProxy `server ...
+#             ssl verify required ca-file`, dsa-router `link-flags =
+#             ssl-encryption` with --dsa-ca)
+#   bind      MIX_BIND (eq=90,bind=10: binds as random users) on persistent
+#             connections
+#   bulk      one BULK_STREAM_ENTRIES-entry search streamed direct, through
+#             both HAProxy and through dsa-router (its peak RSS growth)
+#   spanning  a subtree search at c=AU (uid=userNNNN) over two partitions
+#             (two slapd, o=DEMOCORP,c=AU and o=OTHERCORP,c=AU): dsa-router
+#             with two partitions against back-meta with two targets
 # Then the extras: 10,000 idle client connections to dsa-router (its RSS),
 # and a 100,000-entry search streamed through it (its peak RSS growth).
 # Writes docs/benchmarks.md (machine, versions, command, tables, targets).
+#
+# Time: each row is WARMUP + DURATION seconds; all groups are 37 rows a
+# round, about 5 min with the defaults, so ROUNDS=5 (as the targets want)
+# takes about 25-30 min on 2 cores, plus the 1,000,000-entry load (~2 min).
+# ROW_GROUPS=plain ROUNDS=5 takes about 7 min. `--quick` runs every group (or
+# ROW_GROUPS) once with 2 s rows in about 3 min.
 #
 # Usage: bench/compare.sh [--quick] [--setup-only] [--help]
 #   --quick       CI smoke run: 2 s per path (warm-up 1 s), smaller extras
@@ -18,13 +44,25 @@
 #                 (needs no `dsa-bench`)
 #
 # Environment (defaults in brackets):
-#   CONNECTIONS [8] DEPTH [1] DURATION [10, quick 2] WARMUP [2, quick 1]
-#   MIX [eq=100]               passed to `dsa-bench`
+#   ROW_GROUPS [plain latency tls bind bulk spanning]   the row groups to
+#                              measure (space-separated), see above (not
+#                              GROUPS: bash keeps that name for itself)
+#   CONNECTIONS [8] DEPTH [1] DURATION [5, quick 2] WARMUP [1]
+#   MIX [eq=100]               passed to `dsa-bench` (groups plain, latency,
+#                              tls, spanning)
+#   MIX_BIND [eq=90,bind=10]   the bind group's mix (depth 1)
+#   LOAD_PCTS [50 80]          the latency group's offered loads, percent
+#                              of HAProxy's (default nbthread) maximum in the
+#                              same round (the plain group's row, else a run
+#                              of its own)
+#   BULK_STREAM_ENTRIES [1000000, quick 10000]   the bulk group's entries
 #   ROUNDS [1]                 repeat the whole sequence of paths; the table
 #                              shows per-path medians (for a noisy machine)
 #   USERS [2000]               uid=user0000.. entries in each slapd
-#   HAPROXY_NBTHREAD [nproc]   HAProxy `nbthread` (its own default since 2.5:
-#                              one per CPU, like dsa-router's --threads)
+#   HAPROXY_NBTHREAD [nproc]   the first HAProxy's `nbthread` (its own
+#                              default since 2.5: one per CPU, like
+#                              dsa-router's --threads); the second one always
+#                              runs `nbthread 1` (rows "HAProxy nbthread 1")
 #   META_LAYOUT [uris]         back-meta/asyncmeta: `uris` = one target with
 #                              both slapd as URIs (failover; every operation
 #                              goes to slapd #1), `targets` = two targets with
@@ -32,7 +70,8 @@
 #                              both, so every entry comes back twice)
 #   EXTRAS [1]                 0 skips the idle-connection and bulk measurements
 #   IDLE_CONNS [10000, quick 1000]
-#   BULK_ENTRIES ["100000 1000000", quick 10000]   one streamed search per
+#   BULK_ENTRIES [100000; without the bulk group "100000 1000000";
+#                quick 10000]          one streamed search per
 #                              size (space-separated), each from a slapd and
 #                              a router of its own
 #   ROUTER_ARGS []             extra `serve` arguments for both measured
@@ -40,9 +79,12 @@
 #                              like HAProxy's default nbthread); shown in
 #                              settings
 #   PATHS [all]                measure only these paths (space-separated keys:
-#                              direct haproxy meta asyncmeta router
+#                              direct haproxy haproxy-1t meta asyncmeta router
 #                              router-1thread router-accesslog haproxy-churn
-#                              router-churn),
+#                              haproxy-1t-churn router-churn; other groups'
+#                              keys are GROUP-PATH, e.g. lat50-router,
+#                              tls-haproxy-1t, tlschurn-router, tlsresume-,
+#                              tlsdsa-, bind-, bulk-direct, span-meta),
 #                              for quick experiments
 #   BULK_ROUTER_ARGS []        extra `serve` arguments for the bulk router
 #                              (e.g. "--client-queue 100000")
@@ -90,8 +132,9 @@ done
 
 # Which settings were given explicitly (recorded in the report's command).
 ENV_GIVEN=()
-for v in CONNECTIONS DEPTH DURATION WARMUP MIX ROUNDS USERS HAPROXY_NBTHREAD META_LAYOUT EXTRAS \
-    IDLE_CONNS BULK_ENTRIES BULK_ROUTER_ARGS ROUTER_ARGS PATHS NOFILE CHECK DSA_ROUTER DSA_BENCH DSA_ROUTER_BASELINE; do
+for v in ROW_GROUPS CONNECTIONS DEPTH DURATION WARMUP MIX MIX_BIND LOAD_PCTS BULK_STREAM_ENTRIES ROUNDS USERS \
+    HAPROXY_NBTHREAD META_LAYOUT EXTRAS IDLE_CONNS BULK_ENTRIES BULK_ROUTER_ARGS ROUTER_ARGS PATHS NOFILE CHECK \
+    DSA_ROUTER DSA_BENCH DSA_ROUTER_BASELINE; do
     if [ -n "${!v+x}" ]; then ENV_GIVEN+=("$v=$(printf %q "${!v}")"); fi
 done
 
@@ -100,21 +143,34 @@ if [ "$QUICK" = 1 ]; then
     WARMUP=${WARMUP:-1}
     IDLE_CONNS=${IDLE_CONNS:-1000}
     BULK_ENTRIES=${BULK_ENTRIES:-10000}
+    BULK_STREAM_ENTRIES=${BULK_STREAM_ENTRIES:-10000}
     CHECK=${CHECK:-0}
     OUT=${OUT:--}
 fi
 CONNECTIONS=${CONNECTIONS:-8}
 DEPTH=${DEPTH:-1}
-DURATION=${DURATION:-10}
-WARMUP=${WARMUP:-2}
+DURATION=${DURATION:-5}
+WARMUP=${WARMUP:-1}
 MIX=${MIX:-eq=100}
+MIX_BIND=${MIX_BIND:-eq=90,bind=10}
+LOAD_PCTS=${LOAD_PCTS:-50 80}
+BULK_STREAM_ENTRIES=${BULK_STREAM_ENTRIES:-1000000}
+ROW_GROUPS=${ROW_GROUPS:-plain latency tls bind bulk spanning}
+for g in $ROW_GROUPS; do
+    case "$g" in plain | latency | tls | bind | bulk | spanning) ;; *)
+        echo "compare.sh: unknown group '$g' in ROW_GROUPS (plain latency tls bind bulk spanning)" >&2
+        exit 2
+        ;;
+    esac
+done
+has_group() { [[ " $ROW_GROUPS " == *" $1 "* ]]; }
 ROUNDS=${ROUNDS:-1}
 USERS=${USERS:-2000}
 HAPROXY_NBTHREAD=${HAPROXY_NBTHREAD:-$(nproc)}
 META_LAYOUT=${META_LAYOUT:-uris}
 EXTRAS=${EXTRAS:-1}
 IDLE_CONNS=${IDLE_CONNS:-10000}
-BULK_ENTRIES=${BULK_ENTRIES:-100000 1000000}
+if has_group bulk; then BULK_ENTRIES=${BULK_ENTRIES:-100000}; else BULK_ENTRIES=${BULK_ENTRIES:-100000 1000000}; fi
 NOFILE=${NOFILE:-65536}
 CHECK=${CHECK:-1}
 OUT=${OUT:-$ROOT/docs/benchmarks.md}
@@ -374,9 +430,12 @@ config_file() { printf '%s\t%s\n' "$1" "$2" >>"$WORK/configs.tsv"; }
 log "generating $USERS users"
 "$PY" "$LIB" ldif-people "$USERS" >"$WORK/people.ldif"
 
-# write_slapd_conf DIR KIND [URI...]: KIND mdb (data in DIR/db), meta, asyncmeta
+# write_slapd_conf DIR KIND [URI...]: KIND mdb (data in DIR/db), meta,
+# asyncmeta, metaspan (back-meta at c=AU, each URI a target of its own with
+# its naming context); the suffix is CONF_SUFFIX (default SUFFIX); with
+# CONF_TLS=1 the server certificate (for an ldaps:// listener)
 write_slapd_conf() {
-    local dir=$1 kind=$2
+    local dir=$1 kind=$2 sfx=${CONF_SUFFIX:-$SUFFIX}
     shift 2
     local c="$dir/slapd.conf" s
     {
@@ -386,7 +445,7 @@ write_slapd_conf() {
         echo "moduleload back_mdb"
         case "$kind" in
             # back-meta and back-asyncmeta need back-ldap loaded first
-            meta) printf 'moduleload back_ldap\nmoduleload back_meta\n' ;;
+            meta | metaspan) printf 'moduleload back_ldap\nmoduleload back_meta\n' ;;
             asyncmeta) printf 'moduleload back_ldap\nmoduleload back_asyncmeta\n' ;;
         esac
         echo "pidfile $dir/slapd.pid"
@@ -394,14 +453,19 @@ write_slapd_conf() {
         echo "rootDSE $dir/rootdse.ldif"
         echo "sizelimit unlimited"
         echo "timelimit unlimited"
+        if [ "${CONF_TLS:-0}" = 1 ]; then
+            echo "TLSCACertificateFile $TLS_DIR/ca.pem"
+            echo "TLSCertificateFile $TLS_DIR/cert.pem"
+            echo "TLSCertificateKeyFile $TLS_DIR/key.pem"
+        fi
         echo
         case "$kind" in
             mdb)
                 mkdir -p "$dir/db"
                 cat <<EOF
 database mdb
-suffix "$SUFFIX"
-rootdn "cn=admin,$SUFFIX"
+suffix "$sfx"
+rootdn "cn=admin,$sfx"
 rootpw secret
 directory $dir/db
 maxsize 2147483648
@@ -415,10 +479,13 @@ access to *
   by * read
 EOF
                 ;;
-            meta | asyncmeta)
-                echo "database $kind"
-                echo "suffix \"$SUFFIX\""
-                if [ "$META_LAYOUT" = uris ]; then
+            meta | asyncmeta | metaspan)
+                echo "database ${kind%span}"
+                echo "suffix \"$sfx\""
+                if [ "$kind" = metaspan ]; then
+                    local u
+                    for u in "$@"; do echo "uri \"$u\""; done
+                elif [ "$META_LAYOUT" = uris ]; then
                     # One target; the second URI is a failover address.
                     local first=1 u line="uri"
                     for u in "$@"; do
@@ -453,21 +520,29 @@ slapd_ready_check() {
 }
 
 SLAPD_DIR=""
+SLAPD_LDAPS_PORT=""
 launch_slapd() {
     SVC_LOG="$SLAPD_DIR/slapd.log"
-    spawn "$SVC_LOG" - "$SLAPD" -d none -h "ldap://127.0.0.1:$PORT/" -f "$SLAPD_DIR/slapd.conf"
+    spawn "$SVC_LOG" - "$SLAPD" -d none -h "ldap://127.0.0.1:$PORT/${SLAPD_LDAPS_PORT:+ ldaps://127.0.0.1:$SLAPD_LDAPS_PORT/}" \
+        -f "$SLAPD_DIR/slapd.conf"
 }
 ready_slapd() { slapd_ready_check "$SLAPD_DIR" "$1"; }
 
-# new_slapd NAME KIND LDIF|- [URI...]: sets S_PORT, S_PID, S_DIR
+# new_slapd NAME KIND LDIF|- [URI...]: sets S_PORT, S_PID, S_DIR; with
+# CONF_TLS=1 also an LDAPS listener on S_LDAPS_PORT
 new_slapd() {
     local name=$1 kind=$2 ldif=$3
     shift 3
     SLAPD_DIR="$WORK/$name"
     mkdir -p "$SLAPD_DIR"
     write_slapd_conf "$SLAPD_DIR" "$kind" "$@"
+    SLAPD_LDAPS_PORT=""
+    if [ "${CONF_TLS:-0}" = 1 ]; then
+        pick_port
+        SLAPD_LDAPS_PORT=$PORT
+    fi
     if [ "$ldif" != - ]; then
-        "$SLAPADD" -q -f "$SLAPD_DIR/slapd.conf" -b "$SUFFIX" -l "$ldif" >"$SLAPD_DIR/slapadd.log" 2>&1 || {
+        "$SLAPADD" -q -f "$SLAPD_DIR/slapd.conf" -b "${CONF_SUFFIX:-$SUFFIX}" -l "$ldif" >"$SLAPD_DIR/slapadd.log" 2>&1 || {
             tail_log "$SLAPD_DIR/slapadd.log"
             die "slapadd for $name failed"
         }
@@ -476,14 +551,38 @@ new_slapd() {
     S_PORT=$PORT
     S_PID=$LAST_PID
     S_DIR=$SLAPD_DIR
-    log "slapd $name ($kind) on 127.0.0.1:$S_PORT, pid $S_PID"
+    S_LDAPS_PORT=$SLAPD_LDAPS_PORT
+    SLAPD_LDAPS_PORT=""
+    log "slapd $name ($kind) on 127.0.0.1:$S_PORT${S_LDAPS_PORT:+ and ldaps :$S_LDAPS_PORT}, pid $S_PID"
 }
 
+# Certificates (group tls): a CA and a server certificate for 127.0.0.1
+# (RSA 2048, as most directories have), for slapd, HAProxy and dsa-router.
+TLS_DIR="$WORK/tls"
+if has_group tls; then
+    command -v openssl >/dev/null 2>&1 || die "the tls group needs openssl (to make certificates)"
+    mkdir -p "$TLS_DIR"
+    (
+        cd "$TLS_DIR"
+        openssl req -x509 -newkey rsa:2048 -nodes -keyout ca-key.pem -out ca.pem -days 2 -subj "/CN=compare.sh CA" \
+            -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign
+        openssl req -newkey rsa:2048 -nodes -keyout key.pem -out req.csr -subj "/CN=127.0.0.1"
+        printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n' >ext.cnf
+        openssl x509 -req -in req.csr -CA ca.pem -CAkey ca-key.pem -CAcreateserial -out cert.pem -days 2 -extfile ext.cnf
+        cat cert.pem key.pem >haproxy.pem
+    ) >"$WORK/openssl.log" 2>&1 || {
+        tail_log "$WORK/openssl.log"
+        die "openssl could not make the test certificates"
+    }
+fi
+CONF_TLS=0
+has_group tls && CONF_TLS=1
 new_slapd slapd1 mdb "$WORK/people.ldif"
-P1=$S_PORT PID1=$S_PID
+P1=$S_PORT PID1=$S_PID P1S=$S_LDAPS_PORT
 config_file "slapd #1 and #2 (slapd.conf)" "$S_DIR/slapd.conf"
 new_slapd slapd2 mdb "$WORK/people.ldif"
-P2=$S_PORT PID2=$S_PID
+P2=$S_PORT PID2=$S_PID P2S=$S_LDAPS_PORT
+CONF_TLS=0
 URI1="ldap://127.0.0.1:$P1"
 URI2="ldap://127.0.0.1:$P2"
 
@@ -496,15 +595,31 @@ one_entry() {
 for p in "$P1" "$P2"; do one_entry "$p" || die "slapd on port $p does not return uid=user0001"; done
 
 # ---------------------------------------------------------------- 3. proxies
-# (b) HAProxy
-HAP_DIR="$WORK/haproxy"
-mkdir -p "$HAP_DIR"
+# Group bulk: a third slapd holding BULK_STREAM_ENTRIES entries under
+# ou=bulk, behind both HAProxy (a frontend of their own) and a router.
+if has_group bulk; then
+    log "generating and loading $BULK_STREAM_ENTRIES bulk entries into the bulk slapd"
+    "$PY" "$LIB" ldif-bulk "$BULK_STREAM_ENTRIES" >"$WORK/bulkgrp.ldif"
+    new_slapd slapd-bulk mdb "$WORK/bulkgrp.ldif"
+    P_BULK=$S_PORT PID_BULK=$S_PID
+    rm -f "$WORK/bulkgrp.ldif"
+fi
+
+# (b) HAProxy: two instances, nbthread $HAPROXY_NBTHREAD and nbthread 1.
+# Frontends: plain LDAP to both slapd; with the tls group LDAPS terminated
+# by HAProxy (`bind ... ssl crt`) to the slapd's plain ports, and LDAPS to
+# their LDAPS ports (`server ... ssl verify required ca-file`); with the
+# bulk group plain LDAP to the bulk slapd.
+HAP_DIR=""
+HAP_NBTHREAD=1
+HAP_TLS_PORT="" HAP_TLSDSA_PORT="" HAP_BULK_PORT=""
 launch_haproxy() {
     SVC_LOG="$HAP_DIR/haproxy.log"
-    cat >"$HAP_DIR/haproxy.cfg" <<EOF
+    {
+        cat <<EOF
 # generated by bench/compare.sh
 global
-    nbthread $HAPROXY_NBTHREAD
+    nbthread $HAP_NBTHREAD
     maxconn 4096
 
 defaults
@@ -523,16 +638,67 @@ backend slapd
     server slapd1 127.0.0.1:$P1 check inter 1s fall 3 rise 2
     server slapd2 127.0.0.1:$P2 check inter 1s fall 3 rise 2
 EOF
+        if [ -n "$HAP_TLS_PORT" ]; then
+            cat <<EOF
+
+frontend ldaps
+    bind 127.0.0.1:$HAP_TLS_PORT ssl crt $TLS_DIR/haproxy.pem
+    default_backend slapd
+
+frontend ldaps-to-ldaps
+    bind 127.0.0.1:$HAP_TLSDSA_PORT ssl crt $TLS_DIR/haproxy.pem
+    default_backend slapd-ldaps
+
+backend slapd-ldaps
+    balance leastconn
+    option ldap-check
+    server slapd1 127.0.0.1:$P1S ssl verify required ca-file $TLS_DIR/ca.pem check inter 1s fall 3 rise 2
+    server slapd2 127.0.0.1:$P2S ssl verify required ca-file $TLS_DIR/ca.pem check inter 1s fall 3 rise 2
+EOF
+        fi
+        if [ -n "$HAP_BULK_PORT" ]; then
+            cat <<EOF
+
+frontend bulk
+    bind 127.0.0.1:$HAP_BULK_PORT
+    default_backend bulk
+
+backend bulk
+    option ldap-check
+    server bulk 127.0.0.1:$P_BULK check inter 1s fall 3 rise 2
+EOF
+        fi
+    } >"$HAP_DIR/haproxy.cfg"
     "$HAPROXY" -c -q -f "$HAP_DIR/haproxy.cfg" >"$HAP_DIR/check.log" 2>&1 || {
         tail_log "$HAP_DIR/check.log"
         die "haproxy rejects its generated config $HAP_DIR/haproxy.cfg"
     }
     spawn "$SVC_LOG" - "$HAPROXY" -db -f "$HAP_DIR/haproxy.cfg"
 }
-start_service haproxy launch_haproxy one_entry
-P_HAP=$PORT PID_HAP=$LAST_PID
-config_file "HAProxy (haproxy.cfg)" "$HAP_DIR/haproxy.cfg"
-log "haproxy on 127.0.0.1:$P_HAP, pid $PID_HAP"
+# new_haproxy NAME NBTHREAD: sets H_PORT H_PID H_TLS H_TLSDSA H_BULK (ports)
+new_haproxy() {
+    HAP_DIR="$WORK/$1" HAP_NBTHREAD=$2
+    mkdir -p "$HAP_DIR"
+    HAP_TLS_PORT="" HAP_TLSDSA_PORT="" HAP_BULK_PORT=""
+    if has_group tls; then
+        pick_port
+        HAP_TLS_PORT=$PORT
+        pick_port
+        HAP_TLSDSA_PORT=$PORT
+    fi
+    if has_group bulk; then
+        pick_port
+        HAP_BULK_PORT=$PORT
+    fi
+    start_service "$1" launch_haproxy one_entry
+    H_PORT=$PORT H_PID=$LAST_PID H_TLS=$HAP_TLS_PORT H_TLSDSA=$HAP_TLSDSA_PORT H_BULK=$HAP_BULK_PORT
+    log "$1 (nbthread $2) on 127.0.0.1:$H_PORT${H_TLS:+, ldaps :$H_TLS, ldaps to ldaps :$H_TLSDSA}${H_BULK:+, bulk :$H_BULK}, pid $H_PID"
+}
+new_haproxy haproxy "$HAPROXY_NBTHREAD"
+P_HAP=$H_PORT PID_HAP=$H_PID P_HAP_TLS=$H_TLS P_HAP_TLSDSA=$H_TLSDSA P_HAP_BULK=$H_BULK
+config_file "HAProxy (haproxy.cfg; the second instance differs only in nbthread 1 and its ports)" "$WORK/haproxy/haproxy.cfg"
+new_haproxy haproxy-1t 1
+P_HAP1=$H_PORT PID_HAP1=$H_PID P_HAP1_TLS=$H_TLS P_HAP1_TLSDSA=$H_TLSDSA P_HAP1_BULK=$H_BULK
 
 # (c) back-meta, (d) back-asyncmeta
 if [ "$META_LAYOUT" = uris ]; then
@@ -578,7 +744,8 @@ set dsa "${spec%%:*}" =
     prefix           = <c AU><o DEMOCORP>
     address          = tcp "127.0.0.1" port ${spec##*:}
     dsa-flags        = load-share
-    load-share-group = "BENCH"
+    load-share-group = "BENCH"${KNOW_LINK:+
+    $KNOW_LINK}
 };
 EOF
         done
@@ -635,6 +802,13 @@ if [ -n "${DSA_ROUTER_BASELINE:-}" ]; then
     P_RB=$S_PORT PID_RB=$S_PID
 fi
 
+# The other groups' servers (bench/groups.sh).
+# shellcheck source=bench/groups.sh
+source "$ROOT/bench/groups.sh"
+for g in tls bulk spanning; do
+    if has_group "$g"; then "setup_$g"; fi
+done
+
 log "every path answers: direct :$P1, haproxy :$P_HAP, back-meta :$P_META ($META_ENTRIES entr(y/ies) for uid=user0001), back-asyncmeta :$P_AMETA ($AMETA_ENTRIES), dsa-router :$P_R and :$P_RL"
 
 if [ "$SETUP_ONLY" = 1 ]; then
@@ -659,8 +833,7 @@ cpu_of() { # utime+stime of the whole process (all threads), clock ticks
 }
 mem_of() { awk -v k="$2:" '$1 == k {print $2; found = 1} END {exit !found}' "/proc/$1/status"; } # kB
 
-bench_args=(--connections "$CONNECTIONS" --depth "$DEPTH" --mix "$MIX" --base "$SUFFIX"
-    --people "$PEOPLE" --users "$USERS" --password pw --json)
+bench_args=(--connections "$CONNECTIONS" --people "$PEOPLE" --users "$USERS" --password pw --json)
 LOAD_DESC="dsa-bench --connections $CONNECTIONS --depth $DEPTH --mix $MIX --users $USERS, warm-up ${WARMUP} s then ${DURATION} s measured"
 [ "$ROUNDS" -gt 1 ] && LOAD_DESC+=", $ROUNDS rounds (medians)"
 LOADAVG_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -670,13 +843,18 @@ if "$PY" -c "import os, sys; sys.exit(0 if os.getloadavg()[0] > 0.5 * os.cpu_cou
     log "warning: load average $LOADAVG_BEFORE on $(nproc) CPUs before the run: figures will be noisy"
 fi
 
-# measure KEY LABEL PORT PID SETTINGS
-measure() { # KEY LABEL PORT PID SETTINGS [BENCH_ARG...]
+# measure KEY LABEL PORT PID SETTINGS [BENCH_ARG...]
+# The load: MIX at DEPTH at --base SUFFIX over ldap://, unless M_MIX,
+# M_DEPTH, M_BASE or M_SCHEME (ldaps: verified against the test CA) say
+# otherwise; backend CPU of slapd #1 and #2 unless M_B1/M_B2 name others.
+measure() {
     local key=$1 label=$2 port=$3 pid=$4 settings=$5
     shift 5
-    local more=("$@")
+    local more=(--mix "${M_MIX:-$MIX}" --depth "${M_DEPTH:-$DEPTH}" --base "${M_BASE:-$SUFFIX}" "$@")
     if [ -n "${PATHS:-}" ] && [[ " $PATHS " != *" $key "* ]]; then return 0; fi
-    local url="ldap://127.0.0.1:$port" j="$WORK/bench-$key.json"
+    local url="${M_SCHEME:-ldap}://127.0.0.1:$port" j="$WORK/bench-$key.json"
+    [ "${M_SCHEME:-ldap}" = ldaps ] && more+=(--ca-file "$TLS_DIR/ca.pem")
+    local PID1=${M_B1:-$PID1} PID2=${M_B2:-$PID2}
     log "measuring $label ($url): warm-up ${WARMUP}s, then ${DURATION}s"
     # The warm-up is a run of its own, so the CPU delta covers exactly the
     # measured run (its own warm-up is 0).
@@ -722,8 +900,7 @@ if [ "$META_LAYOUT" = uris ]; then
 else
     META_SET="2 targets, same naming context (searches fan out to both), threads 16 (default)"
 fi
-for ((round = 1; round <= ROUNDS; round++)); do
-    [ "$ROUNDS" -gt 1 ] && log "round $round of $ROUNDS"
+round_plain() {
     measure direct "direct to slapd #1" "$P1" "$PID1" "slapd mdb, threads 16 (default); CPU is slapd's own"
     measure meta "slapd back-meta" "$P_META" "$PID_META" "$META_SET"
     measure asyncmeta "slapd back-asyncmeta" "$P_AMETA" "$PID_AMETA" "${META_SET/threads 16 (default)/max-target-conns 255, max-pending-ops 128, threads 16 (defaults)}"
@@ -735,9 +912,10 @@ for ((round = 1; round <= ROUNDS; round++)); do
     # Every second round runs these rows in the reverse order, so that a
     # machine slowing down (or speeding up) during a round does not always
     # favour the same side of a pair.
-    compared=(router-1thread haproxy router router-accesslog haproxy-churn router-churn)
+    # Both HAProxy rows on the same side of the router.
+    compared=(router-1thread haproxy-1t haproxy router router-accesslog haproxy-1t-churn haproxy-churn router-churn)
     if ((round % 2 == 0)); then
-        compared=(router-accesslog router haproxy router-1thread router-churn haproxy-churn)
+        compared=(router-accesslog router haproxy haproxy-1t router-1thread router-churn haproxy-churn haproxy-1t-churn)
     fi
     if [ -n "${DSA_ROUTER_BASELINE:-}" ]; then
         # The baseline right beside the router it is compared with, on the
@@ -757,6 +935,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
     for key in "${compared[@]}"; do
         case $key in
             haproxy) measure haproxy "HAProxy mode tcp" "$P_HAP" "$PID_HAP" "balance leastconn over 2 slapd, nbthread $HAPROXY_NBTHREAD, option ldap-check every 1 s" ;;
+            haproxy-1t) measure haproxy-1t "HAProxy nbthread 1" "$P_HAP1" "$PID_HAP1" "as HAProxy above, nbthread 1" ;;
             router) measure router "dsa-router" "$P_R" "$PID_R" "2 DSAs in one load-share group, probe every 1 s, access log off, ${ROUTER_ARGS:-defaults (--threads 0: one worker per CPU)}" ;;
             router-1thread) measure router-1thread "dsa-router --threads 1" "$P_R1" "$PID_R1" "as above, one worker thread (--threads 1)" ;;
             router-accesslog) measure router-accesslog "dsa-router + access log" "$P_RL" "$PID_RL" "as above, access log on (--access-log to a file)" ;;
@@ -764,10 +943,19 @@ for ((round = 1; round <= ROUNDS; round++)); do
             # user, search, unbind, close; one operation is the whole
             # sequence.
             haproxy-churn) measure haproxy-churn "HAProxy, connection per op" "$P_HAP" "$PID_HAP" "as HAProxy above; dsa-bench --churn: connect, bind as a random user, search, unbind, close" --churn ;;
+            haproxy-1t-churn) measure haproxy-1t-churn "HAProxy nbthread 1, connection per op" "$P_HAP1" "$PID_HAP1" "as HAProxy nbthread 1, dsa-bench --churn" --churn ;;
             router-base) measure router-base "dsa-router, baseline binary" "$P_RB" "$PID_RB" "as dsa-router above, DSA_ROUTER_BASELINE=$DSA_ROUTER_BASELINE" ;;
             router-base-churn) measure router-base-churn "dsa-router baseline, connection per op" "$P_RB" "$PID_RB" "as dsa-router, connection per op, DSA_ROUTER_BASELINE binary" --churn ;;
             router-churn) measure router-churn "dsa-router, connection per op" "$P_R" "$PID_R" "as dsa-router above; dsa-bench --churn (each bind runs on a spare DSA connection an earlier client gave back, --spare-connections)" --churn ;;
         esac
+    done
+}
+
+for ((round = 1; round <= ROUNDS; round++)); do
+    [ "$ROUNDS" -gt 1 ] && log "round $round of $ROUNDS"
+    ROUND_START=$(wc -l <"$WORK/results.jsonl")
+    for g in plain latency tls bind bulk spanning; do
+        if has_group "$g"; then "round_$g"; fi
     done
 done
 ACCESS_LINES=$(wc -l <"$ACCESS_LOG_FILE" || echo 0)
@@ -778,30 +966,11 @@ LOADAVG_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 extra() { "$PY" "$LIB" extra "$WORK" "$1" "$2" "$3"; }
 mib() { "$PY" -c "print(f'{int(\"$1\") / 1024:.1f}')"; }
 
-# Latency added at half the router's maximum throughput: the same fixed
-# offered load (dsa-bench --rate) direct to slapd #1 and through dsa-router.
-HALF=$("$PY" - "$WORK/results.jsonl" <<'EOF'
-import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1])]
-r = sorted(x["ops_per_sec"] for x in rows if x["key"] == "router")
-print(int(r[len(r) // 2] / 2) if r else 0)
-EOF
-)
-if [ "$HALF" -gt 0 ]; then
-    half_p99() { # KEY PORT: runs the fixed-rate load, prints p99 p50 ops/s
-        local j="$WORK/half-$1.json"
-        log "fixed rate $HALF ops/s to $1 (:$2) for ${DURATION}s"
-        run_waited "$j" "$BENCH" --url "ldap://127.0.0.1:$2" --duration "$DURATION" --warmup 1 \
-            --rate "$HALF" "${bench_args[@]}" || die "fixed-rate bench against $1 failed"
-        "$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); print(d['latency_ms']['p99'], d['latency_ms']['p50'], round(d['ops_per_sec']))" "$j"
-    }
-    read -r d99 d50 dops <<<"$(half_p99 direct "$P1")"
-    read -r r99 r50 rops <<<"$(half_p99 router "$P_R")"
-    [ -n "${d99:-}" ] && [ -n "${r99:-}" ] || die "fixed-rate bench failed (see $WORK/half-*.json.err)"
-    added=$("$PY" -c "print(f'{$r99 - $d99:+.3f}')")
-    extra "p99 latency added by dsa-router at half its maximum throughput" "$added ms" \
-        "fixed offered load $HALF ops/s (half the dsa-router row's ops/s), same load as the table otherwise; direct to slapd #1: p50 $d50 ms, p99 $d99 ms ($dops ops/s done); through dsa-router: p50 $r50 ms, p99 $r99 ms ($rops ops/s done); latency runs from each request's send"
-    log "half-throughput latency: direct p99 $d99 ms, dsa-router p99 $r99 ms ($added ms)"
+# Group bulk: the router's peak RSS growth over all its streams.
+if has_group bulk && [ -n "${BULK_HWM0:-}" ]; then
+    hwm1=$(mem_of "$PID_RBULK" VmHWM)
+    extra "$BULK_STREAM_ENTRIES-entry streams through dsa-router (group bulk): peak RSS growth" "+$("$PY" -c "print(f'{($hwm1 - $BULK_HWM0) / 1024:.1f}')") MiB" \
+        "VmHWM $(mib "$BULK_HWM0") MiB before the first stream, $(mib "$hwm1") MiB after the last ($ROUNDS round(s), one stream each)"
 fi
 
 if [ "$EXTRAS" = 1 ]; then
@@ -918,9 +1087,9 @@ MEM_KB=$(awk '/^MemTotal:/{print $2}' /proc/meminfo)
 } >"$WORK/machine.tsv"
 
 note "Data: two slapd (mdb, \`slapadd -q\`, index uid eq), each with $SUFFIX, $PEOPLE and $USERS inetOrgPerson entries uid=user0000.. (password pw); anonymous read, sizelimit unlimited; \`slapd -d none -h ldap://127.0.0.1:PORT/ -f slapd.conf\`, every process on a free loopback port."
-note "Load: \`$LOAD_DESC\`; every path gets the same load, one after another, in this order: direct, back-meta, back-asyncmeta, dsa-router --threads 1, HAProxy, dsa-router, dsa-router + access log (each target's pair of rows side by side, --threads 1 one row further), then the two connection-per-op rows (HAProxy's first), every second round with the HAProxy and dsa-router rows in the reverse order (so that a machine speeding up or slowing down within a round does not always favour the same side of a pair); each target compares paths of one round, run back to back, and takes the median over the rounds. The load generator runs on the same machine, competing for the same CPUs."
+note "Load (group plain): \`$LOAD_DESC\`; every path gets the same load, one after another, in this order: direct, back-meta, back-asyncmeta, dsa-router --threads 1, HAProxy nbthread 1, HAProxy, dsa-router, dsa-router + access log (each target's pair of rows side by side, --threads 1 one row further), then the three connection-per-op rows (HAProxy's first); the other groups after it, each with its rows side by side, every second round with the HAProxy and dsa-router rows in the reverse order (so that a machine speeding up or slowing down within a round does not always favour the same side of a pair); each target compares paths of one round, run back to back, and takes the median over the rounds. The load generator runs on the same machine, competing for the same CPUs."
 note "CPU µs/op: utime+stime of the proxy process (/proc/PID/stat, CLK_TCK $CLK_TCK) over the measured run only (the warm-up is a separate bench run before it), divided by successful operations. For 'direct' it is slapd #1's own CPU. Kernel time spent in softirq for loopback TCP is charged to no process and is not included, for any path. Peak RSS: VmHWM of that process at the end of its run. 'other processes' CPU': user+system time of everything else on the machine during the measured run (other than the proxy, both slapd and the load generator), as a share of all CPUs; above ~10% the throughput and latency figures are disturbed."
-note "HAProxy: \`haproxy -db -f haproxy.cfg\`, mode tcp, balance leastconn over both slapd, nbthread $HAPROXY_NBTHREAD, option ldap-check every 1 s (like the router's probes). It balances connections, not operations."
+note "HAProxy: \`haproxy -db -f haproxy.cfg\`, mode tcp, balance leastconn over both slapd, nbthread $HAPROXY_NBTHREAD, option ldap-check every 1 s (like the router's probes), and a second instance the same but for nbthread 1 (rows 'HAProxy nbthread 1'); every target is judged against the one with the lower CPU per operation (ref in the tables). It balances connections, not operations."
 if [ "$META_LAYOUT" = uris ]; then
     note "back-meta and back-asyncmeta (separate slapd processes): one target \`uri \"$URI1/$SUFFIX\" \"$URI2/\"\`. slapd-meta(5): further URIs of a target are failover addresses, so every operation goes to slapd #1 (see the slapd #1/#2 CPU columns). Two targets with the same naming context were not used: a subtree search then goes to both and returns every entry twice (META_LAYOUT=targets measures that)."
 else
@@ -931,6 +1100,28 @@ if [ "$EXTRAS" = 1 ]; then
     note "Idle connections: a fresh dsa-router (--max-clients $((IDLE_CONNS + 1000)), --idle-timeout 0), $IDLE_CONNS TCP connections opened by a Python client and left idle; VmRSS measured after the router holds them all. Bulk: for each size ($BULK_ENTRIES entries), a third slapd with ou=bulk and that many entries and a fresh dsa-router with one DSA for it, VmHWM before and after one \`ldapsearch -z 0 -b ou=bulk,$SUFFIX '(objectClass=*)' dn\` read as fast as ldapsearch can."
 fi
 
+# The rows each group must have produced (within PATHS, when given).
+EXPECTED=""
+for g in plain latency tls bind bulk spanning; do
+    has_group "$g" || continue
+    case $g in
+        plain) keys="direct haproxy haproxy-1t meta asyncmeta router router-1thread router-accesslog haproxy-churn haproxy-1t-churn router-churn" ;;
+        latency) keys=$(for p in $LOAD_PCTS; do echo "lat$p-direct lat$p-haproxy lat$p-haproxy-1t lat$p-router"; done) ;;
+        tls) keys=$(for r in tls tlschurn tlsresume tlsdsa; do echo "$r-haproxy $r-haproxy-1t $r-router"; done) ;;
+        bind) keys="bind-haproxy bind-haproxy-1t bind-router" ;;
+        bulk) keys="bulk-direct bulk-haproxy bulk-haproxy-1t bulk-router" ;;
+        spanning) keys="span-meta span-router" ;;
+    esac
+    for k in $keys; do
+        if [ -z "${PATHS:-}" ] || [[ " $PATHS " == *" $k "* ]]; then EXPECTED+="$k "; fi
+    done
+done
+has_group latency && note "Group latency: each round, fixed offered loads of $LOAD_PCTS percent of HAProxy's (nbthread $HAPROXY_NBTHREAD) throughput in that round's plain row (or a full-speed run of its own without the plain group), \`dsa-bench --rate\`, the same $CONNECTIONS connections each sending on its own schedule; direct to slapd #1, through both HAProxy and through dsa-router. Latency runs from each request's send; the added latency is the path's percentile minus direct's in the same round."
+has_group tls && note "Group tls: a CA and one RSA 2048 server certificate for 127.0.0.1 (openssl). HAProxy terminates LDAPS with \`bind ... ssl crt\` (OpenSSL, its session cache and tickets on by default) to the plain slapd; dsa-router with --tls-cert/--tls-key --ldaps-listen (rustls, its default session cache and tickets). dsa-bench verifies the certificate (--ca-file); 'connection per op' makes a full handshake per connection, 'resumed' shares one client session cache across its connections (--tls-resume, as a client library's process does; the JSON counts the resumed handshakes). The rows 'LDAPS to LDAPS slapd': slapd #1 and #2 also listen on ldaps:// with the same certificate; HAProxy \`server ... ssl verify required ca-file\`, dsa-router \`link-flags = dsp-ldap, ssl-encryption\` with --dsa-ca."
+has_group bind && note "Group bind: \`dsa-bench --mix $MIX_BIND --depth 1\` on $CONNECTIONS persistent connections: each bind is a simple bind as a random user (password pw), then searches follow as that user."
+has_group bulk && note "Group bulk: a slapd holding $BULK_STREAM_ENTRIES entries under ou=bulk,$SUFFIX; each round one \`ldapsearch -z 0 '(objectClass=*)' dn\` into a file, direct, through both HAProxy (a frontend of their own to that slapd) and through a dsa-router with that slapd as its only DSA; 'ops/s' is entries per second, CPU per entry."
+has_group spanning && note "Group spanning: two more slapd, one holding $SUFFIX (users 0..$((USERS / 2 - 1))) and one o=OTHERCORP,c=AU (the rest), each with ou=people; \`dsa-bench --base c=AU --mix eq=100\`: a subtree search at c=AU for (uid=userNNNN), found in one partition. back-meta: suffix c=AU, one target per partition (uri ldap://.../o=DEMOCORP,c=AU and .../o=OTHERCORP,c=AU); dsa-router: knowledge with the two partitions. HAProxy cannot split a search between servers."
+
 RUNTIME="$(($(date +%s) - T_START)) s (plus ${BUILD_SECS} s for checks and the build)"
 cmd="bench/compare.sh"
 [ "$QUICK" = 1 ] && cmd+=" --quick"
@@ -939,7 +1130,7 @@ rc=0
 FAILED_EARLY=0 # from here on, status 1 means the table check failed
 BENCH_DATE="$(date -u '+%Y-%m-%d %H:%M UTC')" BENCH_COMMAND="$cmd" BENCH_LOAD="$LOAD_DESC" \
     BENCH_METHOD="" BENCH_WARNINGS="$WARNINGS" BENCH_RUNTIME="$RUNTIME" BENCH_CHECK=$([ "$CHECK" = 1 ] && echo 1 || echo 0) \
-    BENCH_EXPECTED="direct haproxy meta asyncmeta router router-1thread router-accesslog haproxy-churn router-churn" \
+    BENCH_EXPECTED="$EXPECTED" \
     "$PY" "$LIB" report "$WORK" "$OUT" || rc=$?
 log "done in $(($(date +%s) - T_START)) s (plus ${BUILD_SECS} s for checks and the build)"
 exit "$rc"
