@@ -175,6 +175,7 @@ def cmd_row(results, key, label, bench_json, ticks, clk_tck, hwm_kb, settings, o
         # TLS handshakes of the measured run, and how many resumed a session
         "tls_handshakes": int((d.get("tls") or {}).get("handshakes", 0)),
         "tls_resumed": int((d.get("tls") or {}).get("resumed", 0)),
+        "round": int(os.environ.get("BENCH_ROUND", "0")),
     }
     with open(results, "a") as f:
         f.write(json.dumps(row) + "\n")
@@ -334,7 +335,9 @@ def aggregate(rows):
         a["backend_cpu_us_per_op"] = [median((r.get("backend_cpu_us_per_op") or [None] * nb)[i] for r in g)
                                       for i in range(nb)]
         # Each round's figures, for ratios between paths of one round.
-        a["rounds"] = [(r["ops_per_sec"], r["cpu_us_per_op"], r["p99"], r["p50"], r["p999"]) for r in g]
+        # Each round's figures by round number (rows without one: by order).
+        a["rounds"] = {r.get("round") or i: (r["ops_per_sec"], r["cpu_us_per_op"], r["p99"], r["p50"], r["p999"])
+                       for i, r in enumerate(g, 1)}
         out.append(a)
     return out
 
@@ -346,15 +349,16 @@ def paired(a, b, i):
     up or slowing down between rounds (seen here: every process, slapd
     included, 30-40% slower per operation in some rounds) than the ratio
     of the medians."""
-    ratios = [x[i] / y[i] for x, y in zip(a["rounds"], b["rounds"])
-              if x[i] is not None and y[i]]
+    pairs = [(a["rounds"][n], b["rounds"][n]) for n in sorted(a["rounds"]) if n in b["rounds"]]
+    ratios = [x[i] / y[i] for x, y in pairs if x[i] is not None and y[i]]
     return (median(ratios) if ratios else None), ratios
 
 
 def diffs(a, b, i):
     """The median over rounds of a's figure i minus b's in the same round,
     and the per-round differences (latencies: 2 p99, 3 p50, 4 p99.9)."""
-    d = [x[i] - y[i] for x, y in zip(a["rounds"], b["rounds"]) if x[i] is not None and y[i] is not None]
+    pairs = [(a["rounds"][n], b["rounds"][n]) for n in sorted(a["rounds"]) if n in b["rounds"]]
+    d = [x[i] - y[i] for x, y in pairs if x[i] is not None and y[i] is not None]
     return (median(d) if d else None), d
 
 
@@ -511,10 +515,7 @@ def cmd_report(work, out_path):
         r, h, d = by.get(pfx + "router"), cheaper(by, pfx + "haproxy", pfx + "haproxy-1t"), by.get(pfx + "direct")
         for i, q in ((3, "p50"), (2, "p99")):
             what = f"{pfx[3:-1]}% load: dsa-router's added {q} latency <= HAProxy's"
-            if r is None or h is None or d is None:
-                targets.append((what, "n/a", "missing figures"))
-                continue
-            m, per = diffs(r, h, i)
+            m, per = diffs(r, h, i) if r and h and d else (None, [])
             if m is None:
                 targets.append((what, "n/a", "missing figures"))
                 continue

@@ -424,6 +424,7 @@ log "work dir $WORK"
 : >"$WORK/notes.txt"
 : >"$WORK/configs.tsv"
 note() { echo "$*" >>"$WORK/notes.txt"; }
+extra() { "$PY" "$LIB" extra "$WORK" "$1" "$2" "$3"; }
 config_file() { printf '%s\t%s\n' "$1" "$2" >>"$WORK/configs.tsv"; }
 
 # ---------------------------------------------------------------- 2. data, slapd
@@ -954,6 +955,7 @@ round_plain() {
 for ((round = 1; round <= ROUNDS; round++)); do
     [ "$ROUNDS" -gt 1 ] && log "round $round of $ROUNDS"
     ROUND_START=$(wc -l <"$WORK/results.jsonl")
+    export BENCH_ROUND=$round # recorded in each row (benchlib.py pairs rows by it)
     for g in plain latency tls bind bulk spanning; do
         if has_group "$g"; then "round_$g"; fi
     done
@@ -963,7 +965,6 @@ ACCESS_LINES=$(wc -l <"$ACCESS_LOG_FILE" || echo 0)
 LOADAVG_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # ---------------------------------------------------------------- 6. extras
-extra() { "$PY" "$LIB" extra "$WORK" "$1" "$2" "$3"; }
 mib() { "$PY" -c "print(f'{int(\"$1\") / 1024:.1f}')"; }
 
 # Group bulk: the router's peak RSS growth over all its streams.
