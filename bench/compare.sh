@@ -32,7 +32,7 @@
 #
 # Time: each row is WARMUP + DURATION seconds; all groups are 37 rows a
 # round, about 5 min with the defaults, so ROUNDS=5 (as the targets want)
-# takes about 25-30 min on 2 cores, plus the 1,000,000-entry load (~2 min).
+# takes about 30 min on 2 cores, plus the 1,000,000-entry load (~2 min).
 # ROW_GROUPS=plain ROUNDS=5 takes about 7 min. `--quick` runs every group (or
 # ROW_GROUPS) once with 2 s rows in about 3 min.
 #
