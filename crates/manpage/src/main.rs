@@ -103,7 +103,7 @@ The service's settings: the knowledge file, the admin API address and
 further \fBserve\fR options (DSA_ROUTER_OPTS), read by
 \fBdsa-router.service\fR through EnvironmentFile=.
 .TP
-\fI/lib/systemd/system/dsa-router.service\fR
+\fI/usr/lib/systemd/system/dsa-router.service\fR
 The systemd unit: a dynamic user, a read-only file system, listening on
 port 389 with CAP_NET_BIND_SERVICE and no other capability.
 \fBsystemctl reload dsa-router\fR reloads the knowledge
