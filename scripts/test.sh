@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The one test command: installs test dependencies, then format check,
 # clippy, the production release build, the docker compose test
-# (scripts/docker-test.sh), every cargo test of the workspace and a short
+# (scripts/docker-test.sh), the Debian package test
+# (scripts/package-test.sh), every cargo test of the workspace and a short
 # run of each fuzz target (scripts/fuzz.sh). Exits
 # non-zero on the first failure.
 set -euo pipefail
@@ -25,6 +26,9 @@ step cargo build --release --no-default-features
 # The API docs build without warnings (no links to private items).
 step env RUSTDOCFLAGS=-Dwarnings cargo doc --no-deps --workspace
 step scripts/docker-test.sh
+# The Debian package (scripts/package.sh, from the release binary above),
+# installed with dpkg -i in a container from the same base image.
+step scripts/package-test.sh
 # Every test, built with the `ci` profile (Cargo.toml: release without LTO
 # and debuginfo; a test build links fast): binaries in target/ci/.
 step cargo test --profile ci --workspace

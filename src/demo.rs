@@ -74,16 +74,64 @@ fn write_knowledge(dir: &Path) -> Result<std::path::PathBuf, String> {
     Ok(dir.join(FILES[0].0))
 }
 
+/// `s` as one shell word: quoted when it holds a space or a quote.
+fn shell_word(s: &str) -> String {
+    if s.contains(|c: char| c.is_whitespace() || c == '\'' || c == '"') {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    } else {
+        s.to_string()
+    }
+}
+
 /// How to run this binary again, as a shell command prefix.
 fn me() -> String {
     let exe = std::env::current_exe()
         .map(|p| p.display().to_string())
         .unwrap_or_else(|_| "dsa-router".into());
-    if exe.contains(|c: char| c.is_whitespace() || c == '\'' || c == '"') {
-        format!("'{}'", exe.replace('\'', "'\\''"))
-    } else {
-        exe
+    shell_word(&exe)
+}
+
+/// The command that runs the load generator `dsa-bench` with `args`, for a
+/// binary at `exe` with the search path `path` ($PATH). Decided at run
+/// time, never from where the binary was compiled (a copied or installed
+/// binary has no source tree there):
+/// * `dsa-bench` on the search path: `dsa-bench ARGS`;
+/// * this binary in a cargo target directory (`target/PROFILE/`, or
+///   `target/TRIPLE/PROFILE/`, beside `CACHEDIR.TAG`) of a clone, the
+///   directory holding `crates/bench`: `cargo run --release --manifest-path
+///   CLONE/Cargo.toml -p dsa-bench -- ARGS`, which works from any directory;
+/// * else (a target directory elsewhere, or no clone at all): the `cargo
+///   run` line to give in a clone of dsa-router.
+fn bench_command(exe: &Path, path: Option<&std::ffi::OsStr>, args: &str) -> String {
+    let on_path = path.is_some_and(|p| {
+        std::env::split_paths(p).any(|d| {
+            let f = d.join("dsa-bench");
+            f.is_file() && is_executable(&f)
+        })
+    });
+    if on_path {
+        return format!("dsa-bench {args}");
     }
+    let clone = exe
+        .ancestors()
+        .skip(1)
+        .take(3)
+        .find(|d| d.join("CACHEDIR.TAG").is_file())
+        .and_then(Path::parent)
+        .filter(|root| root.join("crates/bench/Cargo.toml").is_file());
+    match clone {
+        Some(root) => format!(
+            "cargo run --release --manifest-path {} -p dsa-bench -- {args}",
+            shell_word(&root.join("Cargo.toml").display().to_string())
+        ),
+        None => format!("cargo run --release -p dsa-bench -- {args}   # in a clone of dsa-router"),
+    }
+}
+
+/// Whether `f` may be executed by someone (any x bit).
+fn is_executable(f: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(f).is_ok_and(|m| m.permissions().mode() & 0o111 != 0)
 }
 
 /// Run the demo until Ctrl-C.
@@ -130,9 +178,11 @@ pub async fn run(cfg: Config, listen: Option<String>) -> Result<(), String> {
         root.display()
     );
     println!("  {me} ctl status");
+    let exe = std::env::current_exe().unwrap_or_default();
+    let bench_args = format!("--url {url} --users 20 --duration 5");
     println!(
-        "  cargo run --release --manifest-path {}/Cargo.toml -p dsa-bench -- --url {url} --users 20 --duration 5   # load: 20 users here",
-        env!("CARGO_MANIFEST_DIR")
+        "  {}   # load: 20 users",
+        bench_command(&exe, std::env::var_os("PATH").as_deref(), &bench_args)
     );
     println!("\nThe access log is off in the demo (serve writes one line per operation).");
     println!("Ctrl-C stops everything.");
@@ -160,4 +210,78 @@ pub async fn run(cfg: Config, listen: Option<String>) -> Result<(), String> {
     drop(dsas);
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::bench_command;
+    use std::ffi::OsStr;
+    use std::path::Path;
+
+    fn touch(p: &Path, mode: u32) {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, "").unwrap();
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    /// The `dsa-bench` line is decided from where the binary runs, never
+    /// from where it was compiled: on PATH, in a clone's target directory,
+    /// elsewhere.
+    #[test]
+    fn bench_command_from_where_the_binary_runs() {
+        let t = tempfile::tempdir().unwrap();
+        let args = "--url ldap://127.0.0.1:3389 --users 20";
+        // A clone somewhere else than the one this test was compiled in.
+        let clone = t.path().join("moved clone");
+        touch(&clone.join("Cargo.toml"), 0o644);
+        touch(&clone.join("crates/bench/Cargo.toml"), 0o644);
+        touch(&clone.join("target/CACHEDIR.TAG"), 0o644);
+        let exe = clone.join("target/release/dsa-router");
+        touch(&exe, 0o755);
+        let manifest = clone.join("Cargo.toml").display().to_string();
+        assert_eq!(
+            bench_command(&exe, None, args),
+            format!("cargo run --release --manifest-path '{manifest}' -p dsa-bench -- {args}")
+        );
+        // Cross builds: target/TRIPLE/PROFILE.
+        let cross = clone.join("target/x86_64-unknown-linux-gnu/release/dsa-router");
+        touch(&cross, 0o755);
+        assert!(bench_command(&cross, None, args).contains(&manifest));
+
+        // Installed: no target directory, no clone; the compile-time
+        // directory is never named.
+        let bin = t.path().join("usr/bin");
+        touch(&bin.join("dsa-router"), 0o755);
+        let line = bench_command(
+            &bin.join("dsa-router"),
+            Some(OsStr::new("/nonexistent")),
+            args,
+        );
+        assert_eq!(
+            line,
+            format!("cargo run --release -p dsa-bench -- {args}   # in a clone of dsa-router")
+        );
+        assert!(!line.contains(env!("CARGO_MANIFEST_DIR")));
+        // A target directory with no clone around it (CARGO_TARGET_DIR).
+        touch(&t.path().join("tgt/CACHEDIR.TAG"), 0o644);
+        touch(&t.path().join("tgt/release/dsa-router"), 0o755);
+        assert_eq!(
+            bench_command(&t.path().join("tgt/release/dsa-router"), None, args),
+            line
+        );
+
+        // dsa-bench on PATH wins, also over a clone; a file without an x
+        // bit is not a command.
+        let tools = t.path().join("tools");
+        touch(&tools.join("dsa-bench"), 0o644);
+        let path = std::env::join_paths([Path::new("/nonexistent"), &tools]).unwrap();
+        assert!(bench_command(&exe, Some(&path), args).starts_with("cargo run"));
+        touch(&tools.join("dsa-bench"), 0o755);
+        assert_eq!(
+            bench_command(&exe, Some(&path), args),
+            format!("dsa-bench {args}")
+        );
+    }
 }
