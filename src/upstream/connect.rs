@@ -198,3 +198,47 @@ where
     tokio::spawn(reader::run(rd, conn.clone(), limits, local));
     conn
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn addrs(v: &[&str]) -> Vec<SocketAddr> {
+        v.iter().map(|a| a.parse().unwrap()).collect()
+    }
+
+    /// A name's addresses: its family only for ipv4/ipv6, both families
+    /// alternating for tcp (the resolver's first family first).
+    #[test]
+    fn the_family_picks_and_orders_the_addresses() {
+        let found = addrs(&[
+            "[::1]:1",
+            "[::2]:1",
+            "10.0.0.1:1",
+            "10.0.0.2:1",
+            "10.0.0.3:1",
+        ]);
+        let rows: [(Family, &[&str]); 3] = [
+            (Family::Ipv4, &["10.0.0.1:1", "10.0.0.2:1", "10.0.0.3:1"]),
+            (Family::Ipv6, &["[::1]:1", "[::2]:1"]),
+            (
+                Family::Tcp,
+                &[
+                    "[::1]:1",
+                    "10.0.0.1:1",
+                    "[::2]:1",
+                    "10.0.0.2:1",
+                    "10.0.0.3:1",
+                ],
+            ),
+        ];
+        for (family, want) in rows {
+            assert_eq!(interleave(found.clone(), family), addrs(want), "{family}");
+        }
+        let v4_first = addrs(&["10.0.0.1:1", "[::1]:1"]);
+        assert_eq!(interleave(v4_first.clone(), Family::Tcp), v4_first);
+        assert!(interleave(addrs(&["10.0.0.1:1"]), Family::Ipv6).is_empty());
+    }
+}

@@ -17,6 +17,7 @@ mod support;
 mod access_log;
 mod admin_api;
 mod controls_slapd;
+mod dsa_addresses;
 mod fanout_slapd;
 mod horizontal_slapd;
 mod interop_slapd;
