@@ -20,10 +20,19 @@ const ONE: u8 = 1;
 const SUB: u8 = 2;
 const SUBORDINATE: u8 = 3;
 
-/// What the entries of one search must satisfy.
+/// What the entries of one search must satisfy: within its base and
+/// scope, or, for a search that dereferences aliases, within the DSA's
+/// partition.
 #[derive(Debug, Clone)]
 pub struct ScopeCheck {
-    /// The base (or the partition), parsed.
+    within: Bound,
+    or_within: Option<Box<Bound>>,
+}
+
+/// A base and a scope.
+#[derive(Debug, Clone)]
+struct Bound {
+    /// The base, parsed.
     base: Dn,
     /// The base as given, ASCII-lowercased: the fast path's suffix.
     raw: Box<[u8]>,
@@ -54,16 +63,38 @@ impl ScopeCheck {
     /// or a dereferencing search with no partition to hold it to.
     pub fn of_search(pdu: &[u8], h: &Header, partition: Option<&Dn>) -> Option<ScopeCheck> {
         let (base, scope, deref) = request_parts(pdu, h)?;
-        if deref != 0 {
+        let within = Bound::new(base, scope)?;
+        let or_within = match (deref, partition) {
+            (0, _) => None,
             // An alias may lead anywhere the DSA holds.
-            let p = partition.filter(|p| !p.is_root())?;
-            let raw = p.normalized().into_bytes().into_boxed_slice();
-            return Some(ScopeCheck {
+            (_, Some(p)) if !p.is_root() => Some(Box::new(Bound {
                 base: p.clone(),
-                raw,
+                raw: p.normalized().into_bytes().into_boxed_slice(),
                 scope: SUB,
-            });
+            })),
+            _ => return None,
+        };
+        Some(ScopeCheck { within, or_within })
+    }
+
+    /// Whether the response `pdu` may go to the client: anything but an
+    /// entry does; an entry does when its DN is within the scope. An entry
+    /// whose DN cannot be read is not within anything.
+    pub fn admits(&self, pdu: &[u8], h: &Header) -> bool {
+        if h.op_tag != tag::SEARCH_ENTRY {
+            return true;
         }
+        let Some(dn) = entry_dn(pdu, h) else {
+            return false;
+        };
+        self.within.admits(dn) || self.or_within.as_ref().is_some_and(|b| b.admits(dn))
+    }
+}
+
+impl Bound {
+    /// `None`: nothing to check (a subtree from the root) or a base that
+    /// cannot be parsed.
+    fn new(base: &[u8], scope: u8) -> Option<Bound> {
         if scope > SUBORDINATE {
             return None;
         }
@@ -79,23 +110,14 @@ impl ScopeCheck {
         } else {
             base.to_ascii_lowercase()
         };
-        Some(ScopeCheck {
+        Some(Bound {
             base: dn,
             raw: raw.into_boxed_slice(),
             scope,
         })
     }
 
-    /// Whether the response `pdu` may go to the client: anything but an
-    /// entry does; an entry does when its DN is within the scope. An entry
-    /// whose DN cannot be read is not within anything.
-    pub fn admits(&self, pdu: &[u8], h: &Header) -> bool {
-        if h.op_tag != tag::SEARCH_ENTRY {
-            return true;
-        }
-        let Some(dn) = entry_dn(pdu, h) else {
-            return false;
-        };
+    fn admits(&self, dn: &[u8]) -> bool {
         match self.fast(dn) {
             Some(ok) => ok,
             None => self.slow(dn),
