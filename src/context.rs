@@ -273,14 +273,14 @@ fn build(
                     )))
                 }
             };
-            let addrs = crate::upstream::pool::socket_addrs(d);
+            let addrs = crate::upstream::pool::targets(d);
             // Keep a pool (and its connections) when the DSA is unchanged.
             let reuse = old.and_then(|o| {
                 o.snap
                     .dsa_index(&d.name)
                     .and_then(|i| o.pools.get(i))
                     .filter(|p| {
-                        p.addrs == addrs
+                        p.targets == addrs
                             && p.tls == tls
                             && o.snap
                                 .dsas

@@ -48,6 +48,8 @@ pub struct DsaState {
     pub spare_conns: AtomicI64,
     /// Persistent searches (sync refreshAndPersist) running on it.
     pub persistent: AtomicI64,
+    /// Entries it returned outside their searches' scope.
+    pub out_of_scope: crate::upstream::scope_fault::OutOfScope,
     /// Bumped each time the DSA goes down; connections watch it to re-send
     /// the reads waiting on a DSA that stopped answering.
     down_epoch: AtomicU64,
@@ -230,6 +232,7 @@ impl DsaState {
             own_conns: AtomicI64::new(0),
             spare_conns: AtomicI64::new(0),
             persistent: AtomicI64::new(0),
+            out_of_scope: Default::default(),
             down_epoch: AtomicU64::new(0),
             down_signal: tokio::sync::Notify::new(),
             track: Mutex::new(Track {

@@ -88,7 +88,7 @@ pub(crate) async fn run(
             .filter(|(i, _)| Some(*i) != routing.table.router)
             .map(|(i, d)| {
                 let st = routing.states.0[i].clone();
-                let addrs = routing.pools[i].addrs.clone();
+                let addrs = routing.pools[i].targets.clone();
                 let tls = routing.pools[i].tls.clone();
                 let existing = conns.get(&d.name).filter(|c| c.is_alive()).cloned();
                 let (pdu, bind, cfg) = (pdu.clone(), bind.clone(), cfg.clone());

@@ -24,6 +24,9 @@ pub struct DsaReport {
     pub persistent_searches: i64,
     pub served: u64,
     pub errors: u64,
+    /// Entries it returned outside their searches' scope (dropped).
+    #[serde(default)]
+    pub out_of_scope_entries: u64,
     /// Unix seconds of the last health state change.
     pub last_change_unix: u64,
     pub probe_latency_ms: Option<f64>,
@@ -135,6 +138,7 @@ pub fn status(router: &Context) -> Status {
                             .load(std::sync::atomic::Ordering::Relaxed),
                         served: st.served.load(std::sync::atomic::Ordering::Relaxed),
                         errors: st.errors.load(std::sync::atomic::Ordering::Relaxed),
+                        out_of_scope_entries: st.out_of_scope.count(),
                         last_change_unix: t
                             .since
                             .duration_since(UNIX_EPOCH)
@@ -211,7 +215,7 @@ pub fn dsa_metrics(router: &Context, out: &mut String) {
         let _ = writeln!(out, "{name} {v}");
     }
     let r = router.routing();
-    let series: [(&str, &str, &str); 8] = [
+    let series: [(&str, &str, &str); 9] = [
         (
             "dsa_router_dsa_in_flight",
             "gauge",
@@ -252,6 +256,11 @@ pub fn dsa_metrics(router: &Context, out: &mut String) {
             "counter",
             "Operations failed on the DSA (lost connection, timeout).",
         ),
+        (
+            "dsa_router_dsa_out_of_scope_entries_total",
+            "counter",
+            "Entries the DSA returned outside their search's base and scope (dropped).",
+        ),
     ];
     for (name, kind, help) in series {
         let _ = writeln!(out, "# HELP {name} {help}");
@@ -280,6 +289,7 @@ pub fn dsa_metrics(router: &Context, out: &mut String) {
                 "dsa_router_dsa_operations_total" => {
                     st.served.load(std::sync::atomic::Ordering::Relaxed)
                 }
+                "dsa_router_dsa_out_of_scope_entries_total" => st.out_of_scope.count(),
                 _ => st.errors.load(std::sync::atomic::Ordering::Relaxed),
             };
             let _ = writeln!(

@@ -316,7 +316,7 @@ async fn children(
             crate::upstream::pool::bind_pdu(dn, password.as_bytes()).freeze(),
         )
     });
-    let addrs = crate::upstream::pool::socket_addrs(d);
+    let addrs = crate::upstream::pool::targets(d);
     let conn =
         crate::upstream::pool::connect_bound(&state, &addrs, bind.as_ref(), limits, None).await?;
     let base = d

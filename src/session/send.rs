@@ -10,6 +10,7 @@ use crate::upstream::conn::Conn;
 use crate::upstream::pending::{Pending, Sink};
 use crate::upstream::pool::Pool;
 use crate::wire::frame::{self, Header};
+use crate::wire::scope_check::ScopeCheck;
 use bytes::Bytes;
 use std::sync::Arc;
 
@@ -53,6 +54,10 @@ impl Outgoing {
             if let Some(n) = p.strip_prefix("dn:").and_then(|d| m.to_native(d)) {
                 *p = format!("dn:{n}");
             }
+        }
+        if h.op_tag == frame::tag::SEARCH_REQUEST {
+            let (out, oh) = mapped.as_ref().map_or((pdu, *h), |(b, mh)| (&b[..], *mh));
+            pending.extra().scope = ScopeCheck::of_search(out, &oh, Some(&pool.partition));
         }
         if native.is_some() {
             pending.extra().map = native;

@@ -39,6 +39,11 @@ pub(super) fn dispatch(conn: &Conn, pdu: Bytes, batch: &mut Batch) -> Result<(),
         return Ok(()); // abandoned or timed out: drop
     };
     if !is_final {
+        if let Some(check) = p.extra.as_ref().and_then(|e| e.scope.as_ref()) {
+            if !super::scope_fault::admit(conn, check, &pdu, &h) {
+                return Ok(());
+            }
+        }
         if p.hold && p.held.len() < 4 {
             // A base-scope read: keep its entry until the done arrives,
             // so that the read can still be re-sent if the DSA dies.

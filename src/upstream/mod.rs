@@ -21,6 +21,8 @@
 //! * `reader`: the reader task: reads, sweeps, ends on a `fault`.
 //! * `demux`: one response to the operation it answers; completion counted
 //!   and access-logged.
+//! * [`scope_fault`]: entries outside the search's scope, dropped and
+//!   counted against the DSA.
 //! * `evict`: operations the router ends itself (connection lost, timed
 //!   out, DSA down).
 //! * [`hedge`]: hedged reads: the race and the scan for reads to hedge.
@@ -47,6 +49,7 @@ pub(crate) mod hedge;
 pub(crate) mod pending;
 pub(crate) mod pool;
 mod reader;
+pub(crate) mod scope_fault;
 pub(crate) mod self_conn;
 pub(crate) mod spare;
 mod table;

@@ -31,6 +31,8 @@ pub struct Extra {
     /// Its DSA holds the partition under a native prefix: responses' DNs
     /// are moved back to the knowledge prefix.
     pub map: Option<Arc<crate::wire::dnmap::PrefixMap>>,
+    /// A search: where its entries must lie (issue 37, point 9).
+    pub scope: Option<crate::wire::scope_check::ScopeCheck>,
 }
 
 /// Access-log context, present only when the access log is on.

@@ -9,6 +9,7 @@
 //! ([`connect_bound`]).
 
 use super::conn::Conn;
+pub(crate) use super::connect::Target;
 use super::pending::{Pending, Sink};
 use super::spare::Spares;
 pub(crate) use crate::config::Limits;
@@ -55,6 +56,8 @@ struct Shared {
 pub struct Pool {
     pub dsa: Arc<DsaState>,
     pub addrs: Vec<String>,
+    /// The same, with the family each is to be reached over.
+    pub(crate) targets: Vec<Target>,
     /// A bind as `ldap-dsa-name`/`ldap-dsa-password`, when the DSA trusts
     /// conveyed originators.
     router_identity: Option<BindPdu>,
@@ -68,18 +71,27 @@ pub struct Pool {
     pub tls: Option<crate::tls::DsaTls>,
     /// The DSA holds the partition under its `native-prefix`.
     pub native: Option<Arc<PrefixMap>>,
+    /// Its partition in its own naming (where searches that dereference
+    /// aliases may find entries).
+    pub partition: crate::dn::Dn,
 }
 
 /// `host:port` strings of a DSA's addresses, in order.
 pub(crate) fn socket_addrs(d: &DsaDef) -> Vec<String> {
+    targets(d).into_iter().map(|t| t.addr).collect()
+}
+
+/// A DSA's addresses, in order, each with its family.
+pub(crate) fn targets(d: &DsaDef) -> Vec<Target> {
     d.addresses
         .iter()
-        .map(|a| {
-            if a.host.contains(':') {
+        .map(|a| Target {
+            addr: if a.host.contains(':') {
                 format!("[{}]:{}", a.host, a.port)
             } else {
                 format!("{}:{}", a.host, a.port)
-            }
+            },
+            family: a.family,
         })
         .collect()
 }
@@ -120,11 +132,15 @@ impl Pool {
         Pool {
             dsa,
             addrs: socket_addrs(def),
+            targets: targets(def),
             router_identity,
             shared: (0..workers.max(1)).map(|_| Shared::default()).collect(),
             spares,
             limits,
             tls,
+            partition: native
+                .as_ref()
+                .map_or_else(|| def.prefix.clone(), |m| m.native.clone()),
             native,
         }
     }
@@ -172,7 +188,7 @@ impl Pool {
         };
         let c = connect_bound(
             &self.dsa,
-            &self.addrs,
+            &self.targets,
             identity,
             self.limits,
             self.tls.as_ref(),
@@ -247,7 +263,7 @@ impl Pool {
         }
         let c = connect_bound(
             &self.dsa,
-            &self.addrs,
+            &self.targets,
             identity,
             self.limits,
             self.tls.as_ref(),
@@ -310,7 +326,7 @@ impl Pool {
 /// Connect and, when an identity is given, bind as it before returning.
 pub(crate) async fn connect_bound(
     dsa: &Arc<DsaState>,
-    addrs: &[String],
+    addrs: &[Target],
     identity: Option<&BindPdu>,
     limits: Limits,
     tls: Option<&crate::tls::DsaTls>,

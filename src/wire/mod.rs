@@ -5,6 +5,7 @@
 //! * `frame`: a PDU's end, message ID and operation; rewriting the message
 //!   ID and appending a control without re-encoding the rest.
 //! * `request`: decoding a request just enough to route it.
+//! * `scope_check`: whether an entry lies within the search it answers.
 //! * `search`: re-basing a search onto one partition; paged results.
 //! * `ppolicy`: the password policy controls on binds.
 //! * `state`: which requests need a DSA connection of the client's own.
@@ -18,5 +19,6 @@ pub mod ppolicy;
 pub mod request;
 pub mod response;
 pub mod sasl;
+pub mod scope_check;
 pub mod search;
 pub mod state;

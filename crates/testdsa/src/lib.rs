@@ -46,12 +46,14 @@
 //!
 //! ## Faults
 //! [`Faults`] are switches shared with the running server: a response delay,
-//! refusing connections (closed right after accept) and a blackhole (read
-//! requests, never answer). [`Stats`] counts what the server did.
+//! refusing connections (closed right after accept), a blackhole (read
+//! requests, never answer) and answering searches with entries renamed
+//! (`set_answer_as`). [`Stats`] counts what the server did.
 
 pub mod directory;
 pub mod filter;
 pub mod ldif;
+mod misanswer;
 pub mod names;
 mod ops;
 pub mod process;
@@ -82,6 +84,7 @@ struct FaultState {
     delay_ms: AtomicU64,
     refuse: AtomicBool,
     blackhole: AtomicBool,
+    answer_as: misanswer::AnswerAs,
 }
 
 /// Fault switches, shared by all clones and read by the server on every

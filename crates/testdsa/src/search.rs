@@ -221,7 +221,10 @@ pub(crate) async fn search(
             chunk
                 .iter()
                 .filter_map(|k| s.entries.get(k))
-                .map(|e| reply(msgid, LdapOp::SearchResultEntry(sel.project(e))))
+                .map(|e| {
+                    let e = ctx.faults.misanswer(sel.project(e));
+                    reply(msgid, LdapOp::SearchResultEntry(e))
+                })
                 .collect()
         });
         for m in msgs {
