@@ -16,6 +16,7 @@ mod support;
 
 mod access_log;
 mod admin_api;
+mod bind_ejection;
 mod controls_slapd;
 mod fanout_slapd;
 mod horizontal_slapd;

@@ -47,10 +47,12 @@
 //! ## Faults
 //! [`Faults`] are switches shared with the running server: a response delay,
 //! refusing connections (closed right after accept) and a blackhole (read
-//! requests, never answer). [`Stats`] counts what the server did.
+//! requests, never answer), and hanging binds only
+//! ([`Faults::set_hang_binds`]). [`Stats`] counts what the server did.
 
 pub mod directory;
 pub mod filter;
+mod hang_binds;
 pub mod ldif;
 pub mod names;
 mod ops;
@@ -82,6 +84,7 @@ struct FaultState {
     delay_ms: AtomicU64,
     refuse: AtomicBool,
     blackhole: AtomicBool,
+    hang_binds: AtomicBool,
 }
 
 /// Fault switches, shared by all clones and read by the server on every
