@@ -17,7 +17,8 @@
 //!   selection for reads and writes. Pure: a function of the snapshot and the
 //!   per-DSA run-time view.
 //! * `dsa_state`: per-DSA run-time state (health, admin state, in-flight
-//!   counts), keyed by DSA name so it survives knowledge reloads.
+//!   counts, read latencies, ejections, what its root DSE advertises),
+//!   keyed by DSA name so it survives knowledge reloads.
 //! * `health`: active probes, rise/fall, passive signals.
 //! * [`wire`]: framing, message-ID rewriting, request decoding, the PDUs
 //!   the router writes itself, and the connection-state model
@@ -36,7 +37,7 @@
 //!   (feature `dev-tools`).
 //! * `limits`: CPU and memory thresholds over a window, cgroup-aware sampling.
 //! * `tail`: hedged reads and outlier ejection (one task: read latencies,
-//!   the hedge budget, the ejection rules).
+//!   the hedge budget, the ejection rules), and ejection for binds.
 //! * [`fuzzing`]: what the fuzz targets run (`fuzz/`, `scripts/fuzz.sh`).
 //! * [`access`]: the access log, formatted on the operation's thread and
 //!   written by a thread of its own.

@@ -57,6 +57,8 @@ pub struct Metrics {
     pub hedge_refusals: AtomicU64,
     /// DSAs taken out of selection as outliers.
     pub ejections: AtomicU64,
+    /// DSAs taken out of selection for binds (their binds time out).
+    pub bind_ejections: AtomicU64,
     pub clients: AtomicI64,
     pub clients_total: AtomicU64,
     pub reloads_ok: AtomicU64,
@@ -80,6 +82,7 @@ impl Default for Metrics {
             hedges_won: AtomicU64::new(0),
             hedge_refusals: AtomicU64::new(0),
             ejections: AtomicU64::new(0),
+            bind_ejections: AtomicU64::new(0),
             clients: AtomicI64::new(0),
             clients_total: AtomicU64::new(0),
             reloads_ok: AtomicU64::new(0),
@@ -179,7 +182,7 @@ impl Metrics {
                 self.refusals[i].load(Ordering::Relaxed)
             );
         }
-        let simple: [(&str, &str, &str, i64); 11] = [
+        let simple: [(&str, &str, &str, i64); 12] = [
             (
                 "dsa_router_access_log_lines_total",
                 "counter",
@@ -215,6 +218,12 @@ impl Metrics {
                 "counter",
                 "DSAs taken out of selection as outliers.",
                 self.ejections.load(Ordering::Relaxed) as i64,
+            ),
+            (
+                "dsa_router_bind_ejections_total",
+                "counter",
+                "DSAs taken out of selection for binds (their binds time out).",
+                self.bind_ejections.load(Ordering::Relaxed) as i64,
             ),
             (
                 "dsa_router_retries_total",

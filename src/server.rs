@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpListener;
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
 /// Serve clients on `listener` until `shutdown` turns true.
@@ -50,8 +50,61 @@ pub async fn run_on(
     mut shutdown: watch::Receiver<bool>,
     workers: Option<&crate::workers::Workers>,
 ) {
+    start_tasks(&listener, ldaps.as_ref(), &router, &shutdown, workers);
+    let per_ip: PerIp = Arc::default();
+    let slots = Arc::new(Semaphore::new(router.cfg.max_clients));
+    let mut sessions = JoinSet::new();
+    loop {
+        let (accepted, is_ldaps) = tokio::select! {
+            a = listener.accept() => (a, false),
+            a = accept_on(ldaps.as_ref()) => (a, true),
+            _ = shutdown.changed() => break,
+        };
+        while sessions.try_join_next().is_some() {}
+        let (stream, peer) = match accepted {
+            Ok(a) => a,
+            Err(e) => {
+                // Out of file descriptors and the like: back off briefly.
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Some((stream, ip, permit)) = admit(&router, stream, peer, &per_ip, &slots) else {
+            continue;
+        };
+        let client = Client {
+            router: router.clone(),
+            peer,
+            is_ldaps,
+            shutdown: shutdown.clone(),
+            ip,
+            permit,
+        };
+        hand_over(&mut sessions, client, stream, workers);
+    }
+    drop(listener);
+    drop(ldaps);
+    let grace = router.cfg.shutdown_grace + std::time::Duration::from_secs(1);
+    let _ = tokio::time::timeout(grace, async {
+        while sessions.join_next().await.is_some() {}
+    })
+    .await;
+    sessions.abort_all();
+}
+
+/// The router's own tasks beside the accept loop: loop detection's
+/// ports, the probes, the tail-latency task, the workers' balancer and
+/// the throttle's sampler.
+fn start_tasks(
+    listener: &TcpListener,
+    ldaps: Option<&TcpListener>,
+    router: &Arc<Context>,
+    shutdown: &watch::Receiver<bool>,
+    workers: Option<&crate::workers::Workers>,
+) {
     // Loop detection watches connections to these ports.
-    for l in std::iter::once(&listener).chain(ldaps.as_ref()) {
+    for l in std::iter::once(listener).chain(ldaps) {
         if let Ok(a) = l.local_addr() {
             crate::upstream::self_conn::listening_on(a.port());
         }
@@ -67,187 +120,202 @@ pub async fn run_on(
         ));
         let _ = router.workers.set(w.shared().clone());
     }
-    {
-        let throttle = router.throttle.clone();
-        let rx = shutdown.clone();
-        let every = (router.cfg.utilization_window / 60).clamp(
-            std::time::Duration::from_millis(100),
-            std::time::Duration::from_secs(5),
+    let throttle = router.throttle.clone();
+    let rx = shutdown.clone();
+    let every = (router.cfg.utilization_window / 60).clamp(
+        std::time::Duration::from_millis(100),
+        std::time::Duration::from_secs(5),
+    );
+    tokio::spawn(async move {
+        throttle
+            .run(
+                Box::new(crate::limits::sampler::System::detect()),
+                every,
+                rx,
+            )
+            .await;
+    });
+}
+
+/// Connections open from each client address.
+type PerIp = Arc<dashmap::DashMap<std::net::IpAddr, usize>>;
+
+/// One connection counted against its address's limit, until it drops.
+struct IpSlot {
+    per_ip: PerIp,
+    ip: std::net::IpAddr,
+    /// The limit applies (`--max-clients-per-ip` is not 0).
+    counted: bool,
+}
+
+impl Drop for IpSlot {
+    fn drop(&mut self) {
+        if self.counted {
+            if let Some(mut n) = self.per_ip.get_mut(&self.ip) {
+                *n = n.saturating_sub(1);
+            }
+            self.per_ip.remove_if(&self.ip, |_, n| *n == 0);
+        }
+    }
+}
+
+/// Whether a client connection is served: not this router connected to
+/// itself, its address under its limit, and a connection slot free.
+/// Refused connections get a Notice of Disconnection.
+fn admit(
+    router: &Context,
+    stream: tokio::net::TcpStream,
+    peer: std::net::SocketAddr,
+    per_ip: &PerIp,
+    slots: &Arc<Semaphore>,
+) -> Option<(tokio::net::TcpStream, IpSlot, OwnedSemaphorePermit)> {
+    // Only a peer port this process connected from needs the local
+    // address (a system call) to tell.
+    let looped = crate::upstream::self_conn::outbound_port(peer.port())
+        .then(|| stream.local_addr().ok())
+        .flatten()
+        .and_then(|l| crate::upstream::self_conn::own_outbound(&peer, &l));
+    if let Some(dsa) = looped {
+        // This router connected to itself: its knowledge names it as
+        // DSA `dsa`. Refused, so that nothing loops.
+        tracing::error!(client = %peer, dsa = %dsa, "loop: DSA {dsa}'s address is this router's own; refusing the connection (give serve --name {dsa}, or fix the address)");
+        router.metrics.refused(crate::metrics::Refusal::Connections);
+        refuse_with(
+            stream,
+            Code::LoopDetect,
+            "dsa-router: loop detected: this router connected to itself",
         );
-        tokio::spawn(async move {
-            throttle
-                .run(
-                    Box::new(crate::limits::sampler::System::detect()),
-                    every,
-                    rx,
-                )
-                .await;
-        });
+        return None;
     }
-    let per_ip: Arc<dashmap::DashMap<std::net::IpAddr, usize>> = Arc::default();
-    let slots = Arc::new(Semaphore::new(router.cfg.max_clients));
-    let mut sessions = JoinSet::new();
-    loop {
-        let (accepted, is_ldaps) = tokio::select! {
-            a = listener.accept() => (a, false),
-            a = accept_on(ldaps.as_ref()) => (a, true),
-            _ = shutdown.changed() => break,
-        };
-        while sessions.try_join_next().is_some() {}
-        let (mut stream, peer) = match accepted {
-            Ok(a) => a,
+    let ip = peer.ip();
+    let per_ip_limit = router.cfg.max_clients_per_ip;
+    if per_ip_limit > 0 {
+        let mut n = per_ip.entry(ip).or_insert(0);
+        if *n >= per_ip_limit {
+            drop(n);
+            tracing::warn!(client = %peer, limit = per_ip_limit, "connection refused: too many connections from this address");
+            router.metrics.refused(crate::metrics::Refusal::Connections);
+            refuse(stream, "dsa-router: too many connections from your address");
+            return None;
+        }
+        *n += 1;
+    }
+    let ip = IpSlot {
+        per_ip: per_ip.clone(),
+        ip,
+        counted: per_ip_limit > 0,
+    };
+    let Ok(permit) = slots.clone().try_acquire_owned() else {
+        drop(ip);
+        tracing::warn!(client = %peer, limit = router.cfg.max_clients, "connection refused: too many client connections");
+        router.metrics.refused(crate::metrics::Refusal::Connections);
+        refuse(stream, "dsa-router: too many client connections");
+        return None;
+    };
+    Some((stream, ip, permit))
+}
+
+/// An admitted client connection, with the slots it holds.
+struct Client {
+    router: Arc<Context>,
+    peer: std::net::SocketAddr,
+    is_ldaps: bool,
+    shutdown: watch::Receiver<bool>,
+    ip: IpSlot,
+    permit: OwnedSemaphorePermit,
+}
+
+/// Serve the client on the least busy worker: another worker's session
+/// leaves this runtime's reactor and joins that worker's, where all its
+/// I/O happens.
+fn hand_over(
+    sessions: &mut JoinSet<()>,
+    client: Client,
+    stream: tokio::net::TcpStream,
+    workers: Option<&crate::workers::Workers>,
+) {
+    let seat = workers.map(crate::workers::Workers::place);
+    let handle = seat
+        .as_ref()
+        .filter(|s| s.worker() != 0)
+        .map(|s| s.handle());
+    let stream = match &handle {
+        Some(_) => match stream.into_std() {
+            Ok(s) => Handoff::Moved(s),
             Err(e) => {
-                // Out of file descriptors and the like: back off briefly.
-                tracing::warn!(error = %e, "accept failed");
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        // Only a peer port this process connected from needs the local
-        // address (a system call) to tell.
-        let looped = crate::upstream::self_conn::outbound_port(peer.port())
-            .then(|| stream.local_addr().ok())
-            .flatten()
-            .and_then(|l| crate::upstream::self_conn::own_outbound(&peer, &l));
-        if let Some(dsa) = looped {
-            // This router connected to itself: its knowledge names it as
-            // DSA `dsa`. Refused, so that nothing loops.
-            tracing::error!(client = %peer, dsa = %dsa, "loop: DSA {dsa}'s address is this router's own; refusing the connection (give serve --name {dsa}, or fix the address)");
-            router.metrics.refused(crate::metrics::Refusal::Connections);
-            refuse_with(
-                stream,
-                Code::LoopDetect,
-                "dsa-router: loop detected: this router connected to itself",
-            );
-            continue;
-        }
-        let ip = peer.ip();
-        let per_ip_limit = router.cfg.max_clients_per_ip;
-        if per_ip_limit > 0 {
-            let mut n = per_ip.entry(ip).or_insert(0);
-            if *n >= per_ip_limit {
-                drop(n);
-                tracing::warn!(client = %peer, limit = per_ip_limit, "connection refused: too many connections from this address");
-                router.metrics.refused(crate::metrics::Refusal::Connections);
-                refuse(stream, "dsa-router: too many connections from your address");
-                continue;
-            }
-            *n += 1;
-        }
-        let release_ip = {
-            let per_ip = per_ip.clone();
-            move || {
-                if per_ip_limit > 0 {
-                    if let Some(mut n) = per_ip.get_mut(&ip) {
-                        *n = n.saturating_sub(1);
-                    }
-                    per_ip.remove_if(&ip, |_, n| *n == 0);
-                }
-            }
-        };
-        let Ok(permit) = slots.clone().try_acquire_owned() else {
-            release_ip();
-            tracing::warn!(client = %peer, limit = router.cfg.max_clients, "connection refused: too many client connections");
-            router.metrics.refused(crate::metrics::Refusal::Connections);
-            tokio::spawn(async move {
-                let mut b = BytesMut::new();
-                response::notice_of_disconnection(
-                    Code::Unavailable,
-                    "dsa-router: too many client connections",
-                    &mut b,
-                );
-                let _ =
-                    tokio::time::timeout(std::time::Duration::from_secs(1), stream.write_all(&b))
-                        .await;
-            });
-            continue;
-        };
-        let router = router.clone();
-        let shutdown = shutdown.clone();
-        // Another worker's session: the socket leaves this runtime's
-        // reactor and joins that worker's, where all its I/O happens.
-        let seat = workers.map(crate::workers::Workers::place);
-        let handle = seat
-            .as_ref()
-            .filter(|s| s.worker() != 0)
-            .map(|s| s.handle());
-        let stream = match &handle {
-            Some(_) => match stream.into_std() {
-                Ok(s) => Handoff::Moved(s),
-                Err(e) => {
-                    tracing::warn!(client = %peer, error = %e, "cannot hand the connection to a worker");
-                    release_ip();
-                    continue;
-                }
-            },
-            None => Handoff::Here(stream),
-        };
-        let session = async move {
-            let stream = match stream {
-                Handoff::Here(s) => Some(s),
-                Handoff::Moved(s) => match tokio::net::TcpStream::from_std(s) {
-                    Ok(s) => Some(s),
-                    Err(e) => {
-                        tracing::warn!(client = %peer, error = %e, "a worker cannot take the connection");
-                        None
-                    }
-                },
-            };
-            let Some(stream) = stream else {
-                drop(seat);
-                release_ip();
-                drop(permit);
+                tracing::warn!(client = %client.peer, error = %e, "cannot hand the connection to a worker");
                 return;
-            };
-            let m = router.metrics.clone();
-            m.clients.fetch_add(1, Ordering::Relaxed);
-            m.clients_total.fetch_add(1, Ordering::Relaxed);
-            // One call of `run`: each call site would hold its own copy
-            // of the session's state in this task.
-            let stream = match (&router.tls, is_ldaps) {
-                (_, false) => Some(crate::tls::ClientStream::Plain(stream)),
-                (Some(tls), true) => {
-                    match Box::pin(tls.accept(stream, router.cfg.pdu_timeout)).await {
-                        Ok(s) => Some(crate::tls::ClientStream::Tls(Box::new(s))),
-                        Err(e) => {
-                            tracing::warn!(client = %peer, error = %crate::logsafe::esc(&e), "LDAPS: TLS handshake failed; closing the connection");
-                            None
-                        }
-                    }
-                }
-                (None, true) => None,
-            };
-            if let Some(s) = stream {
-                // No span per client connection: making one formatted the
-                // address for the subscriber (a twentieth of a connection's
-                // work), and entering it cost every poll. The session's
-                // events name the client themselves (`client = ...`).
-                let mut moving =
-                    crate::session::serve(router.clone(), s, peer, shutdown, seat).await;
-                // It moved to another worker: this task waits for it
-                // there, holding the connection's slots.
-                while let Some(m) = moving {
-                    let there = m.handle();
-                    moving = there.spawn(crate::session::resume(m)).await.ok().flatten();
-                }
             }
-            m.clients.fetch_sub(1, Ordering::Relaxed);
-            release_ip();
-            drop(permit);
-        };
-        match &handle {
-            Some(h) => sessions.spawn_on(session, h),
-            None => sessions.spawn(session),
-        };
+        },
+        None => Handoff::Here(stream),
+    };
+    let session = serve_client(client, stream, seat);
+    match &handle {
+        Some(h) => sessions.spawn_on(session, h),
+        None => sessions.spawn(session),
+    };
+}
+
+/// One client's task: its TLS handshake (LDAPS), then its session,
+/// following it when it moves to another worker; its slots are given
+/// back when it ends.
+async fn serve_client(c: Client, stream: Handoff, seat: Option<crate::workers::Seat>) {
+    let Client {
+        router,
+        peer,
+        is_ldaps,
+        shutdown,
+        ip,
+        permit,
+    } = c;
+    let stream = match stream {
+        Handoff::Here(s) => Some(s),
+        Handoff::Moved(s) => match tokio::net::TcpStream::from_std(s) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                tracing::warn!(client = %peer, error = %e, "a worker cannot take the connection");
+                None
+            }
+        },
+    };
+    let Some(stream) = stream else {
+        drop(seat);
+        drop(ip);
+        drop(permit);
+        return;
+    };
+    let m = router.metrics.clone();
+    m.clients.fetch_add(1, Ordering::Relaxed);
+    m.clients_total.fetch_add(1, Ordering::Relaxed);
+    // One call of `run`: each call site would hold its own copy
+    // of the session's state in this task.
+    let stream = match (&router.tls, is_ldaps) {
+        (_, false) => Some(crate::tls::ClientStream::Plain(stream)),
+        (Some(tls), true) => match Box::pin(tls.accept(stream, router.cfg.pdu_timeout)).await {
+            Ok(s) => Some(crate::tls::ClientStream::Tls(Box::new(s))),
+            Err(e) => {
+                tracing::warn!(client = %peer, error = %crate::logsafe::esc(&e), "LDAPS: TLS handshake failed; closing the connection");
+                None
+            }
+        },
+        (None, true) => None,
+    };
+    if let Some(s) = stream {
+        // No span per client connection: making one formatted the
+        // address for the subscriber (a twentieth of a connection's
+        // work), and entering it cost every poll. The session's
+        // events name the client themselves (`client = ...`).
+        let mut moving = crate::session::serve(router.clone(), s, peer, shutdown, seat).await;
+        // It moved to another worker: this task waits for it
+        // there, holding the connection's slots.
+        while let Some(m) = moving {
+            let there = m.handle();
+            moving = there.spawn(crate::session::resume(m)).await.ok().flatten();
+        }
     }
-    drop(listener);
-    drop(ldaps);
-    let grace = router.cfg.shutdown_grace + std::time::Duration::from_secs(1);
-    let _ = tokio::time::timeout(grace, async {
-        while sessions.join_next().await.is_some() {}
-    })
-    .await;
-    sessions.abort_all();
+    m.clients.fetch_sub(1, Ordering::Relaxed);
+    drop(ip);
+    drop(permit);
 }
 
 /// A client connection on the accepting runtime, or taken off it for

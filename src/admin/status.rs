@@ -36,6 +36,10 @@ pub struct DsaReport {
     /// Why it is ejected as an outlier, and for how long, while it is.
     #[serde(default)]
     pub ejected: Option<String>,
+    /// Why it is out of selection for binds (its binds time out), and for
+    /// how long, while it is.
+    #[serde(default)]
+    pub bind_ejected: Option<String>,
     /// Mean latency of its reads over the last second with reads, ms.
     #[serde(default)]
     pub latency_ms: Option<f64>,
@@ -115,9 +119,12 @@ pub fn status(router: &Context) -> Status {
                         state: st.status().as_str().to_string(),
                         health: if st.is_up() { "up" } else { "down" }.to_string(),
                         reason: match st.admin() {
-                            Admin::Enabled => match st.ejection() {
-                                Some(e) if st.is_up() => {
+                            Admin::Enabled => match (st.ejection(), st.bind_ejection()) {
+                                (Some(e), _) if st.is_up() => {
                                     format!("ejected as an outlier: {e}; health: {}", t.reason)
+                                }
+                                (_, Some(b)) if st.is_up() => {
+                                    format!("{b}; health: {}", t.reason)
                                 }
                                 _ => t.reason.clone(),
                             },
@@ -147,6 +154,7 @@ pub fn status(router: &Context) -> Status {
                         probe_latency_ms: t.probe_latency.map(|d| d.as_secs_f64() * 1000.0),
                         failback_in_s: st.failback_left(hold).map(|d| d.as_secs_f64()),
                         ejected: st.ejection(),
+                        bind_ejected: st.bind_ejection(),
                         latency_ms: st.reads.recent_mean().map(|d| d.as_secs_f64() * 1000.0),
                         addresses: r.pools[i].addrs.clone(),
                     }

@@ -21,8 +21,9 @@
 
 use super::{dispatch, Bound, Flow, Identity, Session};
 use crate::config::OwnConnection;
+use crate::context::Routing;
 use crate::dn::Dn;
-use crate::route::Lookup;
+use crate::route::{Lookup, Partition};
 use crate::upstream::conn::Conn;
 use crate::upstream::pending::{Pending, Sink};
 use crate::upstream::pool::BindPdu;
@@ -34,6 +35,32 @@ use crate::wire::response::{rc, result_code};
 use bytes::{Bytes, BytesMut};
 use std::sync::Arc;
 use tokio::sync::oneshot;
+
+/// A bind the DSA answered: where, and its response.
+struct Answered {
+    dsa: usize,
+    name: String,
+    conn: Arc<Conn>,
+    resp: Bytes,
+    rh: Header,
+}
+
+/// How one attempt at a bind on one DSA ended.
+enum Attempt {
+    Answered(Answered),
+    /// The DSA did not answer (`timed_out`: within --bind-timeout), or
+    /// lost the connection: the next DSA is tried.
+    Failed {
+        dsa: usize,
+        why: String,
+        timed_out: bool,
+    },
+    /// A spare connection the DSA had closed: once more.
+    SpareLost,
+    /// The client was answered (nothing could be placed, or the response
+    /// was malformed).
+    Done,
+}
 
 impl Session {
     pub(super) async fn bind(&mut self, pdu: &Bytes, h: &Header, req: &Request) -> Flow {
@@ -50,78 +77,24 @@ impl Session {
         // exchange in progress is continued or ended by this bind).
         let step = self.sasl.take();
         self.become_anonymous();
-        if *version != 3 {
-            if let Some(s) = step {
-                s.conn.close();
-            }
-            self.reply(
-                req,
-                Code::ProtocolError,
-                "",
-                "dsa-router: only LDAP version 3 is supported",
-            )
-            .await;
-            return Flow::Continue;
-        }
-        if let Some(mech) = sasl {
+        if let (3, Some(mech)) = (*version, sasl) {
             return self.sasl_bind(pdu, h, req, dn, mech, step).await;
         }
         if let Some(s) = step {
             s.conn.close();
         }
-        let Some(password) = simple else {
-            self.reply(
-                req,
-                Code::AuthMethodNotSupported,
-                "",
-                "dsa-router: only simple and SASL binds are supported",
-            )
-            .await;
-            return Flow::Continue;
-        };
-        if !password.is_empty() && !self.tls && self.router.cfg.require_tls_for_bind {
-            tracing::info!(client = %self.peer, dn = %crate::logsafe::esc(&dn), "simple bind refused: the connection is not protected by TLS");
-            self.reply(
-                req,
-                Code::ConfidentialityRequired,
-                "",
-                "dsa-router: simple binds with a password need TLS (use LDAPS or StartTLS)",
-            )
-            .await;
-            return Flow::Continue;
-        }
-        if dn.is_empty() {
-            if password.is_empty() {
-                self.reply(req, Code::Success, "", "").await;
-            } else {
-                self.reply(
-                    req,
-                    Code::InvalidCredentials,
-                    "",
-                    "dsa-router: a password without a bind name is not accepted",
-                )
-                .await;
-            }
-            return Flow::Continue;
-        }
-        let parsed = match Dn::parse_ldap(dn) {
-            Ok(d) => d,
-            Err(e) => {
-                self.reply(
-                    req,
-                    Code::InvalidDNSyntax,
-                    "",
-                    &format!("dsa-router: invalid bind DN: {e}"),
-                )
-                .await;
+        let password = match self.simple_bind_allowed(*version, dn, simple.as_deref()) {
+            Ok(password) => password,
+            Err((code, msg)) => {
+                self.reply(req, code, "", msg).await;
                 return Flow::Continue;
             }
         };
         let routing = self.router.routing();
-        let p = match routing.table.lookup(&parsed) {
-            Lookup::Partition(p) => p,
-            Lookup::NoPartition { .. } => {
-                self.reply(req, Code::InvalidCredentials, "", "").await;
+        let (parsed, p) = match bind_partition(&routing, dn) {
+            Ok(found) => found,
+            Err((code, msg)) => {
+                self.reply(req, code, "", &msg).await;
                 return Flow::Continue;
             }
         };
@@ -129,80 +102,118 @@ impl Session {
         // critical: DSAs without the overlay ignore it), so it learns of a
         // restriction whether or not the client asked.
         let client_ppolicy = req.control(ppolicy::OID_PPOLICY).is_some();
-        let sent = if client_ppolicy {
-            pdu.clone()
-        } else {
-            let mut b = BytesMut::with_capacity(pdu.len() + 32);
-            frame::rewrite(pdu, h, h.msgid, Some(&ppolicy::request_control()), &mut b);
-            b.freeze()
-        };
+        let sent = with_ppolicy_request(pdu, h, client_ppolicy);
         let Ok(sent_h) = frame::header(&sent) else {
             return self.malformed("bind request");
         };
-        // Placed like a read, on a fresh connection of the client's own; a
-        // DSA that does not answer within --bind-timeout (or loses the
-        // connection) counts as a failed probe, and the bind goes to the
-        // next DSA, like a read.
         let started = std::time::Instant::now();
+        let Some(a) = self.place_bind(req, &routing, p, &sent, &sent_h).await else {
+            return Flow::Continue;
+        };
+        let code = result_code(&a.resp, &a.rh).unwrap_or(rc::OTHER);
+        let policy = ppolicy::Policy::of_response(&a.resp, &a.rh);
+        self.log_bind(dn, p, &a.name, code, policy.as_ref(), started);
+        let conn = a.conn.clone();
+        if code == rc::SUCCESS && password.is_empty() {
+            // An unauthenticated bind (RFC 4513 5.1.2): the DSA took it as
+            // anonymous, and so does the router. Its name is never
+            // conveyed or replayed.
+            tracing::info!(client = %self.peer, dn = %crate::logsafe::esc(&dn), dsa = %a.name, "unauthenticated bind (a name with an empty password): the client stays anonymous");
+            conn.release();
+        } else if code == rc::SUCCESS {
+            let notable = policy.as_ref().filter(|p| p.is_notable()).cloned();
+            self.become_bound(&routing, &a, dn, &parsed, notable, sent);
+        } else {
+            conn.release();
+        }
+        let mut b = if policy.is_some() && !client_ppolicy {
+            ppolicy::strip(&a.resp, &a.rh, req.msgid)
+        } else {
+            let mut b = BytesMut::with_capacity(a.resp.len() + 4);
+            frame::rewrite(&a.resp, &a.rh, req.msgid, None, &mut b);
+            b
+        };
+        self.out.send(b.split().freeze()).await;
+        Flow::Continue
+    }
+
+    /// Whether a simple bind may go to a DSA: its password, or the answer
+    /// the client gets at once (success for an anonymous bind).
+    fn simple_bind_allowed<'a>(
+        &self,
+        version: i64,
+        dn: &str,
+        simple: Option<&'a [u8]>,
+    ) -> Result<&'a [u8], (Code, &'static str)> {
+        if version != 3 {
+            return Err((
+                Code::ProtocolError,
+                "dsa-router: only LDAP version 3 is supported",
+            ));
+        }
+        let Some(password) = simple else {
+            return Err((
+                Code::AuthMethodNotSupported,
+                "dsa-router: only simple and SASL binds are supported",
+            ));
+        };
+        if !password.is_empty() && !self.tls && self.router.cfg.require_tls_for_bind {
+            tracing::info!(client = %self.peer, dn = %crate::logsafe::esc(&dn), "simple bind refused: the connection is not protected by TLS");
+            return Err((
+                Code::ConfidentialityRequired,
+                "dsa-router: simple binds with a password need TLS (use LDAPS or StartTLS)",
+            ));
+        }
+        match (dn.is_empty(), password.is_empty()) {
+            (true, true) => Err((Code::Success, "")),
+            (true, false) => Err((
+                Code::InvalidCredentials,
+                "dsa-router: a password without a bind name is not accepted",
+            )),
+            _ => Ok(password),
+        }
+    }
+
+    /// Place the bind like a read, on a fresh connection of the client's
+    /// own, skipping the DSAs ejected for binds; a DSA that does not
+    /// answer within --bind-timeout (or loses the connection) counts as a
+    /// failed probe, a timeout may eject it for binds, and the bind goes
+    /// to the next DSA, like a read. `None`: the client was answered.
+    async fn place_bind(
+        &self,
+        req: &Request,
+        routing: &Arc<Routing>,
+        p: &Partition,
+        sent: &Bytes,
+        sent_h: &Header,
+    ) -> Option<Answered> {
+        let skipped = crate::tail::skipped_for_binds(routing, p);
         let mut tried: Vec<usize> = Vec::new();
         let mut spare_lost = false;
-        let (dsa, conn, resp, rh, name) = loop {
-            let (tx, rx) = oneshot::channel();
-            let want = dispatch::Want {
-                tried: tried.clone(),
-                ..dispatch::Want::first(false, None)
-            };
-            let placed = dispatch::place(
-                &routing,
-                p,
-                want,
-                dispatch::Via::Fresh,
-                &sent,
-                &sent_h,
-                |_| Pending::new(Sink::Waiter(tx)),
-            )
-            .await;
-            // A fresh connection is always had before placing.
-            let t = match placed.and_then(|t| match t.conn {
-                Some(ref c) => Ok((t.dsa, c.clone(), t.id)),
-                None => Err(crate::error::Error::new(
-                    crate::error::Kind::Unreachable,
-                    "no connection for the bind",
-                )),
-            }) {
-                Ok(t) => t,
-                Err(e) => {
-                    self.answer(req, &e).await;
-                    return Flow::Continue;
-                }
-            };
-            let (dsa, conn, id) = t;
-            let name = routing.snap.dsas[dsa].name.clone();
-            let wait = self.router.cfg.bind_timeout.min(self.router.cfg.op_timeout);
-            let why = match tokio::time::timeout(wait, rx).await {
-                Ok(Ok(r)) => match frame::header(&r) {
-                    Ok(rh) => break (dsa, conn, r, rh, name),
-                    Err(_) => {
-                        conn.close();
-                        let msg = "dsa-router: malformed bind response from DSA";
-                        self.reply(req, Code::Other, "", msg).await;
-                        return Flow::Continue;
-                    }
-                },
-                Err(_) => format!("timed out after {} s", wait.as_secs_f32()),
-                Ok(Err(_)) if conn.reused() && !spare_lost => {
-                    // A spare the DSA closed while it waited (an idle
-                    // timeout): not the DSA's fault; once more, on a new
-                    // connection or another spare.
+        loop {
+            let skip: Vec<usize> = skipped.iter().chain(&tried).copied().collect();
+            let (dsa, why, timed_out) = match self
+                .try_bind(req, routing, p, skip, sent, sent_h, spare_lost)
+                .await
+            {
+                Attempt::Answered(a) => return Some(a),
+                Attempt::Done => return None,
+                Attempt::SpareLost => {
                     spare_lost = true;
                     continue;
                 }
-                Ok(Err(_)) => "connection lost".to_string(),
+                Attempt::Failed {
+                    dsa,
+                    why,
+                    timed_out,
+                } => (dsa, why, timed_out),
             };
-            conn.abandon(id);
-            conn.close();
+            let name = &routing.snap.dsas[dsa].name;
             let fall = self.router.cfg.health.as_ref().map_or(3, |h| h.fall);
             routing.states.0[dsa].probe_failed(&format!("a bind {why}"), fall);
+            if timed_out {
+                crate::tail::bind_timed_out(&self.router, routing, p, dsa, &why);
+            }
             tracing::warn!(client = %self.peer, dsa = %name, "bind {why}; trying the next DSA");
             tried.push(dsa);
             if tried.len() >= dispatch::MAX_ATTEMPTS {
@@ -215,16 +226,98 @@ impl Session {
                     names.join(", ")
                 );
                 self.reply(req, Code::Unavailable, "", &msg).await;
-                return Flow::Continue;
+                return None;
+            }
+        }
+    }
+
+    /// Send the bind to the DSA of `p` selection gives, skipping `skip`,
+    /// and wait --bind-timeout for its answer.
+    #[allow(clippy::too_many_arguments)]
+    async fn try_bind(
+        &self,
+        req: &Request,
+        routing: &Arc<Routing>,
+        p: &Partition,
+        skip: Vec<usize>,
+        sent: &Bytes,
+        sent_h: &Header,
+        spare_lost: bool,
+    ) -> Attempt {
+        let (tx, rx) = oneshot::channel();
+        let want = dispatch::Want {
+            tried: skip,
+            ..dispatch::Want::first(false, None)
+        };
+        let placed = dispatch::place(routing, p, want, dispatch::Via::Fresh, sent, sent_h, |_| {
+            Pending::new(Sink::Waiter(tx))
+        })
+        .await;
+        // A fresh connection is always had before placing.
+        let (dsa, conn, id) = match placed.and_then(|t| match t.conn {
+            Some(ref c) => Ok((t.dsa, c.clone(), t.id)),
+            None => Err(crate::error::Error::new(
+                crate::error::Kind::Unreachable,
+                "no connection for the bind",
+            )),
+        }) {
+            Ok(t) => t,
+            Err(e) => {
+                self.answer(req, &e).await;
+                return Attempt::Done;
             }
         };
-        let code = result_code(&resp, &rh).unwrap_or(rc::OTHER);
+        let name = routing.snap.dsas[dsa].name.clone();
+        let wait = self.router.cfg.bind_timeout.min(self.router.cfg.op_timeout);
+        let (why, timed_out) = match tokio::time::timeout(wait, rx).await {
+            Ok(Ok(resp)) => match frame::header(&resp) {
+                Ok(rh) => {
+                    return Attempt::Answered(Answered {
+                        dsa,
+                        name,
+                        conn,
+                        resp,
+                        rh,
+                    })
+                }
+                Err(_) => {
+                    conn.close();
+                    let msg = "dsa-router: malformed bind response from DSA";
+                    self.reply(req, Code::Other, "", msg).await;
+                    return Attempt::Done;
+                }
+            },
+            Err(_) => (format!("timed out after {} s", wait.as_secs_f32()), true),
+            // A spare the DSA closed while it waited (an idle timeout):
+            // not the DSA's fault; once more, on a new connection or
+            // another spare.
+            Ok(Err(_)) if conn.reused() && !spare_lost => return Attempt::SpareLost,
+            Ok(Err(_)) => ("connection lost".to_string(), false),
+        };
+        conn.abandon(id);
+        conn.close();
+        Attempt::Failed {
+            dsa,
+            why,
+            timed_out,
+        }
+    }
+
+    /// The bind's metrics and access-log line.
+    fn log_bind(
+        &self,
+        dn: &str,
+        p: &Partition,
+        dsa: &str,
+        code: u8,
+        policy: Option<&ppolicy::Policy>,
+        started: std::time::Instant,
+    ) {
         self.router.metrics.op(
             crate::metrics::op_index("bind"),
             code,
             started.elapsed().as_micros() as u64,
         );
-        let policy = ppolicy::Policy::of_response(&resp, &rh);
         if crate::access::enabled() {
             let policy = policy.map(|p| p.to_string());
             crate::access::line(|f| {
@@ -232,59 +325,54 @@ impl Session {
                     .quoted("op", "bind")
                     .display("dn", &dn)
                     .plain("partition", &p.text)
-                    .plain("dsa", &name)
+                    .plain("dsa", dsa)
                     .num("result", u64::from(code))
                     .quoted_opt("ppolicy", policy.as_deref())
                     .num("latency_us", started.elapsed().as_micros() as u64);
             });
         }
-        if code == rc::SUCCESS && password.is_empty() {
-            // An unauthenticated bind (RFC 4513 5.1.2): the DSA took it as
-            // anonymous, and so does the router. Its name is never
-            // conveyed or replayed.
-            tracing::info!(client = %self.peer, dn = %crate::logsafe::esc(&dn), dsa = %name, "unauthenticated bind (a name with an empty password): the client stays anonymous");
-            conn.release();
-        } else if code == rc::SUCCESS {
-            let notable = policy.filter(|p| p.is_notable());
-            let as_router = routing
-                .snap
-                .dsas
-                .iter()
-                .any(|d| d.ldap_dsa_name.as_ref() == Some(&parsed));
-            let own_conn = notable.is_some()
-                || as_router
-                || self.router.cfg.own_connection == OwnConnection::Always;
-            if let Some(p) = notable {
-                tracing::info!(client = %self.peer, dn = %crate::logsafe::esc(&dn), dsa = %name, "password policy ({p}): the client's operations run on connections of its own");
-            }
-            // The bind's connection stays the client's own only where its
-            // operations need one; on a DSA that trusts the router they run
-            // on the shared connection, so idle bound clients pin nothing.
-            if own_conn || !routing.pools[dsa].proxies() {
-                self.private.insert(name.to_ascii_lowercase(), conn);
-            } else {
-                conn.release();
-            }
-            self.identity = Identity::Bound(Bound {
-                dn: dn.clone(),
-                authz: format!("dn:{dn}"),
-                conveyed: true,
-                bind: Some(BindPdu::new(dn.clone(), sent)),
-                own_conn,
-                policy: notable.is_some(),
-            });
-        } else {
-            conn.release();
+    }
+
+    /// A successful bind as `dn`: the client's identity, kept for replay
+    /// to other DSAs, and the bind's connection kept as its own there
+    /// where its operations need one.
+    fn become_bound(
+        &mut self,
+        routing: &Routing,
+        a: &Answered,
+        dn: &str,
+        parsed: &Dn,
+        notable: Option<ppolicy::Policy>,
+        sent: Bytes,
+    ) {
+        let as_router = routing
+            .snap
+            .dsas
+            .iter()
+            .any(|d| d.ldap_dsa_name.as_ref() == Some(parsed));
+        let own_conn = notable.is_some()
+            || as_router
+            || self.router.cfg.own_connection == OwnConnection::Always;
+        if let Some(p) = &notable {
+            tracing::info!(client = %self.peer, dn = %crate::logsafe::esc(&dn), dsa = %a.name, "password policy ({p}): the client's operations run on connections of its own");
         }
-        let mut b = if policy.is_some() && !client_ppolicy {
-            ppolicy::strip(&resp, &rh, req.msgid)
+        // The bind's connection stays the client's own only where its
+        // operations need one; on a DSA that trusts the router they run
+        // on the shared connection, so idle bound clients pin nothing.
+        if own_conn || !routing.pools[a.dsa].proxies() {
+            self.private
+                .insert(a.name.to_ascii_lowercase(), a.conn.clone());
         } else {
-            let mut b = BytesMut::with_capacity(resp.len() + 4);
-            frame::rewrite(&resp, &rh, req.msgid, None, &mut b);
-            b
-        };
-        self.out.send(b.split().freeze()).await;
-        Flow::Continue
+            a.conn.release();
+        }
+        self.identity = Identity::Bound(Bound {
+            dn: dn.to_string(),
+            authz: format!("dn:{dn}"),
+            conveyed: true,
+            bind: Some(BindPdu::new(dn.to_string(), sent)),
+            own_conn,
+            policy: notable.is_some(),
+        });
     }
 
     /// Wait for the DSA's answer to a bind step sent as `id` on `conn`.
@@ -334,4 +422,33 @@ impl Session {
         self.private.release_all();
         self.private = Default::default();
     }
+}
+
+/// The bind DN, parsed, and the partition holding it; else the answer
+/// (a bind name in no partition cannot be verified: invalid credentials).
+fn bind_partition<'r>(
+    routing: &'r Routing,
+    dn: &str,
+) -> Result<(Dn, &'r Partition), (Code, String)> {
+    let parsed = Dn::parse_ldap(dn).map_err(|e| {
+        (
+            Code::InvalidDNSyntax,
+            format!("dsa-router: invalid bind DN: {e}"),
+        )
+    })?;
+    match routing.table.lookup(&parsed) {
+        Lookup::Partition(p) => Ok((parsed, p)),
+        Lookup::NoPartition { .. } => Err((Code::InvalidCredentials, String::new())),
+    }
+}
+
+/// The bind as sent to the DSA: asking for the password policy response
+/// unless the client did.
+fn with_ppolicy_request(pdu: &Bytes, h: &Header, client_ppolicy: bool) -> Bytes {
+    if client_ppolicy {
+        return pdu.clone();
+    }
+    let mut b = BytesMut::with_capacity(pdu.len() + 32);
+    frame::rewrite(pdu, h, h.msgid, Some(&ppolicy::request_control()), &mut b);
+    b.freeze()
 }

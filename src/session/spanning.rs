@@ -28,79 +28,157 @@ impl Session {
         base_text: &str,
         spans: Vec<Span<'_>>,
     ) {
+        let Some(FanPlan {
+            sh,
+            strip,
+            spans,
+            paging,
+            page,
+        }) = self.fan_plan(pdu, h, req, base_text, spans).await
+        else {
+            return;
+        };
+        let paged = paging.is_some();
+        let fan = self.fan_for(req, routing, base_text, &spans, &sh, paging);
+        let own_conn = paged || req.control(OID_PROXIED_AUTHZ).is_some();
+        let control = paged.then(|| search::paged_control(page.0, &page.1));
+        for (i, s) in spans.iter().enumerate() {
+            if fan.is_finished() {
+                break;
+            }
+            let p = s.partition;
+            // Paged: the DSA of the cookie; else read-your-writes affinity.
+            let sticky = if paged {
+                self.state_sticky(routing, p)
+            } else {
+                self.affinity_dsa(routing, p)
+            };
+            let base = s
+                .base
+                .map_or_else(|| base_text.to_string(), |b| b.to_string());
+            let log = crate::access::enabled()
+                .then(|| LogCtx::new(&self.log_client, "search", &base, &p.text, None));
+            let sub = search::rebase(pdu, h, &sh, &base, s.scope, control.as_deref());
+            let Some((sub, sub_h)) = without(sub, &strip) else {
+                fan.failed(i, "internal error re-basing the search".into());
+                continue;
+            };
+            let want = dispatch::Want {
+                // Its DSA is recorded as the one holding the pages.
+                pinned: paged,
+                ..dispatch::Want::first(false, sticky)
+            };
+            let delivery = Arc::new(fanout::FanPart {
+                fan: fan.clone(),
+                part: i,
+            });
+            let weak = Arc::downgrade(&self.router);
+            let via = self.via(own_conn);
+            let placed = dispatch::place(routing, p, want, via, &sub, &sub_h, |t| {
+                // On a shared connection, a partition's search that has
+                // sent nothing yet is re-sent elsewhere when its DSA fails.
+                let retry = retry_for(t, weak, routing, &base, &sub, sub_h);
+                Pending {
+                    sink: Sink::To(delivery),
+                    is_write: false,
+                    started: tokio::time::Instant::now(),
+                    log,
+                    delivered: false,
+                    hold: false,
+                    held: Default::default(),
+                    persistent: false,
+                    hedge: crate::upstream::pending::Hedge::No,
+                    heard_ms: 0,
+                    extra: None,
+                    retry,
+                    op: crate::metrics::op_index("search") as u8,
+                    metrics: None,
+                    _guard: None,
+                }
+            })
+            .await;
+            match placed {
+                Ok(t) if paged => {
+                    let name = routing.snap.dsas[t.dsa].name.clone();
+                    self.state_dsa.insert(p.key.clone(), name);
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    if let Some(why) = refusal(&e) {
+                        self.router.metrics.refused(why);
+                    }
+                    fan.failed(i, e.to_string());
+                }
+            }
+        }
+    }
+
+    /// The search's head, the controls to strip and the page to read;
+    /// `None` when the client was answered (a malformed search, a critical
+    /// control that cannot span partitions, a bad cookie, the end of a
+    /// paged search).
+    async fn fan_plan<'r, 'p>(
+        &self,
+        pdu: &Bytes,
+        h: &Header,
+        req: &'r Request,
+        base_text: &str,
+        spans: Vec<Span<'p>>,
+    ) -> Option<FanPlan<'r, 'p>> {
         let sh = match search::head(pdu, h) {
             Ok(sh) => sh,
             Err(e) => {
                 let msg = format!("dsa-router: {e}");
-                return self.reply(req, Code::ProtocolError, "", &msg).await;
+                self.reply(req, Code::ProtocolError, "", &msg).await;
+                return None;
             }
         };
         let prefixes: Vec<String> = spans
             .iter()
             .map(|s| s.partition.prefix.normalized())
             .collect();
-        // Controls whose state is one DSA's (sort, VLV, change streams, a
-        // transaction): refused when critical, else the search runs
-        // without them (RFC 4511 4.1.11).
-        let mut strip: Vec<&str> = Vec::new();
-        for c in req
-            .controls
-            .iter()
-            .filter(|c| state::one_partition_only(&c.oid))
-        {
-            if c.critical {
-                let msg = format!(
-                    "dsa-router: the {} control cannot be honoured in a search that spans partitions ({}); search at or below one partition",
-                    state::control_name(&c.oid),
-                    prefixes.join("; ")
-                );
-                return self
-                    .reply(req, Code::UnavailableCriticalExtension, "", &msg)
-                    .await;
+        let strip = match one_partition_controls(req, &prefixes) {
+            Ok(strip) => strip,
+            Err(msg) => {
+                let code = Code::UnavailableCriticalExtension;
+                self.reply(req, code, "", &msg).await;
+                return None;
             }
-            strip.push(c.oid.as_str());
-        }
-        // Paging: one partition per page request, under the router's cookie.
-        let mut spans = spans;
-        let mut paging = None;
-        let mut page = (0u32, Vec::new());
-        if let Some(c) = req.control(OID_PAGED_RESULTS) {
-            let Some((size, cookie)) = c.value.as_deref().and_then(search::paged_value) else {
-                let msg = "dsa-router: malformed paged results control";
-                return self.reply(req, Code::ProtocolError, "", msg).await;
-            };
-            let norm_base = Dn::parse_ldap(base_text)
-                .map(|d| d.normalized())
-                .unwrap_or_default();
-            let fp = fanout::fingerprint(&norm_base, sh.scope, &prefixes);
-            let (index, dsa_cookie) = if cookie.is_empty() {
-                (0, Vec::new())
-            } else {
-                match fanout::decode_cookie(&cookie) {
-                    Some((f, i, c)) if f == fp && i < spans.len() => (i, c.to_vec()),
-                    _ => {
-                        let msg = "dsa-router: the paged results cookie does not belong to this search (or the partitions changed); start the search again";
-                        return self.reply(req, Code::UnwillingToPerform, "", msg).await;
-                    }
-                }
-            };
-            if size == 0 {
+        };
+        match page_of(req, base_text, sh.scope, &prefixes, spans) {
+            Ok(Some((spans, paging, page))) => Some(FanPlan {
+                sh,
+                strip,
+                spans,
+                paging,
+                page,
+            }),
+            Ok(None) => {
                 // The client ends the paged search (RFC 2696 3).
                 let mut b = BytesMut::new();
                 let ctl = search::paged_control(0, &[]);
                 response::search_done_with_control(req.msgid, "", &ctl, &mut b);
                 self.out.send(b.freeze()).await;
-                return;
+                None
             }
-            let partitions = spans.len();
-            spans = spans.into_iter().skip(index).take(1).collect();
-            paging = Some(fanout::Paging {
-                fingerprint: fp,
-                index,
-                partitions,
-            });
-            page = (size, dsa_cookie);
+            Err((code, msg)) => {
+                self.reply(req, code, "", msg).await;
+                None
+            }
         }
+    }
+
+    /// The [`fanout::Fan`] merging the partitions' searches, one part per
+    /// span, tracked for abandon and expired at the search's time limit.
+    fn fan_for(
+        &self,
+        req: &Request,
+        routing: &Routing,
+        base_text: &str,
+        spans: &[Span<'_>],
+        sh: &search::SearchHead,
+        paging: Option<fanout::Paging>,
+    ) -> Arc<fanout::Fan> {
         let paged = paging.is_some();
         let parts = spans
             .iter()
@@ -139,99 +217,7 @@ impl Session {
                 }
             });
         }
-        let own_conn = paged || req.control(OID_PROXIED_AUTHZ).is_some();
-        let control = paged.then(|| search::paged_control(page.0, &page.1));
-        for (i, s) in spans.iter().enumerate() {
-            if fan.is_finished() {
-                break;
-            }
-            let p = s.partition;
-            // Paged: the DSA of the cookie; else read-your-writes affinity.
-            let sticky = if paged {
-                self.state_sticky(routing, p)
-            } else {
-                self.affinity_dsa(routing, p)
-            };
-            let base = s
-                .base
-                .map_or_else(|| base_text.to_string(), |b| b.to_string());
-            let log = crate::access::enabled()
-                .then(|| LogCtx::new(&self.log_client, "search", &base, &p.text, None));
-            let mut sub = search::rebase(pdu, h, &sh, &base, s.scope, control.as_deref());
-            if !strip.is_empty() {
-                if let Ok(sh) = frame::header(&sub) {
-                    sub = search::without_controls(&sub, &sh, sh.msgid, &strip);
-                }
-            }
-            let sub = sub.freeze();
-            let Ok(sub_h) = frame::header(&sub) else {
-                fan.failed(i, "internal error re-basing the search".into());
-                continue;
-            };
-            let want = dispatch::Want {
-                // Its DSA is recorded as the one holding the pages.
-                pinned: paged,
-                ..dispatch::Want::first(false, sticky)
-            };
-            let delivery = Arc::new(fanout::FanPart {
-                fan: fan.clone(),
-                part: i,
-            });
-            let weak = Arc::downgrade(&self.router);
-            let via = self.via(own_conn);
-            let placed = dispatch::place(routing, p, want, via, &sub, &sub_h, |t| {
-                // On a shared connection, a partition's search that has
-                // sent nothing yet is re-sent elsewhere when its DSA fails.
-                let retry = match (t.shared, Dn::parse_ldap(&base)) {
-                    (true, Ok(dn)) => Some(Box::new(dispatch::Retry {
-                        router: weak,
-                        pdu: sub.clone(),
-                        header: sub_h,
-                        proxy_dn: t.proxy.clone(),
-                        dn: Arc::new(dn),
-                        tried: t
-                            .tried
-                            .iter()
-                            .map(|&d| routing.snap.dsas[d].name.clone())
-                            .collect(),
-                        hedge: false,
-                    })
-                        as Box<dyn crate::upstream::Resend>),
-                    _ => None,
-                };
-                Pending {
-                    sink: Sink::To(delivery),
-                    is_write: false,
-                    started: tokio::time::Instant::now(),
-                    log,
-                    delivered: false,
-                    hold: false,
-                    held: Default::default(),
-                    persistent: false,
-                    hedge: crate::upstream::pending::Hedge::No,
-                    heard_ms: 0,
-                    extra: None,
-                    retry,
-                    op: crate::metrics::op_index("search") as u8,
-                    metrics: None,
-                    _guard: None,
-                }
-            })
-            .await;
-            match placed {
-                Ok(t) if paged => {
-                    let name = routing.snap.dsas[t.dsa].name.clone();
-                    self.state_dsa.insert(p.key.clone(), name);
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    if let Some(why) = refusal(&e) {
-                        self.router.metrics.refused(why);
-                    }
-                    fan.failed(i, e.to_string());
-                }
-            }
-        }
+        fan
     }
 
     /// The DSA that holds this client's state in partition `p` (its paged
@@ -243,6 +229,134 @@ impl Session {
             .and_then(|n| routing.snap.dsa_index(n))
             .filter(|&i| p.order.contains(&i) && routing.states.0[i].status().eligible())
     }
+}
+
+/// A spanning search ready to go out: its head, the controls stripped
+/// from the partitions' searches, the spans this request reads, and the
+/// paging state with the DSA's page size and cookie.
+struct FanPlan<'r, 'p> {
+    sh: search::SearchHead,
+    strip: Vec<&'r str>,
+    spans: Vec<Span<'p>>,
+    paging: Option<fanout::Paging>,
+    page: (u32, Vec<u8>),
+}
+
+/// On a shared connection, a partition's search that has sent nothing yet
+/// is re-sent elsewhere when its DSA fails.
+fn retry_for(
+    t: &dispatch::Placed,
+    router: std::sync::Weak<crate::context::Context>,
+    routing: &Routing,
+    base: &str,
+    sub: &Bytes,
+    sub_h: Header,
+) -> Option<Box<dyn crate::upstream::Resend>> {
+    match (t.shared, Dn::parse_ldap(base)) {
+        (true, Ok(dn)) => Some(Box::new(dispatch::Retry {
+            router,
+            pdu: sub.clone(),
+            header: sub_h,
+            proxy_dn: t.proxy.clone(),
+            dn: Arc::new(dn),
+            tried: t
+                .tried
+                .iter()
+                .map(|&d| routing.snap.dsas[d].name.clone())
+                .collect(),
+            hedge: false,
+        })),
+        _ => None,
+    }
+}
+
+/// Controls whose state is one DSA's (sort, VLV, change streams, a
+/// transaction): their OIDs, stripped from the partitions' searches (RFC
+/// 4511 4.1.11); `Err`, the refusal, when one is critical.
+fn one_partition_controls<'r>(
+    req: &'r Request,
+    prefixes: &[String],
+) -> Result<Vec<&'r str>, String> {
+    let mut strip: Vec<&str> = Vec::new();
+    for c in req
+        .controls
+        .iter()
+        .filter(|c| state::one_partition_only(&c.oid))
+    {
+        if c.critical {
+            return Err(format!(
+                "dsa-router: the {} control cannot be honoured in a search that spans partitions ({}); search at or below one partition",
+                state::control_name(&c.oid),
+                prefixes.join("; ")
+            ));
+        }
+        strip.push(c.oid.as_str());
+    }
+    Ok(strip)
+}
+
+/// A page of a paged search and the spans it reads.
+type Page<'p> = (Vec<Span<'p>>, Option<fanout::Paging>, (u32, Vec<u8>));
+
+/// Paging: one partition per page request, under the router's cookie.
+/// The spans to search (all of them when the search is not paged), the
+/// paging state and the DSA's page size and cookie; `None` when the
+/// client ends the paged search; `Err`, the answer, for a bad control or
+/// a cookie of another search.
+fn page_of<'p>(
+    req: &Request,
+    base_text: &str,
+    scope: u8,
+    prefixes: &[String],
+    spans: Vec<Span<'p>>,
+) -> Result<Option<Page<'p>>, (Code, &'static str)> {
+    let Some(c) = req.control(OID_PAGED_RESULTS) else {
+        return Ok(Some((spans, None, (0, Vec::new()))));
+    };
+    let Some((size, cookie)) = c.value.as_deref().and_then(search::paged_value) else {
+        return Err((
+            Code::ProtocolError,
+            "dsa-router: malformed paged results control",
+        ));
+    };
+    let norm_base = Dn::parse_ldap(base_text)
+        .map(|d| d.normalized())
+        .unwrap_or_default();
+    let fp = fanout::fingerprint(&norm_base, scope, prefixes);
+    let (index, dsa_cookie) = if cookie.is_empty() {
+        (0, Vec::new())
+    } else {
+        match fanout::decode_cookie(&cookie) {
+            Some((f, i, c)) if f == fp && i < spans.len() => (i, c.to_vec()),
+            _ => {
+                return Err((Code::UnwillingToPerform, "dsa-router: the paged results cookie does not belong to this search (or the partitions changed); start the search again"));
+            }
+        }
+    };
+    if size == 0 {
+        return Ok(None);
+    }
+    let partitions = spans.len();
+    let spans = spans.into_iter().skip(index).take(1).collect();
+    let paging = fanout::Paging {
+        fingerprint: fp,
+        index,
+        partitions,
+    };
+    Ok(Some((spans, Some(paging), (size, dsa_cookie))))
+}
+
+/// A partition's search without the `strip` controls, with its header.
+fn without(sub: BytesMut, strip: &[&str]) -> Option<(Bytes, Header)> {
+    let mut sub = sub;
+    if !strip.is_empty() {
+        if let Ok(sh) = frame::header(&sub) {
+            sub = search::without_controls(&sub, &sh, sh.msgid, strip);
+        }
+    }
+    let sub = sub.freeze();
+    let sub_h = frame::header(&sub).ok()?;
+    Some((sub, sub_h))
 }
 
 /// LDAP URLs (RFC 4516) for a continuation reference to partition `p`:

@@ -16,6 +16,7 @@ mod support;
 
 mod access_log;
 mod admin_api;
+mod bind_ejection;
 mod controls_slapd;
 mod dsa_addresses;
 mod fanout_slapd;

@@ -47,11 +47,13 @@
 //! ## Faults
 //! [`Faults`] are switches shared with the running server: a response delay,
 //! refusing connections (closed right after accept), a blackhole (read
-//! requests, never answer) and answering searches with entries renamed
+//! requests, never answer), hanging binds only
+//! ([`Faults::set_hang_binds`]) and answering searches with entries renamed
 //! (`set_answer_as`). [`Stats`] counts what the server did.
 
 pub mod directory;
 pub mod filter;
+mod hang_binds;
 pub mod ldif;
 mod misanswer;
 pub mod names;
@@ -85,6 +87,7 @@ struct FaultState {
     refuse: AtomicBool,
     blackhole: AtomicBool,
     answer_as: misanswer::AnswerAs,
+    hang_binds: AtomicBool,
 }
 
 /// Fault switches, shared by all clones and read by the server on every

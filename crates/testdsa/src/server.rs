@@ -118,6 +118,9 @@ async fn read_loop(
                     flag.store(true, Ordering::Relaxed);
                 }
             }
+            LdapOp::BindRequest(_) if ctx.faults.hang_binds() => {
+                debug!(name = %ctx.name, msgid = msg.msgid, "testdsa hanging a bind");
+            }
             LdapOp::BindRequest(req) => {
                 let delay = ctx.faults.delay();
                 if !delay.is_zero() {
