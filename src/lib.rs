@@ -44,7 +44,9 @@
 //! * [`logsafe`]: client- and DSA-supplied text in log lines, escaped
 //!   ([`logsafe::esc`]).
 //! * [`admin`]: the admin HTTP API (status, metrics, control) and `ctl`.
-//! * [`cli`]: output of the `check` and `explain` subcommands.
+//! * [`cli`]: the subcommands: `check` and `explain` (their output), and
+//!   `serve` and `demo` ([`cli::serve`]: the flags, the startup sequence,
+//!   signals and `--watch`).
 //! * [`tls`]: rustls configuration (client-facing and towards DSAs), the
 //!   client stream types, StartTLS.
 //! * [`workers`]: the worker threads (a single-threaded runtime each), how

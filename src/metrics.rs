@@ -121,6 +121,19 @@ impl Metrics {
     /// Prometheus text exposition of the router-wide counters; per-DSA
     /// series are appended by the admin module.
     pub fn render(&self, out: &mut String) {
+        self.render_operations(out);
+        self.render_latency(out);
+        self.render_refusals(out);
+        for (name, kind, help, v) in self.singles() {
+            let _ = writeln!(out, "# HELP {name} {help}");
+            let _ = writeln!(out, "# TYPE {name} {kind}");
+            let _ = writeln!(out, "{name} {v}");
+        }
+    }
+
+    /// `dsa_router_operations_total`: one series per operation type and
+    /// result code seen.
+    fn render_operations(&self, out: &mut String) {
         let _ = writeln!(out, "# HELP dsa_router_operations_total Operations completed, by type and LDAP result code.");
         let _ = writeln!(out, "# TYPE dsa_router_operations_total counter");
         for (oi, op) in OPS.iter().enumerate() {
@@ -134,6 +147,11 @@ impl Metrics {
                 }
             }
         }
+    }
+
+    /// `dsa_router_operation_duration_seconds`: a histogram per operation
+    /// type seen.
+    fn render_latency(&self, out: &mut String) {
         let _ = writeln!(
             out,
             "# HELP dsa_router_operation_duration_seconds Operation latency through the router."
@@ -170,6 +188,10 @@ impl Metrics {
                 "dsa_router_operation_duration_seconds_count{{op=\"{op}\"}} {cum}"
             );
         }
+    }
+
+    /// `dsa_router_refusals_total`, by reason.
+    fn render_refusals(&self, out: &mut String) {
         let _ = writeln!(
             out,
             "# HELP dsa_router_refusals_total Operations or connections refused, by reason."
@@ -182,7 +204,11 @@ impl Metrics {
                 self.refusals[i].load(Ordering::Relaxed)
             );
         }
-        let simple: [(&str, &str, &str, i64); 12] = [
+    }
+
+    /// The single-valued series: (name, type, help, value).
+    fn singles(&self) -> Vec<(&'static str, &'static str, &'static str, i64)> {
+        vec![
             (
                 "dsa_router_access_log_lines_total",
                 "counter",
@@ -255,11 +281,6 @@ impl Metrics {
                 "Knowledge reloads rejected.",
                 self.reloads_failed.load(Ordering::Relaxed) as i64,
             ),
-        ];
-        for (name, kind, help, v) in simple {
-            let _ = writeln!(out, "# HELP {name} {help}");
-            let _ = writeln!(out, "# TYPE {name} {kind}");
-            let _ = writeln!(out, "{name} {v}");
-        }
+        ]
     }
 }

@@ -2,8 +2,11 @@
 
 use super::scope::{self, Scope, SpanInfo};
 use crate::dn::Dn;
+use crate::knowledge::hash::HashPart;
 use crate::knowledge::Snapshot;
-use crate::route::{message, select_read, select_write, DsaView, Lookup, RouteError, Table};
+use crate::route::{
+    message, select_read, select_write, DsaView, Lookup, Partition, RouteError, Table,
+};
 use serde::Serialize;
 use std::fmt::Write;
 
@@ -183,14 +186,8 @@ pub fn explain_route(
     op: OpKind,
 ) -> Explanation {
     let mut x = Explanation::new(dn, op);
-    let parsed = match Dn::parse_any(dn) {
-        Ok(d) => d,
-        Err(e) => {
-            x.error = Some("invalidDNSyntax");
-            x.message = Some(format!("invalid DN: {e}"));
-            x.reason = "the DN does not parse".into();
-            return x;
-        }
+    let Some(parsed) = parse(&mut x, dn) else {
+        return x;
     };
     if parsed.is_root() && matches!(op, OpKind::Search | OpKind::Bind) {
         x.reason = match op {
@@ -205,121 +202,164 @@ pub fn explain_route(
     let p = match table.lookup(&parsed) {
         Lookup::Partition(p) => p,
         Lookup::NoPartition { below } => {
-            x.error = Some("noSuchObject");
-            x.message = Some(format!("dsa-router: no partition holds {parsed}"));
-            x.reason = if below.is_empty() {
-                "no partition prefix is an ancestor of the DN".into()
-            } else {
-                let names: Vec<String> = below.iter().map(|p| p.prefix.to_string()).collect();
-                format!(
-                    "no partition holds the DN; partitions below it: {}",
-                    names.join("; ")
-                )
-            };
+            no_partition(&mut x, &parsed, &below);
             return x;
         }
     };
     x.partition = Some(p.prefix.to_string());
-    if let Some(h) = &p.hash {
-        let rdn = parsed
-            .depth()
-            .checked_sub(p.prefix.depth() + 1)
-            .map(|d| &parsed.rdns()[d]);
-        let ava = rdn.and_then(|r| match &h.attr {
-            Some(a) => r.avas().iter().find(|v| v.attr().eq_ignore_ascii_case(a)),
-            None => r.avas().first(),
-        });
-        x.slot = Some(SlotInfo {
-            attribute: h.attr.clone().unwrap_or_else(|| "*".into()),
-            value: ava.map(|v| crate::knowledge::hash::normalise(v.value())),
-            algorithm: h.algo.name(),
-            hash: ava.map(|v| crate::knowledge::hash::hash(h.algo, v.value())),
-            total: h.total,
-            slot: h.slot,
-        });
-    }
+    x.slot = p.hash.as_ref().map(|h| slot_info(h, p, &parsed));
     let list = if op.is_write() {
         &p.write_order
     } else {
         &p.order
     };
-    let group_name = |i: usize| p.group_of(i).and_then(|g| g.name.clone());
     for &i in list {
         x.order.push(snap.dsas[i].name.clone());
         x.dsas.push(ListedDsa {
             name: snap.dsas[i].name.clone(),
-            group: group_name(i),
+            group: p.group_of(i).and_then(|g| g.name.clone()),
             state: view.status(i).as_str(),
         });
     }
-    let name = |i: usize| snap.dsas[i].name.clone();
-    if op.is_write() {
-        match select_write(p, view) {
-            Ok(c) => {
-                x.targets = vec![name(c.dsa)];
-                let skipped: Vec<String> = list
-                    .iter()
-                    .take_while(|&&i| i != c.dsa)
-                    .map(|&i| format!("{} {}", name(i), view.status(i).as_str()))
-                    .collect();
-                x.reason = if skipped.is_empty() {
-                    format!("writes are not load-shared: {} is the first eligible DSA of the write order", name(c.dsa))
-                } else {
-                    format!(
-                        "writes are not load-shared: {} is the first eligible DSA of the write order (skipped: {})",
-                        name(c.dsa),
-                        skipped.join(", ")
-                    )
-                };
-                if !p.read_only.is_empty() {
-                    let ro: Vec<String> = p.read_only.iter().map(|&i| name(i)).collect();
-                    let _ = write!(
-                        x.reason,
-                        "; read-only DSAs take no writes: {}",
-                        ro.join(", ")
-                    );
-                }
-            }
-            Err(e) => fail(&mut x, e, p, snap, view),
-        }
-        return x;
-    }
-    match select_read(p, view, 0) {
-        Ok(c) => {
-            let g = &p.groups[c.group];
-            x.group = g.name.clone();
-            x.targets = g
-                .members
-                .iter()
-                .filter(|&&m| view.status(m).eligible() && !view.saturated(m))
-                .map(|&m| name(m))
-                .collect();
-            let label = |gi: usize| {
-                let g = &p.groups[gi];
-                g.name.clone().unwrap_or_else(|| {
-                    let members: Vec<String> = g.members.iter().map(|&m| name(m)).collect();
-                    format!("the group of {}", members.join(", "))
-                })
-            };
-            let passed: Vec<String> = (0..c.group)
-                .map(|gi| format!("{} has no eligible member", label(gi)))
-                .collect();
-            let first = g.members[0];
-            let mut why = String::new();
-            if !passed.is_empty() {
-                let _ = write!(why, "{}; ", passed.join("; "));
-            }
-            let _ = write!(
-                why,
-                "{} is the first group with an eligible member (its first member in the ordered list is {}); targets are its eligible members, least in-flight first, rotating among equals; a read not answered within the group's usual time (95th percentile, at least --hedge-floor) is also sent to another of them, within the hedge budget",
-                label(c.group),
-                name(first)
-            );
-            x.reason = why;
-        }
-        Err(e) => fail(&mut x, e, p, snap, view),
+    let chosen = if op.is_write() {
+        select_write(p, view).map(|c| explain_write(&mut x, p, snap, view, c.dsa))
+    } else {
+        select_read(p, view, 0).map(|c| explain_read(&mut x, p, snap, view, c.group))
+    };
+    if let Err(e) = chosen {
+        fail(&mut x, e, p, snap, view);
     }
     x
+}
+
+/// The DN, parsed; `None` (and `x` says why) when it does not parse.
+fn parse(x: &mut Explanation, dn: &str) -> Option<Dn> {
+    match Dn::parse_any(dn) {
+        Ok(d) => Some(d),
+        Err(e) => {
+            x.error = Some("invalidDNSyntax");
+            x.message = Some(format!("invalid DN: {e}"));
+            x.reason = "the DN does not parse".into();
+            None
+        }
+    }
+}
+
+/// No partition holds the DN: `noSuchObject`, naming the partitions
+/// below it.
+fn no_partition(x: &mut Explanation, parsed: &Dn, below: &[&Partition]) {
+    x.error = Some("noSuchObject");
+    x.message = Some(format!("dsa-router: no partition holds {parsed}"));
+    x.reason = if below.is_empty() {
+        "no partition prefix is an ancestor of the DN".into()
+    } else {
+        let names: Vec<String> = below.iter().map(|p| p.prefix.to_string()).collect();
+        format!(
+            "no partition holds the DN; partitions below it: {}",
+            names.join("; ")
+        )
+    };
+}
+
+/// How the slot of a horizontal partition is computed for the DN.
+fn slot_info(h: &HashPart, p: &Partition, parsed: &Dn) -> SlotInfo {
+    let rdn = parsed
+        .depth()
+        .checked_sub(p.prefix.depth() + 1)
+        .map(|d| &parsed.rdns()[d]);
+    let ava = rdn.and_then(|r| match &h.attr {
+        Some(a) => r.avas().iter().find(|v| v.attr().eq_ignore_ascii_case(a)),
+        None => r.avas().first(),
+    });
+    SlotInfo {
+        attribute: h.attr.clone().unwrap_or_else(|| "*".into()),
+        value: ava.map(|v| crate::knowledge::hash::normalise(v.value())),
+        algorithm: h.algo.name(),
+        hash: ava.map(|v| crate::knowledge::hash::hash(h.algo, v.value())),
+        total: h.total,
+        slot: h.slot,
+    }
+}
+
+/// A write went to `dsa`: why (the DSAs skipped before it, the read-only
+/// ones).
+fn explain_write(
+    x: &mut Explanation,
+    p: &Partition,
+    snap: &Snapshot,
+    view: &impl DsaView,
+    dsa: usize,
+) {
+    let name = |i: usize| snap.dsas[i].name.clone();
+    x.targets = vec![name(dsa)];
+    let skipped: Vec<String> = p
+        .write_order
+        .iter()
+        .take_while(|&&i| i != dsa)
+        .map(|&i| format!("{} {}", name(i), view.status(i).as_str()))
+        .collect();
+    x.reason = if skipped.is_empty() {
+        format!(
+            "writes are not load-shared: {} is the first eligible DSA of the write order",
+            name(dsa)
+        )
+    } else {
+        format!(
+            "writes are not load-shared: {} is the first eligible DSA of the write order (skipped: {})",
+            name(dsa),
+            skipped.join(", ")
+        )
+    };
+    if !p.read_only.is_empty() {
+        let ro: Vec<String> = p.read_only.iter().map(|&i| name(i)).collect();
+        let _ = write!(
+            x.reason,
+            "; read-only DSAs take no writes: {}",
+            ro.join(", ")
+        );
+    }
+}
+
+/// A read went to group `group`: its eligible members, and why (the
+/// groups passed before it).
+fn explain_read(
+    x: &mut Explanation,
+    p: &Partition,
+    snap: &Snapshot,
+    view: &impl DsaView,
+    group: usize,
+) {
+    let name = |i: usize| snap.dsas[i].name.clone();
+    let g = &p.groups[group];
+    x.group = g.name.clone();
+    x.targets = g
+        .members
+        .iter()
+        .filter(|&&m| view.status(m).eligible() && !view.saturated(m))
+        .map(|&m| name(m))
+        .collect();
+    let label = |gi: usize| {
+        let g = &p.groups[gi];
+        g.name.clone().unwrap_or_else(|| {
+            let members: Vec<String> = g.members.iter().map(|&m| name(m)).collect();
+            format!("the group of {}", members.join(", "))
+        })
+    };
+    let passed: Vec<String> = (0..group)
+        .map(|gi| format!("{} has no eligible member", label(gi)))
+        .collect();
+    let first = g.members[0];
+    let mut why = String::new();
+    if !passed.is_empty() {
+        let _ = write!(why, "{}; ", passed.join("; "));
+    }
+    let _ = write!(
+        why,
+        "{} is the first group with an eligible member (its first member in the ordered list is {}); targets are its eligible members, least in-flight first, rotating among equals; a read not answered within the group's usual time (95th percentile, at least --hedge-floor) is also sent to another of them, within the hedge budget",
+        label(group),
+        name(first)
+    );
+    x.reason = why;
 }
 
 /// A search of `scope` at `x`'s DN: the partitions it reaches when more

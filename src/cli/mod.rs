@@ -1,6 +1,7 @@
-//! The `check` and `explain` subcommands: knowledge and routing, shown to
-//! people (text) and scripts (`--json`). Both use the same routing code as
-//! the data path, on a run-time view made from the command line.
+//! The subcommands. `check` and `explain`: knowledge and routing, shown
+//! to people (text) and scripts (`--json`); both use the same routing code
+//! as the data path, on a run-time view made from the command line.
+//! [`serve`]: `serve` and `demo`, their flags and startup.
 
 mod explain;
 pub mod hash;

@@ -1,0 +1,102 @@
+//! What reaches a running router from outside its sockets: signals
+//! (shutdown, reload, reopening the access log) and, with `--watch`,
+//! changed knowledge and TLS files.
+
+use crate::context::Context;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// `--watch`: reload when any knowledge or TLS file's modification time or
+/// size changes.
+pub(super) async fn watch_files(router: Arc<Context>, mut shutdown: watch::Receiver<bool>) {
+    // The TLS files too: a renewed certificate is picked up like knowledge.
+    let tls_files: Vec<PathBuf> = router
+        .cfg
+        .tls
+        .iter()
+        .flat_map(|t| {
+            [
+                Some(t.cert.clone()),
+                Some(t.key.clone()),
+                t.client_ca.clone(),
+            ]
+        })
+        .flatten()
+        .chain(router.cfg.dsa_ca.clone())
+        .collect();
+    let stamp = |router: &Context| -> Vec<(PathBuf, Option<std::time::SystemTime>, u64)> {
+        router
+            .routing()
+            .snap
+            .files
+            .iter()
+            .chain(tls_files.iter())
+            .map(|f| {
+                let m = std::fs::metadata(f).ok();
+                (
+                    f.clone(),
+                    m.as_ref().and_then(|m| m.modified().ok()),
+                    m.map(|m| m.len()).unwrap_or(0),
+                )
+            })
+            .collect()
+    };
+    let mut last = stamp(&router);
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = shutdown.changed() => return,
+        }
+        let now = stamp(&router);
+        if now != last {
+            tracing::info!("knowledge file changed; reloading");
+            let r = router.clone();
+            let _ = tokio::task::spawn_blocking(move || r.reload_from_disk()).await;
+            last = stamp(&router);
+        }
+    }
+}
+
+/// SIGINT/SIGTERM: shut down. SIGHUP: reload knowledge. SIGUSR1: reopen
+/// the access log's file.
+pub(super) async fn signals(tx: watch::Sender<bool>, router: Arc<Context>, root: PathBuf) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int), Ok(mut hup), Ok(mut usr1)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
+        signal(SignalKind::user_defined1()),
+    ) else {
+        tracing::error!("cannot install signal handlers");
+        return;
+    };
+    let mut running: Option<tokio::task::JoinHandle<()>> = None;
+    loop {
+        tokio::select! {
+            _ = term.recv() => break,
+            _ = int.recv() => break,
+            _ = usr1.recv() => crate::access::reopen(),
+            _ = hup.recv() => {
+                // Off the runtime's threads: with --threads 1 a reload
+                // would otherwise stall every connection while it reads.
+                // Not awaited here: a reload in progress never delays
+                // SIGTERM; one at a time.
+                if running.as_ref().is_some_and(|h| !h.is_finished()) {
+                    tracing::warn!("SIGHUP: a reload is still running; this one is skipped");
+                    continue;
+                }
+                let (r, p) = (router.clone(), root.clone());
+                running = Some(tokio::task::spawn_blocking(move || reload(&r, &p)));
+            }
+        }
+    }
+    tracing::info!("shutting down: no new connections; waiting for operations in flight");
+    let _ = tx.send(true);
+}
+
+/// Reload knowledge: validated whole; on error the old snapshot stays.
+pub fn reload(router: &Context, _root: &std::path::Path) {
+    let _ = router.reload_from_disk();
+}

@@ -1,0 +1,192 @@
+//! The startup sequence of `serve`, step by step: the admin flag, the
+//! knowledge, the router's own block and listen address, the context, the
+//! access log, the runtime and worker threads, the listeners; then serving
+//! until shutdown, and the flush on the way out.
+
+use super::{runtime, start_access_log, ServeArgs};
+use crate::context::Context;
+use crate::error::{Error, Result};
+use crate::knowledge::{self, Snapshot};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// Why `serve` stopped with exit code 1: the text for stderr, ending in a
+/// newline.
+pub(super) struct Stop(pub(super) String);
+
+impl From<Error> for Stop {
+    fn from(e: Error) -> Stop {
+        Stop(format!("error: {e}\n"))
+    }
+}
+
+/// Start, serve until shutdown, stop.
+pub(super) fn run(args: &ServeArgs) -> std::result::Result<(), Stop> {
+    let admin_token = admin_token(args)?;
+    let snap = load_knowledge(args)?;
+    let router = Arc::new(context(args, snap)?);
+    start_access_log(&router.cfg)?;
+    // Worker 0 is this thread's single-threaded runtime; the others are
+    // threads of their own (crate::workers).
+    let rt = runtime(1)?;
+    let workers = crate::workers::Workers::start(
+        router.cfg.workers,
+        rt.handle().clone(),
+        f64::from(router.cfg.spread_above) / 100.0,
+    )
+    .map_err(|e| Stop(format!("error: cannot start the worker threads: {e}\n")))?;
+    let result = rt.block_on(listen_and_serve(args, admin_token, router, &workers));
+    // A reload still reading knowledge (a slow or hostile file) does not
+    // keep the process from exiting.
+    rt.shutdown_timeout(Duration::from_secs(1));
+    workers.stop();
+    crate::access::flush();
+    result.map_err(Stop::from)
+}
+
+/// The admin API's token, checked against --admin: an empty token is no
+/// token; without one, the admin API stays on loopback (refused before
+/// anything listens).
+fn admin_token(args: &ServeArgs) -> std::result::Result<Option<String>, Stop> {
+    let token = args.admin_token.clone().filter(|t| !t.is_empty());
+    if args.admin != "none" {
+        crate::admin::guard::admin_flag(&args.admin, token.as_deref())
+            .map_err(|e| Stop(format!("error: {e}\n")))?;
+    }
+    Ok(token)
+}
+
+/// The knowledge, its warnings logged.
+fn load_knowledge(args: &ServeArgs) -> std::result::Result<Snapshot, Stop> {
+    let snap = knowledge::load(&args.knowledge).map_err(|e| Stop(e.to_string()))?;
+    for w in &snap.warnings {
+        tracing::warn!("{}", w.to_string().trim_end());
+    }
+    Ok(snap)
+}
+
+/// The application context: the configuration from the flags, the listen
+/// address and the router's own block.
+fn context(args: &ServeArgs, snap: Snapshot) -> Result<Context> {
+    let own = args
+        .name
+        .as_deref()
+        .and_then(|n| snap.dsa_index(n))
+        .map(|i| snap.dsas[i].clone());
+    let listen = args
+        .listen
+        .clone()
+        .or_else(|| {
+            own.as_ref()
+                .and_then(|d| crate::upstream::pool::socket_addrs(d).into_iter().next())
+        })
+        .unwrap_or_else(|| "127.0.0.1:3389".to_string());
+    let name = args.name.clone().or_else(|| own_block(&snap, &listen));
+    let mut c = args.limits.config()?;
+    args.tls.apply(&mut c)?;
+    c.listen = listen;
+    c.workers = crate::workers::resolve(args.threads);
+    c.spread_above = args.spread_above;
+    Context::new(c, snap, name)
+}
+
+/// Without --name, the router's own block is the one whose address is
+/// this router's listen address: never a target of its own.
+fn own_block(snap: &Snapshot, listen: &str) -> Option<String> {
+    let found = own_block_by_address(snap, listen);
+    match found.as_slice() {
+        [one] => {
+            tracing::warn!(dsa = %one, %listen, "no --name: DSA {one}'s address is this router's listen address, so it is taken as the router's own block and never a target (pass --name {one} to say so)");
+            Some(one.clone())
+        }
+        [] => None,
+        many => {
+            tracing::warn!(%listen, dsas = ?many, "no --name: several DSAs have this router's listen address; none is taken as the router's own (pass --name); connections from the router to itself are refused");
+            None
+        }
+    }
+}
+
+/// The DSAs of `snap` with an address that is `listen` on this host: the
+/// same port, and an address of this host that `listen` covers (the same
+/// address, any address for `0.0.0.0`/`::`, loopback for loopback).
+fn own_block_by_address(snap: &Snapshot, listen: &str) -> Vec<String> {
+    use std::net::{ToSocketAddrs, UdpSocket};
+    let Ok(mut l) = listen.to_socket_addrs() else {
+        return Vec::new();
+    };
+    let Some(l) = l.next() else {
+        return Vec::new();
+    };
+    // An address of this host can be bound to.
+    let local = |ip: std::net::IpAddr| ip.is_loopback() || UdpSocket::bind((ip, 0)).is_ok();
+    let covers = |a: std::net::SocketAddr| {
+        a.port() == l.port()
+            && local(a.ip())
+            && (l.ip().is_unspecified()
+                || a.ip() == l.ip()
+                || (a.ip().is_loopback() && l.ip().is_loopback()))
+    };
+    snap.dsas
+        .iter()
+        .filter(|d| {
+            d.addresses.iter().any(|a| {
+                (a.host.as_str(), a.port)
+                    .to_socket_addrs()
+                    .map(|mut it| it.any(covers))
+                    .unwrap_or(false)
+            })
+        })
+        .map(|d| d.name.clone())
+        .collect()
+}
+
+/// The listeners (LDAP, and LDAPS with --ldaps-listen), the admin API,
+/// `--watch` and the signals; then the accept loop until shutdown.
+async fn listen_and_serve(
+    args: &ServeArgs,
+    admin_token: Option<String>,
+    router: Arc<Context>,
+    pool: &crate::workers::Workers,
+) -> Result<()> {
+    let listen = &router.cfg.listen;
+    let listener = crate::server::listen(listen)
+        .await
+        .map_err(|e| Error::config(format!("cannot listen on {listen}: {e}")))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| Error::config(e.to_string()))?;
+    let root = args.knowledge.clone();
+    tracing::info!(%addr, knowledge = %root.display(), "dsa-router listening");
+    let ldaps = match &router.cfg.ldaps_listen {
+        Some(a) => Some(listen_ldaps(a).await?),
+        None => None,
+    };
+    let (tx, rx) = watch::channel(false);
+    if args.admin != "none" {
+        crate::admin::start(&args.admin, admin_token, router.clone(), rx.clone()).await?;
+    }
+    if args.watch {
+        tokio::spawn(super::signals::watch_files(router.clone(), rx.clone()));
+    }
+    tokio::spawn(super::signals::signals(tx, router.clone(), root));
+    tracing::info!(
+        threads = router.cfg.workers,
+        spread_above = router.cfg.spread_above,
+        "worker threads"
+    );
+    crate::server::run_on(listener, ldaps, router, rx, Some(pool)).await;
+    tracing::info!("dsa-router stopped");
+    Ok(())
+}
+
+/// The LDAPS listener of --ldaps-listen.
+async fn listen_ldaps(a: &str) -> Result<tokio::net::TcpListener> {
+    let l = crate::server::listen(a)
+        .await
+        .map_err(|e| Error::config(format!("cannot listen on --ldaps-listen {a}: {e}")))?;
+    let addr = l.local_addr().map_err(|e| Error::config(e.to_string()))?;
+    tracing::info!(%addr, "dsa-router listening for LDAPS");
+    Ok(l)
+}
