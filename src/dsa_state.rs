@@ -60,6 +60,8 @@ pub struct DsaState {
     ejection: Mutex<Option<String>>,
     /// What its root DSE advertised, and when it was read.
     advertised: Mutex<Option<(std::time::Instant, Arc<Advertised>)>>,
+    /// Whether its replication position lets it serve reads.
+    pub replication: crate::replication::Gate,
 }
 
 /// What one DSA's root DSE said.
@@ -245,6 +247,7 @@ impl DsaState {
             reads: ReadStats::default(),
             ejected: std::sync::atomic::AtomicBool::new(false),
             ejection: Mutex::new(None),
+            replication: Default::default(),
         }
     }
 
@@ -563,6 +566,12 @@ impl DsaView for States {
 
     fn limit(&self, dsa: DsaIdx) -> Option<u32> {
         self.0.get(dsa).and_then(|s| s.limit())
+    }
+
+    fn read_gate(&self, dsa: DsaIdx) -> crate::route::ReadGate {
+        self.0
+            .get(dsa)
+            .map_or(crate::route::ReadGate::Serve, |s| s.replication.read_gate())
     }
 }
 

@@ -85,6 +85,7 @@ pub(crate) mod limits;
 pub mod logsafe;
 pub(crate) mod metrics;
 pub(crate) mod outbox;
+pub mod replication;
 pub mod route;
 pub mod server;
 pub mod session;
