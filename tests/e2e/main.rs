@@ -22,6 +22,7 @@ mod horizontal_slapd;
 mod interop_slapd;
 mod knowledge_slapd;
 mod malformed;
+mod replication;
 mod router_testdsa;
 mod sasl_slapd;
 mod security_slapd;
