@@ -271,3 +271,94 @@ async fn read_your_writes_follows_positions() {
         share * 100.0
     );
 }
+
+/// The consumer stopped (SIGSTOP) for 10 s while a client adds entries
+/// and reads each back: no stale read, no error; with
+/// `--max-replication-lag 1s` the consumer is out of reads within 1.5 s
+/// of falling behind and back within 1.5 s of catching up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopped_consumer_and_max_replication_lag() {
+    let p = replica::provider("P", SUFFIX);
+    let c = replica::consumer("C", SUFFIX, &p, Mode::Persist);
+    let dir = tempfile::tempdir().unwrap();
+    let k = knowledge(dir.path(), &p, &c);
+    let (r, admin) = router(dir.path(), &k, &["--max-replication-lag", "1s"]);
+    let out = |admin: &str| !dsa(&status(admin), "C")["replication"]["out"].is_null();
+    wait_for("positions", Duration::from_secs(10), || {
+        position(&admin, "C").is_some() && !out(&admin)
+    });
+    let done = Arc::new(AtomicBool::new(false));
+    let client = {
+        let (url, done) = (r.url.clone(), done.clone());
+        tokio::spawn(async move {
+            let mut l = writer(&url).await;
+            let (mut tries, mut stale, mut errors) = (0, 0, 0);
+            while !done.load(Ordering::Relaxed) {
+                let dn = format!("uid=stop{tries},ou=people,{SUFFIX}");
+                tries += 1;
+                let s = |v: &str| HashSet::from([v.to_string()]);
+                let uid = format!("stop{tries}");
+                let attrs = vec![
+                    ("objectClass".to_string(), s("inetOrgPerson")),
+                    ("cn".to_string(), s(&uid)),
+                    ("sn".to_string(), s(&uid)),
+                ];
+                match l.add(&dn, attrs).await.map(|r| r.rc) {
+                    Ok(0) => {}
+                    _ => {
+                        errors += 1;
+                        continue;
+                    }
+                }
+                match l
+                    .search(&dn, Scope::Base, "(objectClass=*)", vec!["1.1"])
+                    .await
+                {
+                    Ok(ldap3::SearchResult(e, res)) if res.rc == 0 && e.len() == 1 => {}
+                    Ok(ldap3::SearchResult(_, res)) if res.rc == 32 => stale += 1,
+                    _ => errors += 1,
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            (tries, stale, errors)
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    c.stop_signal();
+    let stopped = Instant::now();
+    let adm = admin.clone();
+    let to_out = tokio::task::spawn_blocking(move || {
+        wait_for("C out of reads", Duration::from_secs(10), || out(&adm))
+    })
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_secs(10).saturating_sub(stopped.elapsed())).await;
+    c.cont_signal();
+    let resumed = Instant::now();
+    done.store(true, Ordering::Relaxed);
+    let (tries, stale, errors) = client.await.unwrap();
+    // Caught up: C has every change of P (asked of slapd itself).
+    let (pp, cc) = (p, c);
+    let (pp, cc, caught) = tokio::task::spawn_blocking(move || {
+        replica::wait_caught_up(&cc, &pp, SUFFIX, Duration::from_secs(30));
+        (pp, cc, Instant::now())
+    })
+    .await
+    .unwrap();
+    let adm = admin.clone();
+    let to_back = tokio::task::spawn_blocking(move || {
+        wait_for("C back in reads", Duration::from_secs(10), || !out(&adm))
+    })
+    .await
+    .unwrap();
+    let catching_up = caught - resumed;
+    drop((pp, cc));
+    println!(
+        "consumer stopped 10 s: {tries} add-and-read-back tries, {stale} stale reads, {errors} errors; \
+         --max-replication-lag 1s: out of reads {to_out:?} after it stopped, \
+         back {to_back:?} after it caught up ({catching_up:?} after it resumed)"
+    );
+    assert_eq!((stale, errors), (0, 0));
+    assert!(to_out <= Duration::from_millis(1500), "{to_out:?}");
+    assert!(to_back <= Duration::from_millis(1500), "{to_back:?}");
+}
