@@ -37,7 +37,7 @@ pub struct Context {
     /// Read-your-writes affinity of bound identities (`--affinity-scope
     /// identity`): (DN, partition) to the DSA that took the last write
     /// and when.
-    pub affinity: dashmap::DashMap<(String, String), crate::replication::ryw::Affinity>,
+    pub affinity: dashmap::DashMap<(String, String), crate::replication::mark::Affinity>,
     /// Replication positions of the DSAs (spec 10).
     pub replication: Arc<crate::replication::Replication>,
     /// Bytes held by clients' large incomplete requests (see

@@ -77,6 +77,7 @@ pub mod dn;
 pub(crate) mod dsa_state;
 pub mod error;
 pub(crate) mod fasthash;
+pub mod follow;
 #[doc(hidden)]
 pub mod fuzzing;
 pub(crate) mod health;

@@ -60,10 +60,7 @@ pub async fn run_on(
         tokio::spawn(crate::health::run(router.clone(), h, shutdown.clone()));
     }
     tokio::spawn(crate::tail::run(router.clone(), shutdown.clone()));
-    tokio::spawn(crate::replication::poll::run(
-        router.clone(),
-        shutdown.clone(),
-    ));
+    tokio::spawn(crate::follow::poll::run(router.clone(), shutdown.clone()));
     if let Some(w) = workers {
         tokio::spawn(crate::workers::balance(
             w.shared().clone(),

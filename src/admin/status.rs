@@ -39,7 +39,7 @@ pub struct DsaReport {
     pub addresses: Vec<String>,
     /// Its replication position in this partition, when it publishes one.
     #[serde(default)]
-    pub replication: Option<crate::replication::report::Report>,
+    pub replication: Option<crate::follow::report::Report>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -110,7 +110,7 @@ pub fn status(router: &Context) -> Status {
                     let st = &r.states.0[i];
                     let t = st.health_track();
                     let replication =
-                        crate::replication::report::of(router, &p.key, &r.snap.dsas[i].name);
+                        crate::follow::report::of(router, &p.key, &r.snap.dsas[i].name);
                     let lagging = replication
                         .as_ref()
                         .and_then(|x| x.out.clone())
@@ -312,7 +312,7 @@ pub fn dsa_metrics(router: &Context, out: &mut String) {
             );
         }
     }
-    crate::replication::report::metrics(router, out);
+    crate::follow::report::metrics(router, out, label);
 }
 
 /// A label value as the Prometheus text format writes it: backslash,

@@ -1,15 +1,14 @@
 //! Reads that follow replication (spec 10, README "Replication
-//! positions"): the router polls each DSA's `contextCSN` ([`poll`]), keeps
+//! positions"): the router polls each DSA's `contextCSN`, keeps
 //! per DSA and server ID the newest CSN ([`positions`]), takes DSAs too far
 //! behind out of reads (`--max-replication-lag`, `--max-staleness`: a
 //! [`Gate`] read selection consults) and sends a client's reads after its
-//! write to DSAs whose position has reached it ([`ryw`]).
+//! write to DSAs whose position has reached it ([`mark`]). The tasks and
+//! hooks that need the router's context are in `crate::follow`.
 
 pub mod csn;
-pub mod poll;
+pub mod mark;
 pub mod positions;
-pub mod report;
-pub mod ryw;
 
 use positions::Positions;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};

@@ -6,7 +6,7 @@
 use super::{dispatch, out, Session};
 use crate::dn::Dn;
 use crate::metrics::Refusal;
-use crate::replication::ryw::WriteMark;
+use crate::replication::mark::WriteMark;
 use crate::route::Lookup;
 use crate::upstream::pending::{Hedge, LogCtx, Pending, Sink};
 use crate::wire::frame::Header;
@@ -152,8 +152,7 @@ impl Session {
             rebind,
         });
         // A write's acknowledgement is noted (read-your-writes by position).
-        let (delivery, mark) =
-            crate::replication::ryw::watch(&router.replication, is_write, delivery);
+        let (delivery, mark) = crate::follow::ryw::watch(&router.replication, is_write, delivery);
         let want = dispatch::Want {
             // Its DSA is recorded as the one holding the state.
             pinned: needs.sticky,
@@ -285,11 +284,11 @@ impl Session {
                 .router
                 .affinity
                 .get(&(dn, p.key.clone()))
-                .and_then(|a| rep.affine(routing, p, &a)),
+                .and_then(|a| crate::follow::ryw::affine(rep, routing, p, &a)),
             None => self
                 .affinity
                 .get(&p.key)
-                .and_then(|a| rep.affine(routing, p, a)),
+                .and_then(|a| crate::follow::ryw::affine(rep, routing, p, a)),
         }
     }
 
@@ -299,7 +298,7 @@ impl Session {
         if window.is_zero() {
             return;
         }
-        let a = crate::replication::ryw::Affinity::new(dsa, window, mark);
+        let a = crate::replication::mark::Affinity::new(dsa, window, mark);
         match self.identity_key() {
             Some(dn) => {
                 let map = &self.router.affinity;

@@ -107,7 +107,7 @@ struct Session {
     next_rebind: Option<out::Rebind>,
     /// Read-your-writes: partition key to the DSA that took this client's
     /// last write there, and when.
-    affinity: HashMap<String, crate::replication::ryw::Affinity>,
+    affinity: HashMap<String, crate::replication::mark::Affinity>,
     /// A SASL bind in progress (saslBindInProgress): its connection.
     sasl: Option<sasl::InProgress>,
     /// Whether the connection runs over TLS (LDAPS or after StartTLS).

@@ -1,6 +1,5 @@
 //! Positions as `/status` and `/metrics` show them.
 
-use crate::admin::status::label;
 use crate::context::Context;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -41,7 +40,7 @@ pub fn of(router: &Context, key: &str, dsa: &str) -> Option<Report> {
 }
 
 /// The replication series of `/metrics`.
-pub fn metrics(router: &Context, out: &mut String) {
+pub fn metrics(router: &Context, out: &mut String, label: fn(&str) -> String) {
     let r = router.routing();
     let rep = &router.replication;
     let series = [

@@ -5,12 +5,12 @@
 //! the router's identity on that DSA when knowledge gives one (else
 //! anonymous). At most one reading per DSA and suffix is in flight; a DSA
 //! that does not answer keeps its last reading, which turns unknown after
-//! [`super::Config::fresh_for`]. After each round, each DSA's lag against
-//! its group and partition is assessed and its read [`super::Gate`] set.
+//! `Config::fresh_for`. After each round, each DSA's lag against
+//! its group and partition is assessed and its read read gate set.
 
-use super::positions::{lags, Assessed, Lag, Position, Reading};
-use super::Replication;
 use crate::context::{Context, Routing};
+use crate::replication::positions::{lags, Assessed, Lag, Position, Reading};
+use crate::replication::Replication;
 use crate::upstream::conn::Conn;
 use bytes::{Bytes, BytesMut};
 use dashmap::DashMap;
