@@ -42,6 +42,8 @@ pub struct Config {
     pub read_your_writes: Duration,
     /// Whose writes the affinity follows.
     pub affinity_scope: AffinityScope,
+    /// Replication positions: polling, lag and staleness bounds.
+    pub replication: crate::replication::Config,
     /// Tail latency: hedged reads and outlier ejection.
     pub tail: TailConfig,
     /// Response PDUs queued for one client before it counts as stalled.
@@ -130,6 +132,7 @@ impl Default for Config {
             spare_connections: 16,
             read_your_writes: Duration::from_secs(5),
             affinity_scope: AffinityScope::Connection,
+            replication: crate::replication::Config::standard(),
             tail: TailConfig::default(),
             client_queue: 1 << 20,
             client_queue_bytes: 16 << 20,

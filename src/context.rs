@@ -36,8 +36,10 @@ pub struct Context {
     pub last_reload: std::sync::Mutex<Option<ReloadOutcome>>,
     /// Read-your-writes affinity of bound identities (`--affinity-scope
     /// identity`): (DN, partition) to the DSA that took the last write
-    /// and until when.
-    pub affinity: dashmap::DashMap<(String, String), (String, std::time::Instant)>,
+    /// and when.
+    pub affinity: dashmap::DashMap<(String, String), crate::replication::mark::Affinity>,
+    /// Replication positions of the DSAs (spec 10).
+    pub replication: Arc<crate::replication::Replication>,
     /// Bytes held by clients' large incomplete requests (see
     /// `--max-request-memory`).
     pub request_memory: std::sync::atomic::AtomicUsize,
@@ -58,6 +60,7 @@ pub struct ReloadOutcome {
 impl Context {
     pub fn new(cfg: Config, snap: Snapshot, name: Option<String>) -> Result<Context> {
         let registry = Registry::default();
+        let replication = Arc::new(crate::replication::Replication::new(cfg.replication));
         let tls = cfg
             .tls
             .clone()
@@ -93,6 +96,7 @@ impl Context {
             dsa_ca: arc_swap::ArcSwapOption::new(dsa_ca),
             last_reload: std::sync::Mutex::new(None),
             affinity: dashmap::DashMap::new(),
+            replication,
             request_memory: std::sync::atomic::AtomicUsize::new(0),
             response_memory,
             workers: std::sync::OnceLock::new(),

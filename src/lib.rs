@@ -80,6 +80,7 @@ pub mod dn;
 pub(crate) mod dsa_state;
 pub mod error;
 pub(crate) mod fasthash;
+pub mod follow;
 #[doc(hidden)]
 pub mod fuzzing;
 pub(crate) mod health;
@@ -88,6 +89,7 @@ pub(crate) mod limits;
 pub mod logsafe;
 pub(crate) mod metrics;
 pub(crate) mod outbox;
+pub mod replication;
 pub mod route;
 pub mod server;
 pub mod session;

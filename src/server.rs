@@ -113,6 +113,7 @@ fn start_tasks(
         tokio::spawn(crate::health::run(router.clone(), h, shutdown.clone()));
     }
     tokio::spawn(crate::tail::run(router.clone(), shutdown.clone()));
+    tokio::spawn(crate::follow::poll::run(router.clone(), shutdown.clone()));
     if let Some(w) = workers {
         tokio::spawn(crate::workers::balance(
             w.shared().clone(),

@@ -44,6 +44,9 @@ pub struct DsaReport {
     #[serde(default)]
     pub latency_ms: Option<f64>,
     pub addresses: Vec<String>,
+    /// Its replication position in this partition, when it publishes one.
+    #[serde(default)]
+    pub replication: Option<crate::follow::report::Report>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -113,12 +116,30 @@ pub fn status(router: &Context) -> Status {
                 .map(|&i| {
                     let st = &r.states.0[i];
                     let t = st.health_track();
+                    let replication =
+                        crate::follow::report::of(router, &p.key, &r.snap.dsas[i].name);
+                    let lagging = replication
+                        .as_ref()
+                        .and_then(|x| x.out.clone())
+                        .filter(|_| st.status().eligible());
                     DsaReport {
                         name: r.snap.dsas[i].name.clone(),
                         group: p.group_of(i).and_then(|g| g.name.clone()),
-                        state: st.status().as_str().to_string(),
+                        state: if lagging.is_some() {
+                            "lagging"
+                        } else {
+                            st.status().as_str()
+                        }
+                        .to_string(),
                         health: if st.is_up() { "up" } else { "down" }.to_string(),
                         reason: match st.admin() {
+                            Admin::Enabled if lagging.is_some() => {
+                                format!(
+                                    "serves no reads: {}; health: {}",
+                                    lagging.unwrap_or_default(),
+                                    t.reason
+                                )
+                            }
                             Admin::Enabled => match (st.ejection(), st.bind_ejection()) {
                                 (Some(e), _) if st.is_up() => {
                                     format!("ejected as an outlier: {e}; health: {}", t.reason)
@@ -157,6 +178,7 @@ pub fn status(router: &Context) -> Status {
                         bind_ejected: st.bind_ejection(),
                         latency_ms: st.reads.recent_mean().map(|d| d.as_secs_f64() * 1000.0),
                         addresses: r.pools[i].addrs.clone(),
+                        replication,
                     }
                 })
                 .collect(),
@@ -308,6 +330,7 @@ pub fn dsa_metrics(router: &Context, out: &mut String) {
             );
         }
     }
+    crate::follow::report::metrics(router, out, label);
 }
 
 /// A label value as the Prometheus text format writes it: backslash,

@@ -71,6 +71,8 @@ pub struct DsaState {
     /// Taken out of selection as an outlier (see `tail`), and why.
     ejected: std::sync::atomic::AtomicBool,
     ejection: Mutex<Option<String>>,
+    /// Whether its replication position lets it serve reads.
+    pub replication: crate::replication::Gate,
     /// Taken out of selection for binds (its binds time out), and why.
     bind_out: std::sync::atomic::AtomicBool,
     binds: Mutex<ejection::BindEjection>,
@@ -136,6 +138,7 @@ impl DsaState {
             reads: ReadStats::default(),
             ejected: std::sync::atomic::AtomicBool::new(false),
             ejection: Mutex::new(None),
+            replication: Default::default(),
             bind_out: std::sync::atomic::AtomicBool::new(false),
             binds: Mutex::new(ejection::BindEjection::default()),
         }
@@ -270,5 +273,11 @@ impl DsaView for States {
 
     fn limit(&self, dsa: DsaIdx) -> Option<u32> {
         self.0.get(dsa).and_then(|s| s.limit())
+    }
+
+    fn read_gate(&self, dsa: DsaIdx) -> crate::route::ReadGate {
+        self.0
+            .get(dsa)
+            .map_or(crate::route::ReadGate::Serve, |s| s.replication.read_gate())
     }
 }

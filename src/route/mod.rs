@@ -21,7 +21,9 @@
 pub mod message;
 mod select;
 
-pub use select::{select_read, select_write, Choice, DsaStatus, DsaView, Excluding, RouteError};
+pub use select::{
+    select_read, select_write, Choice, DsaStatus, DsaView, Excluding, ReadGate, RouteError,
+};
 
 use crate::dn::Dn;
 use crate::knowledge::{GroupKey, Snapshot};

@@ -43,6 +43,32 @@ pub trait DsaView {
     fn saturated(&self, dsa: DsaIdx) -> bool {
         self.limit(dsa).is_some_and(|l| self.in_flight(dsa) >= l)
     }
+
+    /// Whether the DSA may serve reads by its replication position
+    /// (`--max-replication-lag`, `--max-staleness`; see
+    /// `crate::replication`). Writes ignore it.
+    fn read_gate(&self, _dsa: DsaIdx) -> ReadGate {
+        ReadGate::Serve
+    }
+}
+
+/// A DSA's replication position as read selection sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadGate {
+    Serve,
+    /// Too far behind to serve reads, by this many milliseconds
+    /// (`u32::MAX`: unknown); it serves only when no eligible DSA of the
+    /// partition is in bound, and then the one least behind.
+    Behind(u32),
+}
+
+impl ReadGate {
+    fn behind(self) -> Option<u32> {
+        match self {
+            ReadGate::Serve => None,
+            ReadGate::Behind(ms) => Some(ms),
+        }
+    }
 }
 
 /// The selected target and the group it was chosen from.
@@ -65,16 +91,33 @@ pub enum RouteError {
 }
 
 /// Read selection (search, compare, bind): the first group with an eligible
-/// member; within it, the least in-flight target not at its limit; `tick`
-/// rotates among equals.
+/// member in replication bound (when none is: with an eligible member, and
+/// in it only the least behind); within it, the least in-flight target not
+/// at its limit; `tick` rotates among equals.
 pub fn select_read(p: &Partition, view: &impl DsaView, tick: usize) -> Result<Choice, RouteError> {
-    let Some((gi, group)) = p
+    let in_bound = |m: DsaIdx| view.status(m).eligible() && view.read_gate(m) == ReadGate::Serve;
+    let fresh = p
         .groups
         .iter()
         .enumerate()
-        .find(|(_, g)| g.members.iter().any(|&m| view.status(m).eligible()))
-    else {
+        .find(|(_, g)| g.members.iter().any(|&m| in_bound(m)));
+    let Some((gi, group)) = fresh.or_else(|| {
+        p.groups
+            .iter()
+            .enumerate()
+            .find(|(_, g)| g.members.iter().any(|&m| view.status(m).eligible()))
+    }) else {
         return Err(RouteError::Unavailable);
+    };
+    // Out of bound: only the least behind serves.
+    let floor = match fresh {
+        Some(_) => None,
+        None => group
+            .members
+            .iter()
+            .filter(|&&m| view.status(m).eligible())
+            .filter_map(|&m| view.read_gate(m).behind())
+            .min(),
     };
     // Read each member's in-flight count once: the counters move while we
     // look, and every decision below must see the same numbers. A fixed
@@ -85,7 +128,7 @@ pub fn select_read(p: &Partition, view: &impl DsaView, tick: usize) -> Result<Ch
         if n == open.len() {
             break;
         }
-        if !view.status(m).eligible() {
+        if !view.status(m).eligible() || view.read_gate(m).behind() > floor {
             continue;
         }
         let load = view.in_flight(m);
@@ -149,5 +192,9 @@ impl<V: DsaView> DsaView for Excluding<'_, V> {
 
     fn limit(&self, dsa: DsaIdx) -> Option<u32> {
         self.inner.limit(dsa)
+    }
+
+    fn read_gate(&self, dsa: DsaIdx) -> ReadGate {
+        self.inner.read_gate(dsa)
     }
 }

@@ -6,6 +6,7 @@
 use super::{dispatch, out, Session};
 use crate::dn::Dn;
 use crate::metrics::Refusal;
+use crate::replication::mark::WriteMark;
 use crate::route::Lookup;
 use crate::upstream::pending::{Hedge, LogCtx, Pending, Sink};
 use crate::wire::frame::Header;
@@ -150,6 +151,8 @@ impl Session {
             resp_tag: req.op.response_tag().unwrap_or(0x78),
             rebind,
         });
+        // A write's acknowledgement is noted (read-your-writes by position).
+        let (delivery, mark) = crate::follow::ryw::watch(&router.replication, is_write, delivery);
         let want = dispatch::Want {
             // Its DSA is recorded as the one holding the state.
             pinned: needs.sticky,
@@ -204,7 +207,7 @@ impl Session {
             Ok(t) => {
                 if is_write {
                     let name = routing.snap.dsas[t.dsa].name.clone();
-                    self.note_write(p.key.clone(), name);
+                    self.note_write(p.key.clone(), name, mark);
                 }
                 if needs.sticky {
                     self.state_dsa
@@ -266,56 +269,47 @@ pub(super) fn describe(p: &crate::route::Partition) -> String {
 
 impl Session {
     /// The DSA a read of partition `p` keeps to after this client's write
-    /// there (read-your-writes), while the window lasts and it is
-    /// eligible.
+    /// there (read-your-writes: see `crate::replication::ryw`).
     pub(super) fn affinity_dsa(
         &self,
         routing: &crate::context::Routing,
         p: &crate::route::Partition,
     ) -> Option<usize> {
-        let key = p.key.as_str();
         if self.router.cfg.read_your_writes.is_zero() {
             return None;
         }
-        // The clock is read only when there is a window to check.
-        let now = std::time::Instant::now;
-        let name = match self.identity_key() {
+        let rep = &self.router.replication;
+        match self.identity_key() {
             Some(dn) => self
                 .router
                 .affinity
-                .get(&(dn, key.to_string()))
-                .filter(|e| e.1 > now())
-                .map(|e| e.0.clone()),
+                .get(&(dn, p.key.clone()))
+                .and_then(|a| crate::follow::ryw::affine(rep, routing, p, &a)),
             None => self
                 .affinity
-                .get(key)
-                .filter(|(_, until)| *until > now())
-                .map(|(n, _)| n.clone()),
-        }?;
-        routing
-            .snap
-            .dsa_index(&name)
-            .filter(|&i| p.order.contains(&i) && routing.states.0[i].status().eligible())
+                .get(&p.key)
+                .and_then(|a| crate::follow::ryw::affine(rep, routing, p, a)),
+        }
     }
 
     /// A write of partition `key` went to DSA `dsa`.
-    fn note_write(&mut self, key: String, dsa: String) {
+    fn note_write(&mut self, key: String, dsa: String, mark: Option<Arc<WriteMark>>) {
         let window = self.router.cfg.read_your_writes;
         if window.is_zero() {
             return;
         }
-        let until = std::time::Instant::now() + window;
+        let a = crate::replication::mark::Affinity::new(dsa, window, mark);
         match self.identity_key() {
             Some(dn) => {
                 let map = &self.router.affinity;
                 if map.len() > 100_000 {
                     let now = std::time::Instant::now();
-                    map.retain(|_, v| v.1 > now);
+                    map.retain(|_, v| v.live(now));
                 }
-                map.insert((dn, key), (dsa, until));
+                map.insert((dn, key), a);
             }
             None => {
-                self.affinity.insert(key, (dsa, until));
+                self.affinity.insert(key, a);
             }
         }
     }

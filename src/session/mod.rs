@@ -106,8 +106,8 @@ struct Session {
     rebind: Option<Arc<std::sync::Mutex<Option<BindPdu>>>>,
     next_rebind: Option<out::Rebind>,
     /// Read-your-writes: partition key to the DSA that took this client's
-    /// last write there, and until when.
-    affinity: HashMap<String, (String, std::time::Instant)>,
+    /// last write there, and when.
+    affinity: HashMap<String, crate::replication::mark::Affinity>,
     /// A SASL bind in progress (saslBindInProgress): its connection.
     sasl: Option<sasl::InProgress>,
     /// Whether the connection runs over TLS (LDAPS or after StartTLS).

@@ -96,7 +96,11 @@ impl Delivery for Collect {
 
 /// Run the search `pdu` on `conn` and collect its entries, within
 /// `timeout`.
-async fn collect(conn: &Arc<Conn>, pdu: &[u8], timeout: Duration) -> Result<Vec<Bytes>, Error> {
+pub(crate) async fn collect(
+    conn: &Arc<Conn>,
+    pdu: &[u8],
+    timeout: Duration,
+) -> Result<Vec<Bytes>, Error> {
     let h = frame::header(pdu).map_err(|e| Error::new(Kind::BadResponse, e.to_string()))?;
     let (tx, rx) = oneshot::channel();
     let c = Arc::new(Collect {

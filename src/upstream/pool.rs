@@ -60,7 +60,7 @@ pub struct Pool {
     pub(crate) targets: Vec<Target>,
     /// A bind as `ldap-dsa-name`/`ldap-dsa-password`, when the DSA trusts
     /// conveyed originators.
-    router_identity: Option<BindPdu>,
+    pub(crate) router_identity: Option<BindPdu>,
     /// The shared connections, a pair per worker thread: a session's
     /// operations run on its own thread's.
     shared: Box<[Shared]>,

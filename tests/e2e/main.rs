@@ -25,6 +25,7 @@ mod interop_slapd;
 mod knowledge_slapd;
 mod malformed;
 mod out_of_scope;
+mod replication;
 mod router_testdsa;
 mod sasl_slapd;
 mod security_slapd;

@@ -12,6 +12,7 @@
 
 pub mod certs;
 pub mod inproc;
+pub mod replica;
 pub mod router;
 pub mod slapd;
 

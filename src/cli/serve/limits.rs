@@ -58,6 +58,8 @@ pub struct LimitArgs {
     /// connections).
     #[arg(long, value_enum, default_value = "connection")]
     pub affinity_scope: crate::config::AffinityScope,
+    #[command(flatten)]
+    pub replication: crate::replication::Args,
     /// Hedged reads: a read not answered within its partition's recent
     /// 95th-percentile latency (at least --hedge-floor) is also sent to
     /// another DSA of its group, the first answer wins. The budget caps
@@ -261,6 +263,7 @@ impl LimitArgs {
             spare_connections: self.spare_connections,
             read_your_writes,
             affinity_scope: self.affinity_scope,
+            replication: self.replication.config(parse_duration_or_zero)?,
             tail: self.tail()?,
             max_outstanding: self.max_outstanding.max(1),
             client_queue: self.client_queue.max(1),

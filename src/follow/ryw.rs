@@ -1,0 +1,135 @@
+//! Read-your-writes by position (issue 38, point 2). A client's write is
+//! watched on its way back ([`watch`]): when it is acknowledged, the time
+//! is noted. The write's position is then the first `contextCSN` reading
+//! of the DSA that took it which was *sent* after that acknowledgement
+//! (the write is in it, maybe with later ones: never too old). The
+//! client's later reads of the partition go to any eligible DSA whose
+//! known position has reached it, by the usual least-busy rule, and to no
+//! DSA in particular once all have; only while none has (or the write's
+//! position is not known yet), to the DSA that took the write. A write DSA
+//! that publishes no position keeps the time window.
+
+use crate::context::Routing;
+use crate::replication::mark::{Affinity, WriteMark};
+use crate::replication::Replication;
+use crate::route::{select_read, DsaIdx, DsaStatus, DsaView, Partition, ReadGate};
+use crate::upstream::batch::Batch;
+use crate::upstream::conn::Conn;
+use crate::upstream::Delivery;
+use crate::wire::frame::Header;
+use bytes::Bytes;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Reached DSAs only.
+struct Reached<'a> {
+    inner: &'a crate::dsa_state::States,
+    ok: &'a [bool],
+}
+
+impl DsaView for Reached<'_> {
+    fn status(&self, dsa: DsaIdx) -> DsaStatus {
+        match self.ok.get(dsa) {
+            Some(true) => self.inner.status(dsa),
+            _ => DsaStatus::Down,
+        }
+    }
+    fn in_flight(&self, dsa: DsaIdx) -> u32 {
+        self.inner.in_flight(dsa)
+    }
+    fn limit(&self, dsa: DsaIdx) -> Option<u32> {
+        self.inner.limit(dsa)
+    }
+    fn read_gate(&self, dsa: DsaIdx) -> ReadGate {
+        self.inner.read_gate(dsa)
+    }
+}
+
+/// The DSA a read of partition `p` keeps to after the client's write `a`;
+/// `None`: any DSA (by the usual selection).
+pub fn affine(rep: &Replication, routing: &Routing, p: &Partition, a: &Affinity) -> Option<usize> {
+    let now = Instant::now();
+    let eligible = |i: usize| routing.states.0[i].status().eligible();
+    let w = routing
+        .snap
+        .dsa_index(&a.dsa)
+        .filter(|&i| p.order.contains(&i) && eligible(i));
+    let target = a
+        .mark
+        .as_ref()
+        .and_then(|m| m.position(rep, &p.key, &a.dsa));
+    let Some(target) = target else {
+        // No position (yet): the time window.
+        return w.filter(|_| now < a.written + a.window);
+    };
+    if !a.live(now) {
+        return None;
+    }
+    let mut ok = vec![false; routing.snap.dsas.len()];
+    let mut all = true;
+    for &i in &p.order {
+        let reached = rep
+            .positions
+            .position(&p.key, &routing.snap.dsas[i].name)
+            .is_some_and(|pos| pos.reached(target));
+        ok[i] = reached;
+        all &= reached || !eligible(i);
+    }
+    if all {
+        return None;
+    }
+    let view = Reached {
+        inner: &routing.states,
+        ok: &ok,
+    };
+    select_read(p, &view, p.tick()).ok().map(|c| c.dsa).or(w)
+}
+
+/// A write's responses on their way to the client: a successful result
+/// notes when it was acknowledged.
+struct Watch {
+    inner: Arc<dyn Delivery>,
+    mark: Arc<WriteMark>,
+}
+
+impl Delivery for Watch {
+    fn deliver(&self, pdu: &[u8], h: &Header, batch: &mut Batch) {
+        self.inner.deliver(pdu, h, batch)
+    }
+    fn finish(&self, pdu: Bytes, h: &Header, batch: &mut Batch) {
+        if crate::wire::response::result_code(&pdu, h) == Some(0) {
+            let _ = self.mark.acked.set(Instant::now());
+        }
+        self.inner.finish(pdu, h, batch)
+    }
+    fn fail(&self, e: &crate::error::Error) {
+        self.inner.fail(e)
+    }
+    fn placed(&self, conn: &Arc<Conn>, id: i32) -> bool {
+        self.inner.placed(conn, id)
+    }
+    fn expires(&self) -> bool {
+        self.inner.expires()
+    }
+    fn raced(&self, race: &Arc<crate::upstream::hedge::Race>, conn: &Arc<Conn>, id: i32) -> bool {
+        self.inner.raced(race, conn, id)
+    }
+}
+
+/// `delivery`, watched when it carries a write and positions are read;
+/// the mark to keep with the client's affinity.
+pub(crate) fn watch(
+    rep: &Replication,
+    is_write: bool,
+    delivery: Arc<dyn Delivery>,
+) -> (Arc<dyn Delivery>, Option<Arc<WriteMark>>) {
+    if !is_write || rep.cfg.interval.is_zero() {
+        return (delivery, None);
+    }
+    let mark = Arc::new(WriteMark::default());
+    let w = Watch {
+        inner: delivery,
+        mark: mark.clone(),
+    };
+    (Arc::new(w), Some(mark))
+}

@@ -1,0 +1,364 @@
+//! Reads that follow replication (issue 38, point 5), against real
+//! replicated slapd: a provider `P` with syncprov and a consumer `C` with
+//! syncrepl in one load-share group (`P` takes the writes, `C` is
+//! read-only). Lag is injected by a refreshOnly consumer (it answers, with
+//! data up to its interval old) or by stopping a consumer (SIGSTOP). Each
+//! test prints its figures.
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+use crate::support;
+use ldap3::{Ldap, LdapConnAsync, Scope, SearchEntry};
+use serde_json::Value;
+use std::collections::{HashMap, HashSet};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+use support::replica::{self, Mode};
+use support::router::Router;
+use support::slapd::{pick_port, writer_dn, Slapd, ROUTER_PW, WRITER_PW};
+
+const SUFFIX: &str = "o=DEMOCORP,c=AU";
+
+/// Knowledge: `P` (writes) and `C` (read-only) in load-share group `R`.
+fn knowledge(dir: &Path, p: &Slapd, c: &Slapd) -> PathBuf {
+    let mut k = String::new();
+    for (name, port, flags) in [("P", p.port, "multi-write"), ("C", c.port, "read-only")] {
+        k += &format!(
+            "set dsa \"{name}\" = {{\n prefix = <c AU><o DEMOCORP>\n \
+             ldap-dsa-name = <c AU><o DEMOCORP><cn router>\n ldap-dsa-password = \"{ROUTER_PW}\"\n \
+             address = tcp \"127.0.0.1\" port {port}\n dsa-flags = load-share, {flags}\n \
+             load-share-group = \"R\"\n trust-flags = trust-conveyed-originator\n}};\n"
+        );
+    }
+    let path = dir.join("router.dxg");
+    std::fs::write(&path, k).unwrap();
+    path
+}
+
+/// A router in front of `P` and `C` with an admin API; its admin address.
+fn router(dir: &Path, k: &Path, extra: &[&str]) -> (Router, String) {
+    let admin = format!("127.0.0.1:{}", pick_port());
+    let mut args = vec!["--admin", admin.as_str()];
+    args.extend_from_slice(extra);
+    (Router::start_with(k, dir, &args), admin)
+}
+
+/// The body of `GET path` on the admin API.
+fn get(admin: &str, path: &str) -> String {
+    let mut s = TcpStream::connect(admin).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {admin}\r\n\r\n").unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    raw.split_once("\r\n\r\n").unwrap().1.to_string()
+}
+
+/// `/status` as JSON.
+fn status(admin: &str) -> Value {
+    serde_json::from_str(&get(admin, "/status")).unwrap()
+}
+
+/// A counter of `/metrics`.
+fn metric(admin: &str, name: &str) -> f64 {
+    get(admin, "/metrics")
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} ")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(-1.0)
+}
+
+/// DSA `name`'s report in `/status`.
+fn dsa(st: &Value, name: &str) -> Value {
+    st["partitions"][0]["dsas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["name"] == name)
+        .cloned()
+        .unwrap()
+}
+
+/// DSA `name`'s position for server ID 000, as `/status` shows it.
+fn position(admin: &str, name: &str) -> Option<String> {
+    dsa(&status(admin), name)["replication"]["positions"]["000"]
+        .as_str()
+        .map(str::to_string)
+}
+
+fn wait_for(what: &str, within: Duration, mut f: impl FnMut() -> bool) -> Duration {
+    let t = Instant::now();
+    while !f() {
+        assert!(t.elapsed() < within, "{what}: not within {within:?}");
+        thread::sleep(Duration::from_millis(10));
+    }
+    t.elapsed()
+}
+
+async fn writer(url: &str) -> Ldap {
+    let (conn, mut l) = LdapConnAsync::new(url).await.unwrap();
+    ldap3::drive!(conn);
+    l.simple_bind(&writer_dn(SUFFIX), WRITER_PW)
+        .await
+        .unwrap()
+        .success()
+        .unwrap();
+    l
+}
+
+async fn add(l: &mut Ldap, uid: &str) -> String {
+    let dn = format!("uid={uid},ou=people,{SUFFIX}");
+    let s = |v: &str| HashSet::from([v.to_string()]);
+    l.add(
+        &dn,
+        vec![
+            ("objectClass".to_string(), s("inetOrgPerson")),
+            ("cn".to_string(), s(uid)),
+            ("sn".to_string(), s(uid)),
+            ("uid".to_string(), s(uid)),
+        ],
+    )
+    .await
+    .unwrap()
+    .success()
+    .unwrap_or_else(|e| panic!("add {dn}: {e}"));
+    dn
+}
+
+/// The entry's `entryCSN`, `None` when it is not there (a stale read).
+async fn read(l: &mut Ldap, dn: &str, attrs: &[&str]) -> Option<SearchEntry> {
+    let ldap3::SearchResult(entries, res) = l
+        .search(dn, Scope::Base, "(objectClass=*)", attrs.to_vec())
+        .await
+        .unwrap();
+    match res.rc {
+        0 => entries.into_iter().next().map(SearchEntry::construct),
+        32 => None,
+        rc => panic!("read {dn}: result {rc} {}", res.text),
+    }
+}
+
+fn csn(e: &SearchEntry) -> String {
+    e.attrs["entryCSN"][0].clone()
+}
+
+/// The DSA of each search access-log line, per DN, in order.
+fn reads_by_dn(r: &Router) -> HashMap<String, Vec<String>> {
+    let mut m: HashMap<String, Vec<String>> = HashMap::new();
+    for l in r.log_text().lines() {
+        if !(l.contains("access") && l.contains("op=\"search\"")) {
+            continue;
+        }
+        let field = |k: &str| {
+            let i = l.find(&format!(" {k}="))? + k.len() + 2;
+            let rest = &l[i..];
+            Some(if let Some(q) = rest.strip_prefix('"') {
+                q[..q.find('"')?].to_string()
+            } else {
+                rest.split_whitespace().next()?.to_string()
+            })
+        };
+        if let (Some(dn), Some(d)) = (field("dn"), field("dsa")) {
+            m.entry(dn).or_default().push(d);
+        }
+    }
+    m
+}
+
+/// 500 add-then-read-back tries, 50 clients at once, against `P` and a
+/// consumer 2 s behind (refreshOnly every 2 s): every read finds the
+/// entry, and once the router knows the consumer has it, reads spread
+/// over both DSAs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_your_writes_follows_positions() {
+    let p = replica::provider("P", SUFFIX);
+    let c = replica::consumer("C", SUFFIX, &p, Mode::RefreshOnly(2));
+    let dir = tempfile::tempdir().unwrap();
+    let k = knowledge(dir.path(), &p, &c);
+    let (r, admin) = router(dir.path(), &k, &["--csn-interval", "50ms"]);
+    wait_for("positions", Duration::from_secs(10), || {
+        position(&admin, "C").is_some()
+    });
+    // One reader of the router's view of C's position for all clients.
+    let known = Arc::new(Mutex::new(String::new()));
+    let done = Arc::new(AtomicBool::new(false));
+    let watcher = {
+        let (known, done, admin) = (known.clone(), done.clone(), admin.clone());
+        thread::spawn(move || {
+            while !done.load(Ordering::Relaxed) {
+                if let Some(p) = position(&admin, "C") {
+                    *known.lock().unwrap() = p;
+                }
+                thread::sleep(Duration::from_millis(20));
+            }
+        })
+    };
+    let started = Instant::now();
+    let (reqs0, bytes0) = (
+        metric(&admin, "dsa_router_replication_readings_total"),
+        metric(&admin, "dsa_router_replication_reading_bytes_total"),
+    );
+    let clients: Vec<_> = (0..50)
+        .map(|t| {
+            let (url, known) = (r.url.clone(), known.clone());
+            tokio::spawn(async move {
+                let mut l = writer(&url).await;
+                let mut stale = 0;
+                for i in 0..10 {
+                    let dn = add(&mut l, &format!("ryw{t}x{i}")).await;
+                    let Some(e) = read(&mut l, &dn, &["entryCSN"]).await else {
+                        stale += 1;
+                        continue;
+                    };
+                    let w = csn(&e);
+                    // Wait until the router knows C has the write.
+                    let t0 = Instant::now();
+                    while *known.lock().unwrap() < w {
+                        assert!(t0.elapsed() < Duration::from_secs(10), "C never caught up");
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                    for _ in 0..2 {
+                        stale += usize::from(read(&mut l, &dn, &["entryCSN"]).await.is_none());
+                    }
+                }
+                stale
+            })
+        })
+        .collect();
+    let mut stale = 0;
+    for h in clients {
+        stale += h.await.unwrap();
+    }
+    let took = started.elapsed();
+    let (reqs, bytes) = (
+        metric(&admin, "dsa_router_replication_readings_total") - reqs0,
+        metric(&admin, "dsa_router_replication_reading_bytes_total") - bytes0,
+    );
+    println!(
+        "position probe traffic per DSA at --csn-interval 50ms: {:.1} requests/s, {:.0} bytes/s ({:.0} bytes a reading)",
+        reqs / 2.0 / took.as_secs_f64(),
+        bytes / 2.0 / took.as_secs_f64(),
+        bytes / reqs.max(1.0)
+    );
+    done.store(true, Ordering::Relaxed);
+    watcher.join().unwrap();
+    let by_dn = reads_by_dn(&r);
+    let (mut first_c, mut later, mut later_c) = (0, 0, 0);
+    for (dn, dsas) in by_dn.iter().filter(|(d, _)| d.starts_with("uid=ryw")) {
+        assert_eq!(dsas.len(), 3, "{dn}: {dsas:?}");
+        first_c += usize::from(dsas[0] == "C");
+        later += dsas.len() - 1;
+        later_c += dsas[1..].iter().filter(|d| *d == "C").count();
+    }
+    let share = later_c as f64 / later.max(1) as f64;
+    println!(
+        "read-your-writes by position: 500 tries in {took:?}, {stale} stale reads; \
+         first read-back on C: {first_c} of 500 (the router learns C's position by polling); \
+         reads once C has caught up: {later_c} of {later} on C ({:.0}%)",
+        share * 100.0
+    );
+    assert_eq!(stale, 0);
+    assert_eq!(
+        by_dn.keys().filter(|d| d.starts_with("uid=ryw")).count(),
+        500
+    );
+    assert!(
+        share >= 0.40,
+        "only {:.0}% of the reads after catching up on C",
+        share * 100.0
+    );
+}
+
+/// The consumer stopped (SIGSTOP) for 10 s while a client adds entries
+/// and reads each back: no stale read, no error; with
+/// `--max-replication-lag 1s` the consumer is out of reads within 1.5 s
+/// of falling behind and back within 1.5 s of catching up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopped_consumer_and_max_replication_lag() {
+    let p = replica::provider("P", SUFFIX);
+    let c = replica::consumer("C", SUFFIX, &p, Mode::Persist);
+    let dir = tempfile::tempdir().unwrap();
+    let k = knowledge(dir.path(), &p, &c);
+    let (r, admin) = router(dir.path(), &k, &["--max-replication-lag", "1s"]);
+    let out = |admin: &str| !dsa(&status(admin), "C")["replication"]["out"].is_null();
+    wait_for("positions", Duration::from_secs(10), || {
+        position(&admin, "C").is_some() && !out(&admin)
+    });
+    let done = Arc::new(AtomicBool::new(false));
+    let client = {
+        let (url, done) = (r.url.clone(), done.clone());
+        tokio::spawn(async move {
+            let mut l = writer(&url).await;
+            let (mut tries, mut stale, mut errors) = (0, 0, 0);
+            while !done.load(Ordering::Relaxed) {
+                let dn = format!("uid=stop{tries},ou=people,{SUFFIX}");
+                tries += 1;
+                let s = |v: &str| HashSet::from([v.to_string()]);
+                let uid = format!("stop{tries}");
+                let attrs = vec![
+                    ("objectClass".to_string(), s("inetOrgPerson")),
+                    ("cn".to_string(), s(&uid)),
+                    ("sn".to_string(), s(&uid)),
+                ];
+                match l.add(&dn, attrs).await.map(|r| r.rc) {
+                    Ok(0) => {}
+                    _ => {
+                        errors += 1;
+                        continue;
+                    }
+                }
+                match l
+                    .search(&dn, Scope::Base, "(objectClass=*)", vec!["1.1"])
+                    .await
+                {
+                    Ok(ldap3::SearchResult(e, res)) if res.rc == 0 && e.len() == 1 => {}
+                    Ok(ldap3::SearchResult(_, res)) if res.rc == 32 => stale += 1,
+                    _ => errors += 1,
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            (tries, stale, errors)
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    c.stop_signal();
+    let stopped = Instant::now();
+    let adm = admin.clone();
+    let to_out = tokio::task::spawn_blocking(move || {
+        wait_for("C out of reads", Duration::from_secs(10), || out(&adm))
+    })
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_secs(10).saturating_sub(stopped.elapsed())).await;
+    c.cont_signal();
+    let resumed = Instant::now();
+    done.store(true, Ordering::Relaxed);
+    let (tries, stale, errors) = client.await.unwrap();
+    // Caught up: C has every change of P (asked of slapd itself).
+    let (pp, cc) = (p, c);
+    let (pp, cc, caught) = tokio::task::spawn_blocking(move || {
+        replica::wait_caught_up(&cc, &pp, SUFFIX, Duration::from_secs(30));
+        (pp, cc, Instant::now())
+    })
+    .await
+    .unwrap();
+    let adm = admin.clone();
+    let to_back = tokio::task::spawn_blocking(move || {
+        wait_for("C back in reads", Duration::from_secs(10), || !out(&adm))
+    })
+    .await
+    .unwrap();
+    let catching_up = caught - resumed;
+    drop((pp, cc));
+    println!(
+        "consumer stopped 10 s: {tries} add-and-read-back tries, {stale} stale reads, {errors} errors; \
+         --max-replication-lag 1s: out of reads {to_out:?} after it stopped, \
+         back {to_back:?} after it caught up ({catching_up:?} after it resumed)"
+    );
+    assert_eq!((stale, errors), (0, 0));
+    assert!(to_out <= Duration::from_millis(1500), "{to_out:?}");
+    assert!(to_back <= Duration::from_millis(1500), "{to_back:?}");
+}
