@@ -156,7 +156,19 @@ pub fn select_write(p: &Partition, view: &impl DsaView) -> Result<Choice, RouteE
     if p.write_order.is_empty() && !p.read_only.is_empty() {
         return Err(RouteError::ReadOnly);
     }
-    let Some(&dsa) = p.write_order.iter().find(|&&m| view.status(m).eligible()) else {
+    // Ejection judges reads (their latency): a write DSA ejected as an
+    // outlier still takes writes when no other write DSA is eligible,
+    // rather than the partition refusing every write.
+    let Some(&dsa) = p
+        .write_order
+        .iter()
+        .find(|&&m| view.status(m).eligible())
+        .or_else(|| {
+            p.write_order
+                .iter()
+                .find(|&&m| view.status(m) == DsaStatus::Ejected)
+        })
+    else {
         return Err(RouteError::Unavailable);
     };
     let group = p
