@@ -24,7 +24,7 @@ use crate::config::OwnConnection;
 use crate::dn::Dn;
 use crate::route::Lookup;
 use crate::upstream::conn::Conn;
-use crate::upstream::pending::{Pending, Sink};
+use crate::upstream::pending::{Kind, Pending, Sink};
 use crate::upstream::pool::BindPdu;
 use crate::wire::frame::{self, Header};
 use crate::wire::ppolicy;
@@ -159,7 +159,7 @@ impl Session {
                 dispatch::Via::Fresh,
                 &sent,
                 &sent_h,
-                |_| Pending::new(Sink::Waiter(tx)),
+                |_| Pending::new(Sink::Waiter(tx), Kind::fixed()),
             )
             .await;
             // A fresh connection is always had before placing.

@@ -16,6 +16,7 @@ mod support;
 
 mod access_log;
 mod admin_api;
+mod busy_dsa;
 mod controls_slapd;
 mod fanout_slapd;
 mod horizontal_slapd;
@@ -32,3 +33,4 @@ mod testdsa;
 mod tls;
 mod tls_slapd;
 mod workers;
+mod write_failover;

@@ -46,8 +46,8 @@
 //!
 //! ## Faults
 //! [`Faults`] are switches shared with the running server: a response delay,
-//! refusing connections (closed right after accept) and a blackhole (read
-//! requests, never answer). [`Stats`] counts what the server did.
+//! refusing connections (closed right after accept), a blackhole (read
+//! requests, never answer) and one result code for every answer. [`Stats`] counts what the server did.
 
 pub mod directory;
 pub mod filter;
@@ -82,6 +82,8 @@ struct FaultState {
     delay_ms: AtomicU64,
     refuse: AtomicBool,
     blackhole: AtomicBool,
+    /// A result code every operation but bind is answered with.
+    answer: std::sync::Mutex<Option<ldap3_proto::proto::LdapResultCode>>,
 }
 
 /// Fault switches, shared by all clones and read by the server on every
@@ -106,6 +108,20 @@ impl Faults {
     /// Reads requests but never answers them.
     pub fn set_blackhole(&self, on: bool) {
         self.state.blackhole.store(on, Ordering::Relaxed);
+    }
+
+    /// Answers every operation but bind with `code` (`busy` while
+    /// starting, `unavailable` while recovering...); `None`: as usual.
+    pub fn set_answer(&self, code: Option<ldap3_proto::proto::LdapResultCode>) {
+        *self.state.answer.lock().unwrap_or_else(|p| p.into_inner()) = code;
+    }
+
+    pub fn answer(&self) -> Option<ldap3_proto::proto::LdapResultCode> {
+        self.state
+            .answer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     pub fn delay(&self) -> Duration {
