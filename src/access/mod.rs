@@ -20,7 +20,7 @@
 //! form the `tracing` lines of earlier versions had) and JSON lines.
 //!
 //! # Layout
-//! * `mod.rs`: the log's state, [`start`], [`line`] (the line's frame: time,
+//! * `mod.rs`: the log's state, [`start`], [`line()`] (the line's frame: time,
 //!   level), the counters.
 //! * `writer`: the writer thread: collecting the threads' buffers and
 //!   writing them to the destination.
