@@ -15,7 +15,7 @@ use crate::replication::Replication;
 use crate::route::{select_read, DsaIdx, DsaStatus, DsaView, Partition, ReadGate};
 use crate::upstream::batch::Batch;
 use crate::upstream::conn::Conn;
-use crate::upstream::Delivery;
+use crate::upstream::{Delivery, Source};
 use crate::wire::frame::Header;
 use bytes::Bytes;
 use std::sync::Arc;
@@ -96,14 +96,14 @@ impl Delivery for Watch {
     fn deliver(&self, pdu: &[u8], h: &Header, batch: &mut Batch) {
         self.inner.deliver(pdu, h, batch)
     }
-    fn finish(&self, pdu: Bytes, h: &Header, batch: &mut Batch) {
+    fn finish(&self, pdu: Bytes, h: &Header, from: Source<'_>, batch: &mut Batch) {
         if crate::wire::response::result_code(&pdu, h) == Some(0) {
             let _ = self.mark.acked.set(Instant::now());
         }
-        self.inner.finish(pdu, h, batch)
+        self.inner.finish(pdu, h, from, batch)
     }
-    fn fail(&self, e: &crate::error::Error) {
-        self.inner.fail(e)
+    fn fail(&self, e: &crate::error::Error, at: Source<'_>) {
+        self.inner.fail(e, at)
     }
     fn placed(&self, conn: &Arc<Conn>, id: i32) -> bool {
         self.inner.placed(conn, id)

@@ -25,7 +25,7 @@ use crate::context::Routing;
 use crate::dn::Dn;
 use crate::route::{Lookup, Partition};
 use crate::upstream::conn::Conn;
-use crate::upstream::pending::{Pending, Sink};
+use crate::upstream::pending::{Kind, Pending, Sink};
 use crate::upstream::pool::BindPdu;
 use crate::wire::frame::{self, Header};
 use crate::wire::ppolicy;
@@ -250,7 +250,7 @@ impl Session {
             ..dispatch::Want::first(false, None)
         };
         let placed = dispatch::place(routing, p, want, dispatch::Via::Fresh, sent, sent_h, |_| {
-            Pending::new(Sink::Waiter(tx))
+            Pending::new(Sink::Waiter(tx), Kind::fixed())
         })
         .await;
         // A fresh connection is always had before placing.

@@ -4,39 +4,30 @@
 //! writes, a sticky DSA first when given), takes its in-flight slot, gets a
 //! connection that carries the right identity (spec 4.1), builds the
 //! pending operation and submits it. Plain forwarding, every part of a
-//! spanning search and every re-send ([`Retry`]) go through it, so a policy
-//! about *where* an operation runs (connection pinning, hedging, affinity)
-//! is one change here.
+//! spanning search and every re-send ([`super::resend`]) go through it, so
+//! a policy about *where* an operation runs (connection pinning, hedging,
+//! affinity) is one change here.
 //!
 //! Identity ([`Via`]): an anonymous client runs on the DSA's unbound shared
 //! connection; a bound client on the router's shared connection with the
 //! proxied-authorization control where the DSA trusts conveyed originators,
 //! otherwise (or when it must keep a connection of its own) on a connection
 //! of its own bound by replaying its bind, opened in a task of its own
-//! while the operation waits ([`super::own`]). Re-sends use shared
-//! connections only.
-//!
-//! (Over 500 lines by design: the choice, the slot, the connection and the
-//! submission, and the re-send that goes through them again, are one path
-//! that is easier to check whole.)
+//! while the operation waits ([`super::own`]).
 
-use super::own::{Have, Opening, Outcome, Own};
-use super::send::Outgoing;
+use super::own::{Have, Opening, Own};
+use super::send::{self, refusal, skip_unless_busy, Next, Outgoing};
 use super::{Bound, Identity};
-use crate::context::{Context, Routing};
-use crate::dn::Dn;
+use crate::context::Routing;
+use crate::dsa_state::InFlight;
 use crate::error::{Error, Kind};
-use crate::route::{
-    message, select_read, select_write, Choice, Excluding, Lookup, Partition, RouteError,
-};
+use crate::route::{message, select_read, select_write, Choice, Excluding, Partition, RouteError};
 use crate::upstream::conn::Conn;
-use crate::upstream::pending::{Pending, Sink};
+use crate::upstream::pending::Pending;
 use crate::upstream::pool::Pool;
 use crate::upstream::Resend;
 use crate::wire::frame::Header;
-use bytes::Bytes;
-use futures::FutureExt;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 /// Attempts per operation, the first included.
 pub(super) const MAX_ATTEMPTS: usize = 3;
@@ -73,6 +64,22 @@ pub(super) struct Want {
     /// The caller records the DSA it is placed on (state the DSA keeps
     /// per connection): once placed, it is never moved to another.
     pub pinned: bool,
+    /// What places it again: given, a read on a shared connection may be
+    /// re-sent, and an operation that could not be sent goes to the next
+    /// DSA ([`super::resend`]).
+    pub resend: Option<Box<dyn Replace>>,
+}
+
+/// An operation's way to the next DSA before it is placed
+/// ([`super::resend`]): told where it went, it becomes its [`Resend`].
+pub(super) trait Replace: Send {
+    /// It was placed with `via` on `at`; `name` names a DSA by index.
+    fn placed(
+        self: Box<Self>,
+        via: &Via<'_>,
+        at: &Placed,
+        name: &dyn Fn(usize) -> String,
+    ) -> Box<dyn Resend>;
 }
 
 impl Want {
@@ -84,6 +91,7 @@ impl Want {
             tried: Vec::new(),
             group_of: None,
             pinned: false,
+            resend: None,
         }
     }
 }
@@ -139,94 +147,108 @@ pub(super) async fn place(
         mut tried,
         group_of,
         pinned,
+        resend,
     } = want;
     let mut races = 0;
-    loop {
+    let (dsa, guard, got, proxy, shared) = loop {
         let dsa = choose(routing, p, is_write, sticky, group_of, &tried)?;
-        // Take the in-flight slot atomically; losing a race for the last
-        // slot means selecting again (never another group).
-        let Some(guard) = routing.states.0[dsa].try_begin() else {
-            races += 1;
-            if races > 8 {
-                let msg = message::concurrency(&[routing.snap.dsas[dsa].name.as_str()]);
-                return Err(Error::router(Kind::Busy, msg));
-            }
+        let Some(guard) = slot(routing, dsa, &mut races)? else {
             continue;
         };
-        let pool = &routing.pools[dsa];
         let name = &routing.snap.dsas[dsa].name;
-        let mut opening = None;
-        let (conn, proxy, shared) = match connection(&mut via, pool, name).await {
-            Ok((Got::Now(c), proxy, shared)) => (Some(c), proxy, shared),
-            Ok((Got::Later, proxy, shared)) => (None, proxy, shared),
-            Ok((Got::Queued(o), proxy, shared)) => {
-                opening = Some(o);
-                (None, proxy, shared)
-            }
+        match connection(&mut via, &routing.pools[dsa], name).await {
+            Ok((got, proxy, shared)) => break (dsa, guard, got, proxy, shared),
             Err(Next::Fail(e)) => return Err(e),
+            // Nothing was sent: writes too go to the next DSA.
             Err(Next::Skip(e)) => {
                 tracing::warn!(dsa = %name, error = %crate::logsafe::esc(&e), "cannot reach DSA; trying the next target");
                 tried.push(dsa);
-                if is_write {
-                    return Err(Error::new(Kind::Unreachable, format!("DSA {name}: {e}")));
-                }
-                continue;
             }
-        };
-        // The operation's span is a debug one: below that level there is
-        // nothing to record in, and `Span::current` costs a registry
-        // look-up and a clone per operation.
-        if tracing::level_enabled!(tracing::Level::DEBUG) {
-            tracing::Span::current().record("dsa", name.as_str());
         }
-        let mut placed = Placed {
-            dsa,
-            conn,
-            proxy,
-            shared,
-            tried,
-            id: 0,
-        };
-        let mut pending = build(&placed);
-        pending._guard = Some(guard);
-        let out = Outgoing::prepare(
-            pool,
-            &routing.states,
-            dsa,
-            &mut placed.proxy,
-            &mut pending,
-            pdu,
-            h,
-        );
-        if let Some(o) = opening {
-            // A read that cannot have the client's connection goes to the
-            // next DSA of its partition, as it would have inline.
-            let again = match &via {
-                Via::Client {
-                    identity,
-                    own,
-                    own_conn,
-                } if !(is_write || pinned) => {
-                    Again::new(routing, p, identity, own, *own_conn, &placed.tried, pdu, h)
-                }
-                _ => None,
-            };
-            wait_for_own(o, again, out, pending, pdu, h, dsa, name, is_write);
-            return Ok(placed);
-        }
-        match placed.conn.clone() {
-            Some(conn) => placed.id = out.submit(&conn, pending, pdu, h, name).unwrap_or(0),
-            None => out.after_connect(
-                pool.clone(),
-                placed.proxy.is_some(),
-                pending,
-                pdu,
-                h,
-                name.clone(),
-            ),
-        }
-        return Ok(placed);
+    };
+    let name = &routing.snap.dsas[dsa].name;
+    // The operation's span is a debug one: below that level there is
+    // nothing to record in, and `Span::current` costs a registry look-up
+    // and a clone per operation.
+    if tracing::level_enabled!(tracing::Level::DEBUG) {
+        tracing::Span::current().record("dsa", name.as_str());
     }
+    let mut placed = Placed {
+        dsa,
+        conn: None,
+        proxy,
+        shared,
+        tried,
+        id: 0,
+    };
+    let (pending, aside) = built(
+        routing, &via, &placed, build, guard, resend, is_write, pinned,
+    );
+    let mut pending = pending;
+    let pool = &routing.pools[dsa];
+    let out = Outgoing::prepare(
+        pool,
+        &routing.states,
+        dsa,
+        &mut placed.proxy,
+        &mut pending,
+        pdu,
+        h,
+    );
+    match got {
+        Got::Queued(o) => send::wait_for_own(o, aside, out, pending, pdu, h, name, is_write),
+        Got::Later => {
+            let routed = placed.proxy.is_some();
+            out.after_connect(pool.clone(), routed, pending, aside, pdu, h, name.clone());
+        }
+        Got::Now(conn) => {
+            placed.id = out.submit(&conn, pending, aside, pdu, h, name).unwrap_or(0);
+            placed.conn = Some(conn);
+        }
+    }
+    Ok(placed)
+}
+
+/// Take DSA `dsa`'s in-flight slot atomically: `None` when a race for the
+/// last slot was lost (select again, never in another group), `Err` when
+/// that happened too often.
+fn slot(routing: &Routing, dsa: usize, races: &mut u32) -> Result<Option<InFlight>, Error> {
+    if let Some(guard) = routing.states.0[dsa].try_begin() {
+        return Ok(Some(guard));
+    }
+    *races += 1;
+    if *races > 8 {
+        let msg = message::concurrency(&[routing.snap.dsas[dsa].name.as_str()]);
+        return Err(Error::router(Kind::Busy, msg));
+    }
+    Ok(None)
+}
+
+/// The pending operation built for `placed`, holding its DSA's slot, and
+/// its way to the next DSA: carried by a read on a shared connection (it
+/// may be re-sent until something reached its client), else kept aside for
+/// when it cannot be sent at all (a pinned operation has none).
+#[allow(clippy::too_many_arguments)]
+fn built(
+    routing: &Routing,
+    via: &Via<'_>,
+    placed: &Placed,
+    build: impl FnOnce(&Placed) -> Pending,
+    guard: InFlight,
+    resend: Option<Box<dyn Replace>>,
+    is_write: bool,
+    pinned: bool,
+) -> (Pending, Option<Box<dyn Resend>>) {
+    let mut pending = build(placed);
+    pending.hold_slot(guard);
+    let name = |i: usize| routing.snap.dsas[i].name.clone();
+    let again = resend.map(|r| r.placed(via, placed, &name));
+    let (carried, aside) = match again {
+        Some(a) if placed.shared && !is_write => (Some(a), None),
+        a => (None, a.filter(|_| !pinned)),
+    };
+    pending.movable(carried);
+    (pending, aside)
 }
 
 /// The DSA of partition `p` to try next, skipping those `tried`: the
@@ -293,68 +315,13 @@ fn choose(
     Ok(dsa)
 }
 
-/// The client's own connection to DSA `name` is being opened: the
-/// operation waits for it behind the client's earlier ones there, without
-/// holding up its others; `again` places a read elsewhere when it cannot
-/// have it.
-#[allow(clippy::too_many_arguments)]
-fn wait_for_own(
-    o: Arc<Opening>,
-    again: Option<Again>,
-    out: Outgoing,
-    pending: Pending,
-    pdu: &[u8],
-    h: &Header,
-    dsa: usize,
-    name: &str,
-    is_write: bool,
-) {
-    let (pdu, h, name) = {
-        let (b, h) = out.pdu(pdu, h);
-        (Bytes::copy_from_slice(b), h, name.to_string())
-    };
-    o.enqueue(Box::new(move |outcome| match outcome {
-        Outcome::Open(conn) => {
-            // Its silence counts from here, not from its wait.
-            let mut pending = pending;
-            pending.heard();
-            out.submit(conn, pending, &pdu, &h, &name);
-        }
-        Outcome::Failed(e) => match (refusal(&name, e.clone()), again) {
-            (Next::Skip(e), Some(a)) => a.elsewhere(pending, dsa, &name, e),
-            (Next::Skip(e), None) => pending.fail(
-                &name,
-                Error::new(Kind::Unreachable, format!("DSA {name}: {e}")),
-            ),
-            (Next::Fail(e), _) => pending.fail(&name, e),
-        },
-        Outcome::Dropped => pending.fail(
-            &name,
-            Error::new(
-                Kind::ConnectionLost { write: is_write },
-                format!(
-                    "the client bound again or left before its connection to DSA {name} was open"
-                ),
-            ),
-        ),
-    }));
-}
-
 /// A connection had at once, or one being made.
-enum Got {
+pub(super) enum Got {
     Now(Arc<Conn>),
     /// A shared connection being made.
     Later,
     /// The client's own connection being opened.
     Queued(Arc<Opening>),
-}
-
-/// Why a DSA's connection could not be had.
-enum Next {
-    /// Try the next DSA (unreachable, or not usable for this identity).
-    Skip(Error),
-    /// Give up: the client's identity was refused.
-    Fail(Error),
 }
 
 /// A connection to `pool`'s DSA for `via`: (connection, proxied identity,
@@ -424,32 +391,6 @@ async fn connection(
     }
 }
 
-/// What a failure to have the client's connection to DSA `name` means: a
-/// refused identity ends the operation, like a DSA at its limit of
-/// clients' own connections; any other failure skips the DSA.
-fn refusal(name: &str, e: Error) -> Next {
-    match e {
-        Error {
-            kind: Kind::BindRefused(code),
-            text,
-        } => Next::Fail(Error::new(
-            Kind::BindRefused(code),
-            format!("your identity could not be established on DSA {name} ({text}, result {code})"),
-        )),
-        e => skip_unless_busy(e),
-    }
-}
-
-/// A DSA that cannot be reached is skipped; one at its limit of clients'
-/// own connections answers `busy` (the limit is the administrator's).
-fn skip_unless_busy(e: Error) -> Next {
-    if e.kind == Kind::Busy {
-        Next::Fail(e)
-    } else {
-        Next::Skip(e)
-    }
-}
-
 /// The client's own connection to a DSA, bound as the client (a simple
 /// bind replayed; a SASL identity only where it was made): open, or being
 /// opened in a task of its own.
@@ -476,241 +417,4 @@ fn own_connection(
         Have::Open(c) => Got::Now(c),
         Have::Opening(o) => Got::Queued(o),
     })
-}
-
-/// What a read waiting for the client's own connection to a DSA needs to
-/// go to the next DSA of its partition when that connection cannot be
-/// opened.
-struct Again {
-    routing: Arc<Routing>,
-    /// Its partition, by index in the routing table.
-    part: usize,
-    identity: Identity,
-    own: Arc<Own>,
-    own_conn: bool,
-    /// DSAs already tried.
-    tried: Vec<usize>,
-    /// The client's request, as it came.
-    pdu: Bytes,
-    h: Header,
-}
-
-impl Again {
-    /// What a read placed on partition `p` for `identity` needs to be
-    /// placed again elsewhere (`None` when `p` is not in `routing`).
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        routing: &Arc<Routing>,
-        p: &Partition,
-        identity: &Identity,
-        own: &Arc<Own>,
-        own_conn: bool,
-        tried: &[usize],
-        pdu: &[u8],
-        h: &Header,
-    ) -> Option<Again> {
-        let part = routing
-            .table
-            .partitions()
-            .iter()
-            .position(|q| std::ptr::eq(q, p))?;
-        Some(Again {
-            routing: routing.clone(),
-            part,
-            identity: identity.clone(),
-            own: own.clone(),
-            own_conn,
-            tried: tried.to_vec(),
-            pdu: Bytes::copy_from_slice(pdu),
-            h: *h,
-        })
-    }
-
-    /// Place `p` (failed on DSA `failed`, `name`, with `why`) on the next
-    /// DSA, as [`place`] would have had the connection failed inline.
-    /// Placing on a client's connections does not wait (a connection not
-    /// open yet is waited for by the operation, not here), so it is done
-    /// at once: reads that waited together keep their order. Were it ever
-    /// to wait, it goes on in a task of its own.
-    fn elsewhere(self, mut p: Pending, failed: usize, name: &str, why: Error) {
-        tracing::warn!(dsa = %name, error = %crate::logsafe::esc(&why), "cannot reach DSA; trying the next target");
-        p._guard = None;
-        p.heard();
-        // The failed DSA's native tree is not the next one's.
-        if let Some(e) = p.extra.as_mut() {
-            e.map = None;
-        }
-        let mut moved = Some(p);
-        let placed = self.place(failed, &mut moved).now_or_never();
-        match (placed, moved) {
-            (Some(Err(e)), Some(p)) => p.fail("", e),
-            (None, Some(p)) => {
-                tokio::spawn(async move {
-                    let mut moved = Some(p);
-                    if let (Err(e), Some(p)) = (self.place(failed, &mut moved).await, moved) {
-                        p.fail("", e);
-                    }
-                });
-            }
-            // Placed, or built and answered through its delivery.
-            _ => {}
-        }
-    }
-
-    /// Place the pending operation in `moved` on a DSA of its partition
-    /// not tried yet (nor `failed`); it stays in `moved` when it was not
-    /// built.
-    async fn place(&self, failed: usize, moved: &mut Option<Pending>) -> Result<Placed, Error> {
-        let Some(partition) = self.routing.table.partitions().get(self.part) else {
-            return Err(Error::router(
-                Kind::Unavailable,
-                "dsa-router: no such partition".into(),
-            ));
-        };
-        let mut tried = self.tried.clone();
-        tried.push(failed);
-        let want = Want {
-            is_write: false,
-            sticky: None,
-            tried,
-            group_of: None,
-            pinned: false,
-        };
-        let via = Via::Client {
-            identity: &self.identity,
-            own: &self.own,
-            own_conn: self.own_conn,
-        };
-        place(
-            &self.routing,
-            partition,
-            want,
-            via,
-            &self.pdu,
-            &self.h,
-            |_| moved.take().unwrap_or_else(|| Pending::new(Sink::Detached)),
-        )
-        .await
-    }
-}
-
-/// What a read needs to be sent again (spec 3.4, 5): a search or compare
-/// that failed before any response reached the client (its DSA's
-/// connection died, the DSA went down while the read waited on it, or the
-/// read timed out) goes to the next eligible DSA, within
-/// [`MAX_ATTEMPTS`]. Only reads on shared connections are re-sent; writes
-/// never are once sent.
-pub(super) struct Retry {
-    pub router: Weak<Context>,
-    pub pdu: Bytes,
-    pub header: Header,
-    /// `dn:...` for proxied authorization on the router's connection;
-    /// `None` for an anonymous client.
-    pub proxy_dn: Option<String>,
-    /// Shared with the session's last parsed DN and with hedges.
-    pub dn: Arc<Dn>,
-    /// Names of the DSAs already tried (names survive reloads).
-    pub tried: Vec<String>,
-    /// It places a hedge: only on a DSA of the group of the one the read
-    /// waits on.
-    pub hedge: bool,
-}
-
-impl Resend for Retry {
-    fn hedger(&self) -> Box<dyn Resend> {
-        Box::new(Retry {
-            router: self.router.clone(),
-            pdu: self.pdu.clone(),
-            header: self.header,
-            proxy_dn: self.proxy_dn.clone(),
-            dn: self.dn.clone(),
-            tried: self.tried.clone(),
-            hedge: true,
-        })
-    }
-
-    fn resend(mut self: Box<Self>, mut p: Pending, failed: &str, _why: Error) {
-        self.tried.push(failed.to_string());
-        p._guard = None;
-        if let Some(m) = &p.metrics {
-            m.retries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        }
-        tokio::spawn(async move {
-            let hedge = self.hedge;
-            let metrics = self.router.upgrade().map(|r| r.metrics.clone());
-            let res = self.send_again(p).await;
-            if let (true, Ok(()), Some(m)) = (hedge, &res, metrics) {
-                m.hedges_sent
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            }
-            if let Err((p, e)) = res {
-                // Its retry is spent: answered, not re-sent.
-                p.fail("", e);
-            }
-        });
-    }
-}
-
-impl Retry {
-    async fn send_again(self: Box<Self>, p: Pending) -> Result<(), (Pending, Error)> {
-        let Some(router) = self.router.upgrade() else {
-            return Err((p, Error::new(Kind::ShuttingDown, "shutting down")));
-        };
-        let routing = router.routing();
-        let Lookup::Partition(part) = routing.table.lookup(&self.dn) else {
-            let e = Error::new(
-                Kind::NoSuchObject,
-                format!("no partition holds {}", self.dn),
-            );
-            return Err((p, e));
-        };
-        let tried: Vec<usize> = self
-            .tried
-            .iter()
-            .filter_map(|n| routing.snap.dsa_index(n))
-            .collect();
-        let want = Want {
-            is_write: false,
-            sticky: None,
-            group_of: if self.hedge {
-                tried.last().copied()
-            } else {
-                None
-            },
-            tried,
-            pinned: false,
-        };
-        if !self.hedge {
-            tracing::info!(tried = ?self.tried, "re-sending a read to the next target");
-        }
-        let (pdu, header) = (self.pdu.clone(), self.header);
-        let via = Via::Shared(self.proxy_dn.clone());
-        let mut retry = Some(self);
-        let mut moved = Some(p);
-        let res = place(&routing, part, want, via, &pdu, &header, |t| {
-            let mut m = moved.take().unwrap_or_else(|| Pending::new(Sink::Detached));
-            if let Some(mut r) = retry.take() {
-                // Sent: if it must be sent again, that is a re-send.
-                r.hedge = false;
-                r.tried = t
-                    .tried
-                    .iter()
-                    .map(|&d| routing.snap.dsas[d].name.clone())
-                    .collect();
-                m.retry = Some(r);
-            }
-            m.delivered = false;
-            m.held.clear();
-            // Silence counts from here on its new DSA.
-            m.heard();
-            m
-        })
-        .await;
-        match (res, moved) {
-            (Ok(_), _) => Ok(()),
-            // Not built: the operation is still ours to answer.
-            (Err(e), Some(p)) => Err((p, e)),
-            (Err(_), None) => Ok(()),
-        }
-    }
 }

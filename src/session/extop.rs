@@ -12,7 +12,7 @@
 use super::out::{Running, ToClient};
 use super::{Identity, Session};
 use crate::dn::Dn;
-use crate::upstream::pending::{Pending, Sink};
+use crate::upstream::pending::{Kind, Pending, Sink};
 use crate::wire::frame;
 use crate::wire::request::Request;
 use crate::wire::response::{self, Code};
@@ -106,9 +106,9 @@ impl Session {
                     resp_tag: 0x78,
                     rebind: None,
                 });
-                let mut p = Pending::new(Sink::To(delivery.clone()));
-                p.op = crate::metrics::op_index("extended") as u8;
-                p.metrics = Some(self.router.metrics.clone());
+                let op = crate::metrics::op_index("extended") as u8;
+                let p = Pending::new(Sink::To(delivery.clone()), Kind::fixed())
+                    .counted(op, self.router.metrics.clone());
                 self.out.track_placeholder(req.msgid);
                 let sent = conn.submit(p, &b, &ch, None, |c, i| {
                     crate::upstream::Delivery::placed(&*delivery, c, i)

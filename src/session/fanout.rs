@@ -521,11 +521,17 @@ impl crate::upstream::Delivery for FanPart {
         self.fan.response(pdu, h);
     }
 
-    fn finish(&self, pdu: Bytes, h: &Header, _batch: &mut Batch) {
+    fn finish(
+        &self,
+        pdu: Bytes,
+        h: &Header,
+        _from: crate::upstream::Source<'_>,
+        _batch: &mut Batch,
+    ) {
         self.fan.done(self.part, &pdu, h);
     }
 
-    fn fail(&self, e: &Error) {
+    fn fail(&self, e: &Error, _at: crate::upstream::Source<'_>) {
         self.fan.failed(self.part, e.to_string());
     }
 

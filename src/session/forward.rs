@@ -3,12 +3,15 @@
 //! partitions goes to [`spanning`](super::spanning); everything else is
 //! placed on one DSA through [`dispatch`](super::dispatch).
 
+use super::logged::{LogCtx, Logged};
+use super::resend::Again;
 use super::{dispatch, out, Session};
+use crate::context::Routing;
 use crate::dn::Dn;
 use crate::metrics::Refusal;
 use crate::replication::mark::WriteMark;
-use crate::route::Lookup;
-use crate::upstream::pending::{Hedge, LogCtx, Pending, Sink};
+use crate::route::{Lookup, Partition};
+use crate::upstream::pending::{Hedge, Kind, Pending, Sink};
 use crate::wire::frame::Header;
 use crate::wire::request::{Op, Request};
 use crate::wire::response::Code;
@@ -18,7 +21,7 @@ use std::sync::Arc;
 
 impl Session {
     /// Whether `dn` is the schema entry the router's root DSE names.
-    fn is_subschema(&self, routing: &crate::context::Routing, dn: &Dn) -> bool {
+    fn is_subschema(&self, routing: &Routing, dn: &Dn) -> bool {
         Dn::parse_ldap(&super::local::subschema(routing)).is_ok_and(|s| s == *dn)
     }
 
@@ -33,42 +36,22 @@ impl Session {
         target: Option<&str>,
         write: bool,
     ) {
-        let router = self.router.clone();
-        let cfg = &router.cfg;
         // Set for this request only (a Password Modify of the client's own).
         let rebind = self.next_rebind.take();
-        if self.out.outstanding() >= cfg.max_outstanding {
+        let limit = self.router.cfg.max_outstanding;
+        if self.out.outstanding() >= limit {
             let msg = format!(
-                "dsa-router: too many outstanding operations on this connection (limit {})",
-                cfg.max_outstanding
+                "dsa-router: too many outstanding operations on this connection (limit {limit})"
             );
             return self.refuse(req, Refusal::Outstanding, &msg).await;
         }
-        let dn_text = target.unwrap_or(match &req.op {
-            Op::Search { base, .. } => base,
-            Op::Compare { dn }
-            | Op::Add { dn }
-            | Op::Delete { dn }
-            | Op::Modify { dn }
-            | Op::ModDn { dn } => dn,
-            _ => "",
-        });
-        let is_write = write
-            || matches!(
-                req.op,
-                Op::Add { .. } | Op::Delete { .. } | Op::Modify { .. } | Op::ModDn { .. }
-            );
+        let dn_text = target.unwrap_or_else(|| named_dn(req));
+        let is_write = write || is_update(&req.op);
         let dn = match self.parsed(dn_text) {
             Ok(d) => d,
             Err(e) => {
-                return self
-                    .reply(
-                        req,
-                        Code::InvalidDNSyntax,
-                        "",
-                        &format!("dsa-router: invalid DN: {e}"),
-                    )
-                    .await
+                let msg = format!("dsa-router: invalid DN: {e}");
+                return self.reply(req, Code::InvalidDNSyntax, "", &msg).await;
             }
         };
         let routing = self.router.routing();
@@ -79,46 +62,83 @@ impl Session {
                 return Box::pin(self.fan_out(pdu, h, req, &routing, dn_text, spans)).await;
             }
         }
+        let p = match self.partition_of(&routing, found, &dn, req, pdu, h) {
+            Ok(p) => p,
+            Err((code, msg)) => return self.reply(req, code, "", &msg).await,
+        };
+        let op = One {
+            pdu,
+            h,
+            req,
+            dn,
+            dn_text,
+            is_write,
+            // Password Modify and WhoAmI name another DN than the request:
+            // they are not re-sent.
+            resend: target.is_none(),
+            rebind,
+        };
+        self.send_one(&routing, p, op).await;
+    }
+
+    /// The partition an operation on `dn` goes to (`found` by the
+    /// lookup), or the router's answer when none can take it.
+    fn partition_of<'r>(
+        &self,
+        routing: &'r Routing,
+        found: Lookup<'r>,
+        dn: &Dn,
+        req: &Request,
+        pdu: &[u8],
+        h: &Header,
+    ) -> Result<&'r Partition, (Code, String)> {
+        let no_partition = || {
+            (
+                Code::NoSuchObject,
+                format!("dsa-router: no partition holds {dn}"),
+            )
+        };
         let p = match found {
             Lookup::Partition(p) => p,
             // The schema (subschemaSubentry of the router's root DSE) is
             // the home partition's DSAs' to answer.
-            Lookup::NoPartition { .. } if self.is_subschema(&routing, &dn) => {
-                match routing.table.home() {
-                    Some(home) => home,
-                    None => {
-                        let msg = format!("dsa-router: no partition holds {dn}");
-                        return self.reply(req, Code::NoSuchObject, "", &msg).await;
-                    }
-                }
+            Lookup::NoPartition { .. } if self.is_subschema(routing, dn) => {
+                routing.table.home().ok_or_else(no_partition)?
             }
-            Lookup::NoPartition { below } => {
-                if !below.is_empty() && matches!(req.op, Op::Search { .. }) {
-                    // A one-level search above partitions that all lie
-                    // deeper: no entry one level down exists anywhere.
-                    return self.reply(req, Code::Success, "", "").await;
-                }
-                let msg = format!("dsa-router: no partition holds {dn}");
-                return self.reply(req, Code::NoSuchObject, "", &msg).await;
+            // A one-level search above partitions that all lie deeper: no
+            // entry one level down exists anywhere.
+            Lookup::NoPartition { below }
+                if !below.is_empty() && matches!(req.op, Op::Search { .. }) =>
+            {
+                return Err((Code::Success, String::new()));
             }
+            Lookup::NoPartition { .. } => return Err(no_partition()),
         };
         // A modify DN that would move the entry to another partition (or
         // slot of a horizontal partition): no one DSA can do it.
         if let Op::ModDn { .. } = req.op {
-            if let Some(msg) = moves_between_dsas(&routing, p, &dn, pdu, h) {
-                return self.reply(req, Code::AffectsMultipleDSAs, "", &msg).await;
+            if let Some(msg) = moves_between_dsas(routing, p, dn, pdu, h) {
+                return Err((Code::AffectsMultipleDSAs, msg));
             }
         }
-        // State the DSA keeps per connection (wire::state): such requests
-        // run on a connection of the client's own, and those that continue
-        // earlier state (pages, VLV windows, a transaction) go to the DSA
-        // that holds it: paged results cookies are opaque and may repeat
-        // across DSAs.
-        let needs = state::needs(req);
+        Ok(p)
+    }
+
+    /// The DSA an operation of partition `p` goes to first, when one is
+    /// given (the DSA holding the client's state, the one that took its
+    /// write, the one its SASL identity lives on), and whether it is there
+    /// by read-your-writes.
+    fn sticky(
+        &self,
+        routing: &Routing,
+        p: &Partition,
+        needs: &state::Needs,
+        is_write: bool,
+    ) -> (Option<usize>, bool) {
         // Reads after this client's write go to the DSA that took it
         // (read-your-writes), while it is eligible.
         let affine = (!is_write && !needs.sticky)
-            .then(|| self.affinity_dsa(&routing, p))
+            .then(|| self.affinity_dsa(routing, p))
             .flatten();
         // A SASL identity lives on the connection it was made on: in that
         // DSA's partition, operations go to that DSA.
@@ -132,86 +152,44 @@ impl Session {
         };
         let sticky = needs
             .sticky
-            .then(|| self.state_sticky(&routing, p))
+            .then(|| self.state_sticky(routing, p))
             .flatten()
             .or(affine)
             .or(sasl_home);
-        let log = crate::access::enabled().then(|| {
-            LogCtx::new(
-                &self.log_client,
-                req.op.name(),
-                dn_text,
-                &p.text,
-                affine.map(|_| "read-your-writes"),
-            )
-        });
-        let delivery = Arc::new(out::ToClient {
-            out: self.out.clone(),
-            msgid: req.msgid,
-            resp_tag: req.op.response_tag().unwrap_or(0x78),
-            rebind,
-        });
-        // A write's acknowledgement is noted (read-your-writes by position).
-        let (delivery, mark) = crate::follow::ryw::watch(&router.replication, is_write, delivery);
+        (sticky, affine.is_some())
+    }
+
+    /// Place one operation on a DSA of partition `p`, and note where it
+    /// went; the router's answer when it could not be placed.
+    async fn send_one(&mut self, routing: &Arc<Routing>, p: &Partition, mut op: One<'_>) {
+        let (req, is_write, rebind) = (op.req, op.is_write, op.rebind.take());
+        // State the DSA keeps per connection (wire::state): such requests
+        // run on a connection of the client's own, and those that continue
+        // earlier state (pages, VLV windows, a transaction) go to the DSA
+        // that holds it: paged results cookies are opaque and may repeat
+        // across DSAs.
+        let needs = state::needs(req);
+        let (sticky, affine) = self.sticky(routing, p, &needs, is_write);
         let want = dispatch::Want {
             // Its DSA is recorded as the one holding the state.
             pinned: needs.sticky,
+            resend: op.resend.then(|| {
+                Again::first(&self.router, op.dn.clone(), op.pdu.clone(), *op.h, is_write)
+            }),
             ..dispatch::Want::first(is_write, sticky)
         };
-        let metrics = router.metrics.clone();
+        let (pending, mark) = self.pending_for(&op, rebind, p, &needs, affine);
         self.out.track_placeholder(req.msgid);
         let via = self.via(needs.own_conn);
-        let placed = dispatch::place(&routing, p, want, via, pdu, h, |t| {
-            let retry = (!is_write && t.shared && target.is_none()).then(|| {
-                Box::new(dispatch::Retry {
-                    router: Arc::downgrade(&router),
-                    pdu: pdu.clone(),
-                    header: *h,
-                    proxy_dn: t.proxy.clone(),
-                    dn,
-                    tried: t
-                        .tried
-                        .iter()
-                        .map(|&i| routing.snap.dsas[i].name.clone())
-                        .collect(),
-                    hedge: false,
-                }) as Box<dyn crate::upstream::Resend>
-            });
-            // A read on a shared connection may be hedged, unless it keeps
-            // to the DSA that took the client's write.
-            let hedge = if retry.is_some() && affine.is_none() && !needs.persistent {
-                Hedge::Eligible
-            } else {
-                Hedge::No
-            };
-            Pending {
-                sink: Sink::To(delivery),
-                is_write,
-                started: tokio::time::Instant::now(),
-                log,
-                delivered: false,
-                hold: retry.is_some() && matches!(req.op, Op::Search { scope: 0, .. }),
-                held: Default::default(),
-                persistent: needs.persistent,
-                hedge,
-                heard_ms: 0,
-                extra: None,
-                retry,
-                op: crate::metrics::op_index(req.op.name()) as u8,
-                metrics: Some(metrics),
-                _guard: None,
-            }
-        })
-        .await;
+        let placed = dispatch::place(routing, p, want, via, op.pdu, op.h, |_| pending).await;
         match placed {
             Ok(t) => {
+                let name = &routing.snap.dsas[t.dsa].name;
                 if is_write {
-                    let name = routing.snap.dsas[t.dsa].name.clone();
-                    self.note_write(p.key.clone(), name, mark);
+                    self.note_write(p.key.clone(), name.clone(), mark);
                 }
                 if needs.sticky {
-                    self.state_dsa
-                        .insert(p.key.clone(), routing.snap.dsas[t.dsa].name.clone());
+                    self.state_dsa.insert(p.key.clone(), name.clone());
                 }
             }
             Err(e) => {
@@ -220,6 +198,94 @@ impl Session {
             }
         }
     }
+
+    /// The pending operation of `op` in partition `p`: its kind, where its
+    /// responses go (logged when the access log is on), how it is counted;
+    /// and for a write, the mark its acknowledgement sets (read-your-writes
+    /// by position).
+    fn pending_for(
+        &self,
+        op: &One<'_>,
+        rebind: Option<out::Rebind>,
+        p: &Partition,
+        needs: &state::Needs,
+        affine: bool,
+    ) -> (Pending, Option<Arc<WriteMark>>) {
+        let req = op.req;
+        let log = crate::access::enabled().then(|| {
+            let affinity = affine.then_some("read-your-writes");
+            LogCtx::new(
+                &self.log_client,
+                req.op.name(),
+                op.dn_text,
+                &p.text,
+                affinity,
+            )
+        });
+        let delivery = Logged::new(
+            out::ToClient {
+                out: self.out.clone(),
+                msgid: req.msgid,
+                resp_tag: req.op.response_tag().unwrap_or(0x78),
+                rebind,
+            },
+            log,
+        );
+        let (delivery, mark) =
+            crate::follow::ryw::watch(&self.router.replication, op.is_write, delivery);
+        // A read may be hedged (when it may be re-sent: see
+        // `Pending::movable`), unless it keeps to the DSA that took the
+        // client's write.
+        let kind = if op.is_write {
+            Kind::Write
+        } else if needs.persistent {
+            Kind::Persistent { resend: None }
+        } else {
+            Kind::Read {
+                resend: None,
+                hedge: if affine { Hedge::No } else { Hedge::Eligible },
+                hold: matches!(req.op, Op::Search { scope: 0, .. }),
+            }
+        };
+        let op_index = crate::metrics::op_index(req.op.name()) as u8;
+        let pending =
+            Pending::new(Sink::To(delivery), kind).counted(op_index, self.router.metrics.clone());
+        (pending, mark)
+    }
+}
+
+/// One operation on its way to one DSA.
+struct One<'a> {
+    pdu: &'a Bytes,
+    h: &'a Header,
+    req: &'a Request,
+    dn: Arc<Dn>,
+    dn_text: &'a str,
+    is_write: bool,
+    /// Whether it may go to another DSA.
+    resend: bool,
+    rebind: Option<out::Rebind>,
+}
+
+/// The DN a request names.
+fn named_dn(req: &Request) -> &str {
+    match &req.op {
+        Op::Search { base, .. } => base,
+        Op::Compare { dn }
+        | Op::Add { dn }
+        | Op::Delete { dn }
+        | Op::Modify { dn }
+        | Op::ModDn { dn } => dn,
+        _ => "",
+    }
+}
+
+/// Whether `op` is an update.
+fn is_update(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Add { .. } | Op::Delete { .. } | Op::Modify { .. } | Op::ModDn { .. }
+    )
 }
 
 /// Why a modify DN of `dn` (in partition `p`) cannot be done by one DSA,

@@ -12,7 +12,7 @@ use crate::upstream::batch::{Batch, Outlet};
 use crate::upstream::conn::Conn;
 use crate::upstream::hedge::Race;
 use crate::upstream::pool::BindPdu;
-use crate::upstream::Delivery;
+use crate::upstream::{Delivery, Source};
 use crate::wire::frame::{self, Header};
 use crate::wire::response;
 use bytes::{Bytes, BytesMut};
@@ -329,7 +329,7 @@ impl Delivery for ToClient {
         frame::rewrite(pdu, h, self.msgid, None, batch.to(&self.out));
     }
 
-    fn finish(&self, pdu: Bytes, h: &Header, batch: &mut Batch) {
+    fn finish(&self, pdu: Bytes, h: &Header, _from: Source<'_>, batch: &mut Batch) {
         if let Some(r) = &self.rebind {
             r.done(&pdu, h);
         }
@@ -344,7 +344,7 @@ impl Delivery for ToClient {
         );
     }
 
-    fn fail(&self, e: &Error) {
+    fn fail(&self, e: &Error, _at: Source<'_>) {
         let mut b = BytesMut::new();
         response::result(
             self.msgid,

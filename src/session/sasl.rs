@@ -25,7 +25,7 @@ use super::{dispatch, Bound, Flow, Identity, Session};
 use crate::config::OwnConnection;
 use crate::dn::Dn;
 use crate::upstream::conn::Conn;
-use crate::upstream::pending::{Pending, Sink};
+use crate::upstream::pending::{Kind, Pending, Sink};
 use crate::upstream::pool;
 use crate::wire::frame::{self, Header};
 use crate::wire::request::{Request, OID_WHOAMI};
@@ -132,9 +132,13 @@ impl Session {
         };
         match step {
             Some(s) => {
-                let sent = s
-                    .conn
-                    .submit(Pending::new(Sink::Waiter(tx)), pdu, h, None, |_, _| true);
+                let sent = s.conn.submit(
+                    Pending::new(Sink::Waiter(tx), Kind::fixed()),
+                    pdu,
+                    h,
+                    None,
+                    |_, _| true,
+                );
                 match sent {
                     Ok(id) => Some((s.conn, s.dsa, id)),
                     Err(_) => {
@@ -161,7 +165,7 @@ impl Session {
                 let want = dispatch::Want::first(false, None);
                 let placed =
                     dispatch::place(&routing, p, want, dispatch::Via::Fresh, pdu, h, |_| {
-                        Pending::new(Sink::Waiter(tx))
+                        Pending::new(Sink::Waiter(tx), Kind::fixed())
                     })
                     .await;
                 match placed {

@@ -1,14 +1,19 @@
 //! The last step of placing an operation: the request as it goes to the
 //! chosen DSA ([`Outgoing`]: mapped to the DSA's native tree where it has
 //! one, with the proxied-authorization control where identity needs it),
-//! and its sending, inline on an open connection or, when the DSA's shared
-//! connection is still being made, in a task of its own.
+//! and its sending: inline on an open connection, in a task of its own
+//! when the DSA's shared connection is still being made, or behind the
+//! client's earlier operations when its own connection is being opened.
+//! An operation that could not be sent at all goes to the next DSA when
+//! it may ([`unsent`]).
 
+use super::own::{Opening, Outcome};
 use crate::dsa_state::Count;
 use crate::error::{Error, Kind};
 use crate::upstream::conn::Conn;
-use crate::upstream::pending::{Pending, Sink};
+use crate::upstream::pending::Pending;
 use crate::upstream::pool::Pool;
+use crate::upstream::Resend;
 use crate::wire::frame::{self, Header};
 use crate::wire::scope_check::ScopeCheck;
 use bytes::Bytes;
@@ -57,18 +62,15 @@ impl Outgoing {
         }
         if h.op_tag == frame::tag::SEARCH_REQUEST {
             let (out, oh) = mapped.as_ref().map_or((pdu, *h), |(b, mh)| (&b[..], *mh));
-            pending.extra().scope = ScopeCheck::of_search(out, &oh, Some(&pool.partition));
+            pending.set_scope(ScopeCheck::of_search(out, &oh, Some(&pool.partition)));
         }
-        if native.is_some() {
-            pending.extra().map = native;
+        if let Some(m) = native {
+            pending.set_map(m);
         }
-        if pending.persistent {
-            pending.extra().count = Some(Count::new(&states.0[dsa], |s| &s.persistent));
+        if pending.is_persistent() {
+            pending.set_count(Count::new(&states.0[dsa], |s| &s.persistent));
         }
-        let delivery = match &pending.sink {
-            Sink::To(d) => Some(d.clone()),
-            _ => None,
-        };
+        let delivery = pending.delivery().cloned();
         Outgoing {
             mapped,
             control: proxy.as_deref().map(frame::proxy_authz_control),
@@ -85,12 +87,13 @@ impl Outgoing {
     }
 
     /// Send `pending` on `conn`: its message ID there, or `None` when the
-    /// connection was closed (the operation is then answered through its
-    /// delivery, or re-sent).
+    /// connection was closed (the request did not go out: it goes to the
+    /// next DSA with `again`, or is failed or re-sent as it may be).
     pub(super) fn submit(
         &self,
         conn: &Arc<Conn>,
         pending: Pending,
+        again: Option<Box<dyn Resend>>,
         pdu: &[u8],
         h: &Header,
         name: &str,
@@ -103,12 +106,12 @@ impl Outgoing {
         match sent {
             Ok(id) => Some(id),
             Err(pending) => {
-                let write = pending.is_write;
+                let write = pending.is_write();
                 let e = Error::new(
                     Kind::ConnectionLost { write },
                     format!("connection to DSA {name} closed"),
                 );
-                pending.fail(name, e);
+                unsent(pending, again, name, e);
                 None
             }
         }
@@ -117,11 +120,13 @@ impl Outgoing {
     /// The DSA's shared connection is being made: send once it is, in a
     /// task of its own, so that a DSA slow to accept or to bind the router
     /// holds up only this operation.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn after_connect(
         self,
         pool: Arc<Pool>,
         routed: bool,
         pending: Pending,
+        again: Option<Box<dyn Resend>>,
         pdu: &[u8],
         h: &Header,
         name: String,
@@ -134,7 +139,7 @@ impl Outgoing {
         tokio::spawn(async move {
             match pool.shared(routed).await {
                 Ok(conn) => {
-                    self.submit(&conn, pending, &pdu, &h, &name);
+                    self.submit(&conn, pending, again, &pdu, &h, &name);
                 }
                 // The DSA refused the router's own bind: the client's
                 // identity cannot be conveyed there.
@@ -148,11 +153,100 @@ impl Outgoing {
                         format!("your identity could not be established on DSA {name} ({text}, result {code})"),
                     ),
                 ),
-                Err(e) => pending.fail(
-                    &name,
-                    Error::new(Kind::Unreachable, format!("DSA {name}: {e}")),
-                ),
+                Err(e) => {
+                    let e = Error::new(Kind::Unreachable, format!("DSA {name}: {e}"));
+                    unsent(pending, again, &name, e);
+                }
             }
         });
+    }
+}
+
+/// `pending` could not be sent to DSA `name` (`e`): nothing reached the
+/// DSA, so it goes to the next DSA with `again`; without, it is failed (a
+/// read that carries its re-send is re-sent by that).
+pub(super) fn unsent(pending: Pending, again: Option<Box<dyn Resend>>, name: &str, e: Error) {
+    match again {
+        Some(a) => a.resend(pending, name, e),
+        None => pending.fail(name, e),
+    }
+}
+
+/// The client's own connection to DSA `name` is being opened: the
+/// operation waits for it behind the client's earlier ones there, without
+/// holding up its others; `again` places it elsewhere when it cannot have
+/// it.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn wait_for_own(
+    o: Arc<Opening>,
+    again: Option<Box<dyn Resend>>,
+    out: Outgoing,
+    pending: Pending,
+    pdu: &[u8],
+    h: &Header,
+    name: &str,
+    is_write: bool,
+) {
+    let (pdu, h, name) = {
+        let (b, h) = out.pdu(pdu, h);
+        (Bytes::copy_from_slice(b), h, name.to_string())
+    };
+    o.enqueue(Box::new(move |outcome| match outcome {
+        Outcome::Open(conn) => {
+            // Its silence counts from here, not from its wait.
+            let mut pending = pending;
+            pending.heard();
+            out.submit(conn, pending, again, &pdu, &h, &name);
+        }
+        Outcome::Failed(e) => match refusal(&name, e.clone()) {
+            Next::Skip(e) => {
+                let e = Error::new(Kind::Unreachable, format!("DSA {name}: {e}"));
+                unsent(pending, again, &name, e);
+            }
+            Next::Fail(e) => pending.fail(&name, e),
+        },
+        Outcome::Dropped => pending.fail(
+            &name,
+            Error::new(
+                Kind::ConnectionLost { write: is_write },
+                format!(
+                    "the client bound again or left before its connection to DSA {name} was open"
+                ),
+            ),
+        ),
+    }));
+}
+
+/// Why a DSA's connection could not be had.
+pub(super) enum Next {
+    /// Try the next DSA (unreachable, or not usable for this identity).
+    Skip(Error),
+    /// Give up: the client's identity was refused.
+    Fail(Error),
+}
+
+/// What a failure to have the client's connection to DSA `name` means: a
+/// refused identity ends the operation, like a DSA at its limit of
+/// clients' own connections; any other failure skips the DSA.
+pub(super) fn refusal(name: &str, e: Error) -> Next {
+    match e {
+        Error {
+            kind: Kind::BindRefused(code),
+            text,
+        } => Next::Fail(Error::new(
+            Kind::BindRefused(code),
+            format!("your identity could not be established on DSA {name} ({text}, result {code})"),
+        )),
+        e => skip_unless_busy(e),
+    }
+}
+
+/// A DSA that cannot be reached is skipped; one at its limit of clients'
+/// own connections answers `busy` (the limit is the administrator's).
+pub(super) fn skip_unless_busy(e: Error) -> Next {
+    if e.kind == Kind::Busy {
+        Next::Fail(e)
+    } else {
+        Next::Skip(e)
     }
 }

@@ -3,11 +3,12 @@
 //! through [`dispatch`](super::dispatch), merged by a [`Fan`].
 
 use super::fanout::{self};
+use super::logged::{LogCtx, Logged};
 use super::{dispatch, refusal, Session};
 use crate::context::Routing;
 use crate::dn::Dn;
 use crate::route::{Partition, Span};
-use crate::upstream::pending::{LogCtx, Pending, Sink};
+use crate::upstream::pending::{Kind, Pending, Sink};
 use crate::wire::frame::{self, Header};
 use crate::wire::request::{Request, OID_PAGED_RESULTS, OID_PROXIED_AUTHZ};
 use crate::wire::response::{self, Code};
@@ -68,35 +69,19 @@ impl Session {
                 pinned: paged,
                 ..dispatch::Want::first(false, sticky)
             };
-            let delivery = Arc::new(fanout::FanPart {
+            let part = fanout::FanPart {
                 fan: fan.clone(),
                 part: i,
+            };
+            // On a shared connection, a partition's search that has sent
+            // nothing yet is re-sent elsewhere when its DSA fails.
+            let resend = Dn::parse_ldap(&base).ok().map(|dn| {
+                super::resend::Again::first(&self.router, Arc::new(dn), sub.clone(), sub_h, false)
             });
-            let weak = Arc::downgrade(&self.router);
+            let want = dispatch::Want { resend, ..want };
             let via = self.via(own_conn);
-            let placed = dispatch::place(routing, p, want, via, &sub, &sub_h, |t| {
-                // On a shared connection, a partition's search that has
-                // sent nothing yet is re-sent elsewhere when its DSA fails.
-                let retry = retry_for(t, weak, routing, &base, &sub, sub_h);
-                Pending {
-                    sink: Sink::To(delivery),
-                    is_write: false,
-                    started: tokio::time::Instant::now(),
-                    log,
-                    delivered: false,
-                    hold: false,
-                    held: Default::default(),
-                    persistent: false,
-                    hedge: crate::upstream::pending::Hedge::No,
-                    heard_ms: 0,
-                    extra: None,
-                    retry,
-                    op: crate::metrics::op_index("search") as u8,
-                    metrics: None,
-                    _guard: None,
-                }
-            })
-            .await;
+            let pending = Pending::new(Sink::To(Logged::new(part, log)), Kind::fixed());
+            let placed = dispatch::place(routing, p, want, via, &sub, &sub_h, |_| pending).await;
             match placed {
                 Ok(t) if paged => {
                     let name = routing.snap.dsas[t.dsa].name.clone();
@@ -240,34 +225,6 @@ struct FanPlan<'r, 'p> {
     spans: Vec<Span<'p>>,
     paging: Option<fanout::Paging>,
     page: (u32, Vec<u8>),
-}
-
-/// On a shared connection, a partition's search that has sent nothing yet
-/// is re-sent elsewhere when its DSA fails.
-fn retry_for(
-    t: &dispatch::Placed,
-    router: std::sync::Weak<crate::context::Context>,
-    routing: &Routing,
-    base: &str,
-    sub: &Bytes,
-    sub_h: Header,
-) -> Option<Box<dyn crate::upstream::Resend>> {
-    match (t.shared, Dn::parse_ldap(base)) {
-        (true, Ok(dn)) => Some(Box::new(dispatch::Retry {
-            router,
-            pdu: sub.clone(),
-            header: sub_h,
-            proxy_dn: t.proxy.clone(),
-            dn: Arc::new(dn),
-            tried: t
-                .tried
-                .iter()
-                .map(|&d| routing.snap.dsas[d].name.clone())
-                .collect(),
-            hedge: false,
-        })),
-        _ => None,
-    }
 }
 
 /// Controls whose state is one DSA's (sort, VLV, change streams, a

@@ -5,7 +5,7 @@
 
 use super::batch::Batch;
 use super::conn::Conn;
-use super::pending::{Pending, Sink};
+use super::pending::{Kind as Op, Pending, Sink};
 use super::Delivery;
 use crate::dsa_state::Advertised;
 use crate::error::{Error, Kind};
@@ -79,11 +79,11 @@ impl Delivery for Collect {
                 .push(Bytes::copy_from_slice(pdu));
         }
     }
-    fn finish(&self, _pdu: Bytes, _h: &Header, _batch: &mut Batch) {
+    fn finish(&self, _pdu: Bytes, _h: &Header, _from: super::Source<'_>, _batch: &mut Batch) {
         let e = std::mem::take(&mut *self.entries.lock().unwrap_or_else(|p| p.into_inner()));
         self.send(Ok(e));
     }
-    fn fail(&self, e: &Error) {
+    fn fail(&self, e: &Error, _at: super::Source<'_>) {
         self.send(Err(e.clone()));
     }
     fn placed(&self, _conn: &Arc<Conn>, _id: i32) -> bool {
@@ -108,7 +108,13 @@ pub(crate) async fn collect(
         done: Mutex::new(Some(tx)),
     });
     let id = conn
-        .submit(Pending::new(Sink::To(c)), pdu, &h, None, |_, _| true)
+        .submit(
+            Pending::new(Sink::To(c), Op::fixed()),
+            pdu,
+            &h,
+            None,
+            |_, _| true,
+        )
         .map_err(|_| Error::new(Kind::ConnectionLost { write: false }, "connection closed"))?;
     match tokio::time::timeout(timeout, rx).await {
         Ok(Ok(r)) => r,

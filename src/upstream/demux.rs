@@ -1,24 +1,22 @@
 //! Demultiplexing: one response PDU from a DSA to the operation it
 //! answers, by this connection's message ID. Entries go to the operation's
 //! delivery (held back for base-scope reads, so that they can still be
-//! re-sent); the final response ends the operation: it is counted, logged
-//! to the access log, and handed over.
+//! re-sent); the final response ends the operation: it is counted and
+//! handed over (the client side logs it). A read its DSA answers `busy` or
+//! `unavailable` goes to the next DSA, as if the DSA could not be reached.
 
 use super::batch::Batch;
 use super::conn::Conn;
 use super::fault::Fault;
 use super::pending::{Held, Pending, Sink};
-use super::Delivery;
+use super::{Delivery, Source};
+use crate::error::{Error, Kind};
 use crate::wire::dnmap::PrefixMap;
 use crate::wire::frame::{self, tag, Header};
-use crate::wire::response::{self, Code};
+use crate::wire::response::{self, rc, Code};
 use bytes::Bytes;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
-
-/// The access log's result for a response whose result code cannot be
-/// read (no LDAP result code is 255); the metrics count it as `other`.
-const UNREADABLE: u8 = u8::MAX;
 
 /// Route one response PDU from the DSA. What goes to clients is gathered
 /// in `batch`, sent when the read's PDUs are all routed.
@@ -39,24 +37,17 @@ pub(super) fn dispatch(conn: &Conn, pdu: Bytes, batch: &mut Batch) -> Result<(),
         return Ok(()); // abandoned or timed out: drop
     };
     if !is_final {
-        if let Some(check) = p.extra.as_ref().and_then(|e| e.scope.as_ref()) {
+        if let Some(check) = p.scope() {
             if !super::scope_fault::admit(conn, check, &pdu, &h) {
                 return Ok(());
             }
         }
-        if p.hold && p.held.len() < 4 {
-            // A base-scope read: keep its entry until the done arrives,
-            // so that the read can still be re-sent if the DSA dies.
-            p.held.push(pdu);
-            return Ok(());
-        }
-        p.delivered = true;
-        p.heard();
-        let Sink::To(d) = &p.sink else {
+        let Some((held, pdu)) = p.entry(pdu) else {
             return Ok(());
         };
-        let d = d.clone();
-        let held = std::mem::take(&mut p.held);
+        let Some(d) = p.delivery().cloned() else {
+            return Ok(());
+        };
         let map = p.map().cloned();
         // Delivered with the lock released: a delivery may end other
         // operations of this connection (a spanning search that reached
@@ -77,8 +68,9 @@ pub(super) fn dispatch(conn: &Conn, pdu: Bytes, batch: &mut Batch) -> Result<(),
     Ok(())
 }
 
-/// The final response `pdu` ends operation `p`: counted, logged, handed
-/// over (after the entries it held back).
+/// The final response `pdu` ends operation `p`: counted and handed over
+/// (after the entries it held back). A read the DSA itself answered
+/// `busy` or `unavailable` goes to the next DSA instead, when it may.
 fn complete(conn: &Conn, p: Pending, pdu: Bytes, h: Header, batch: &mut Batch) {
     let map = p.map().cloned();
     let (pdu, h) = match map.as_deref().and_then(|m| native_back(m, &pdu, &h)) {
@@ -86,40 +78,52 @@ fn complete(conn: &Conn, p: Pending, pdu: Bytes, h: Header, batch: &mut Batch) {
         None => (pdu, h),
     };
     let code = response::result_code(&pdu, &h);
-    // One clock read for the metrics, the read latencies and the log.
-    let took = p.started.elapsed();
+    let p = match refused_by_dsa(conn, code, &pdu, &h) {
+        Some(why) => match p.move_on(&conn.dsa.name, why) {
+            Ok(()) => return,
+            Err(p) => p,
+        },
+        None => p,
+    };
+    // One clock read for the metrics and the read latencies.
+    let took = p.started().elapsed();
     account(conn, &p, code, took);
-    match p.sink {
+    let (sink, held) = p.end();
+    match sink {
         Sink::Detached => {}
         Sink::Waiter(w) => {
             let _ = w.send(pdu);
         }
         Sink::To(d) => {
-            deliver_held(&*d, map.as_deref(), p.held, batch);
-            d.finish(pdu, &h, batch);
+            deliver_held(&*d, map.as_deref(), held, batch);
+            d.finish(pdu, &h, Source::dsa(&conn.dsa.name), batch);
         }
     }
 }
 
-/// Count an operation that ended with `code` after `took` (its DSA's
-/// served and read latencies, the router's metrics) and write its
-/// access-log line.
+/// The DSA's own `busy` (51) or `unavailable` (52), as the error a read
+/// that goes elsewhere carries (what its client gets if no other DSA can
+/// take it).
+fn refused_by_dsa(conn: &Conn, code: Option<u8>, pdu: &[u8], h: &Header) -> Option<Error> {
+    let (code, word) = match code? {
+        rc::BUSY => (Code::Busy, "busy (51)"),
+        rc::UNAVAILABLE => (Code::Unavailable, "unavailable (52)"),
+        _ => return None,
+    };
+    let said = response::diagnostic(pdu, h).unwrap_or_default();
+    let text = format!("DSA {} answered {word}: {said}", conn.dsa.name);
+    Some(Error::new(Kind::Refused(code), text))
+}
+
+/// Count an operation that ended with `code` after `took`: its DSA's
+/// served and read latencies, the router's metrics.
 fn account(conn: &Conn, p: &Pending, code: Option<u8>, took: Duration) {
-    if matches!(p.sink, Sink::To(_)) {
+    if p.for_client() {
         conn.dsa.served.fetch_add(1, Ordering::Relaxed);
         p.record(code.unwrap_or(Code::Other as u8), took);
-        if !p.is_write && !p.persistent {
+        if !p.is_write() && !p.is_persistent() {
             conn.dsa.reads.record(took.as_micros() as u64);
         }
-    }
-    if let Some(log) = &p.log {
-        crate::access::line(|f| {
-            f.head(&log.head)
-                .plain("dsa", &conn.dsa.name)
-                .quoted_opt("affinity", log.affinity)
-                .num("result", u64::from(code.unwrap_or(UNREADABLE)))
-                .num("latency_us", took.as_micros() as u64);
-        });
     }
 }
 
@@ -155,7 +159,6 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::panic)]
 
     use super::*;
-    use crate::error::Error;
     use crate::upstream::testing::*;
     use std::sync::{Arc, Mutex as StdMutex};
     use std::time::Duration;
@@ -174,8 +177,8 @@ mod tests {
                 *self.abandoned.lock().unwrap() = Some(conn.abandon(id));
             }
         }
-        fn finish(&self, _pdu: Bytes, _h: &Header, _batch: &mut Batch) {}
-        fn fail(&self, _e: &Error) {}
+        fn finish(&self, _pdu: Bytes, _h: &Header, _from: Source<'_>, _batch: &mut Batch) {}
+        fn fail(&self, _e: &Error, _at: Source<'_>) {}
         fn placed(&self, conn: &Arc<Conn>, id: i32) -> bool {
             *self.at.lock().unwrap() = Some((conn.clone(), id));
             true

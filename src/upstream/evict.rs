@@ -14,7 +14,7 @@
 
 use super::conn::Conn;
 use super::fault::Fault;
-use super::pending::{Pending, Sink};
+use super::pending::Pending;
 use crate::error::{Error, Kind};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -22,16 +22,16 @@ use std::time::Duration;
 /// Whether a lost connection's operation counts as an error of its DSA:
 /// one the client hears of (not re-sent, not the router's own).
 fn counts_as_error(p: &Pending) -> bool {
-    !p.retryable() && matches!(p.sink, Sink::To(_))
+    !p.retryable() && p.for_client()
 }
 
 /// Whether the operation has timed out: a client's (the router's own
 /// requests time out on their own), not persistent, and its DSA silent on
 /// it longer than `timeout` or it ran longer than `total` (when not zero).
 fn expired(p: &Pending, timeout: Duration, total: Duration) -> bool {
-    match &p.sink {
-        Sink::To(d) => d.expires() && !p.persistent && p.overdue(timeout, total),
-        _ => false,
+    match p.delivery() {
+        Some(d) => d.expires() && !p.is_persistent() && p.overdue(timeout, total),
+        None => false,
     }
 }
 
@@ -51,12 +51,12 @@ pub(super) fn lost(conn: &Conn, why: &Fault) {
         if counts_as_error(&p) {
             conn.dsa.errors.fetch_add(1, Ordering::Relaxed);
         }
-        let text = if p.is_write {
+        let text = if p.is_write() {
             format!("connection to DSA {name} lost before it answered; the outcome of this update is unknown ({why})")
         } else {
             format!("connection to DSA {name} lost ({why})")
         };
-        let write = p.is_write;
+        let write = p.is_write();
         p.fail(name, Error::new(Kind::ConnectionLost { write }, text));
     }
 }
@@ -78,12 +78,12 @@ pub(super) fn expire(conn: &Conn, timeout: Duration, total: Duration, fall: u32)
         if !p.retryable() {
             tracing::warn!(dsa = %name, "operation timed out after {:?}", timeout);
         }
-        let outcome = if p.is_write {
+        let outcome = if p.is_write() {
             "; the outcome of this update is unknown"
         } else {
             ""
         };
-        let capped = !total.is_zero() && p.started.elapsed() > total;
+        let capped = !total.is_zero() && p.started().elapsed() > total;
         let text = if capped {
             format!(
                 "the operation ran longer than {} s (--op-total-timeout) on DSA {name}; it was abandoned{outcome}",
@@ -94,14 +94,14 @@ pub(super) fn expire(conn: &Conn, timeout: Duration, total: Duration, fall: u32)
                 "DSA {name} sent nothing for this operation for {secs} s; it was abandoned{outcome}"
             )
         };
-        let write = p.is_write;
+        let write = p.is_write();
         p.fail(name, Error::new(Kind::Timeout { write }, text));
     }
 }
 
 /// End the persistent searches running here (their DSA went down).
 pub(super) fn end_persistent(conn: &Conn) {
-    let ended = conn.ops.drain_where(|_, p| p.persistent);
+    let ended = conn.ops.drain_where(|_, p| p.is_persistent());
     let name = &conn.dsa.name;
     for (_, p) in ended {
         let e = Error::new(
@@ -129,6 +129,7 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::panic)]
 
     use super::*;
+    use crate::upstream::pending::{Hedge, Kind as PKind, Sink};
     use crate::upstream::testing::*;
     use crate::wire::frame;
     use std::sync::Arc;
@@ -144,8 +145,8 @@ mod tests {
         let mut sent = Vec::new();
         for write in [false, true] {
             let rec = Arc::new(Recorder::default());
-            let mut p = Pending::new(Sink::To(rec.clone()));
-            p.is_write = write;
+            let kind = if write { PKind::Write } else { PKind::fixed() };
+            let p = Pending::new(Sink::To(rec.clone()), kind);
             conn.submit(p, &pdu, &h, None, |_, _| true).ok().unwrap();
             sent.push(rec);
         }
@@ -178,7 +179,7 @@ mod tests {
         let h = frame::header(&pdu).unwrap();
         let rec = Arc::new(Recorder::default());
         conn.submit(
-            Pending::new(Sink::To(rec.clone())),
+            Pending::new(Sink::To(rec.clone()), PKind::fixed()),
             &pdu,
             &h,
             None,
@@ -192,7 +193,13 @@ mod tests {
         assert_eq!(failed.len(), 1);
         assert_eq!(failed[0].kind, Kind::ConnectionLost { write: false });
         assert!(!conn.is_alive());
-        let again = conn.submit(Pending::new(Sink::Detached), &pdu, &h, None, |_, _| true);
+        let again = conn.submit(
+            Pending::new(Sink::Detached, PKind::fixed()),
+            &pdu,
+            &h,
+            None,
+            |_, _| true,
+        );
         assert!(again.is_err());
     }
 
@@ -234,9 +241,12 @@ mod tests {
 
     /// A read that may be re-sent (a client's, with a way to re-send it).
     fn resendable() -> Pending {
-        let mut p = Pending::new(Sink::To(Arc::new(Recorder::default())));
-        p.retry = Some(Box::new(NoResend));
-        p
+        let kind = PKind::Read {
+            resend: Some(Box::new(NoResend)),
+            hedge: Hedge::No,
+            hold: false,
+        };
+        Pending::new(Sink::To(Arc::new(Recorder::default())), kind)
     }
 
     /// The operations of every kind the drains tell apart, in a table (no
@@ -247,16 +257,18 @@ mod tests {
         let t: Table<Pending> = Table::new();
         let read = t.register(resendable()).ok().unwrap();
         let mut p = resendable();
-        p.delivered = true;
+        assert!(p.entry(bytes::Bytes::from(entry(1))).is_some());
         let delivered = t.register(p).ok().unwrap();
-        let mut p = Pending::new(Sink::To(Arc::new(Recorder::default())));
-        p.is_write = true;
-        let write = t.register(p).ok().unwrap();
-        let mut p = Pending::new(Sink::To(Arc::new(Recorder::default())));
-        p.persistent = true;
+        let client = || Sink::To(Arc::new(Recorder::default()));
+        let write = t
+            .register(Pending::new(client(), PKind::Write))
+            .ok()
+            .unwrap();
+        let p = Pending::new(client(), PKind::Persistent { resend: None });
         let persistent = t.register(p).ok().unwrap();
         let (tx, _rx) = tokio::sync::oneshot::channel();
-        let waiter = t.register(Pending::new(Sink::Waiter(tx))).ok().unwrap();
+        let p = Pending::new(Sink::Waiter(tx), PKind::fixed());
+        let waiter = t.register(p).ok().unwrap();
         let ids = |v: Vec<(i32, Pending)>| {
             let mut ids: Vec<i32> = v.into_iter().map(|(id, _)| id).collect();
             ids.sort();
@@ -277,7 +289,7 @@ mod tests {
         assert_eq!(ids(t.drain_where(|_, p| evacuable(p))), [read]);
         let timed_out = t.drain_where(|_, p| expired(p, timeout, cap));
         assert_eq!(ids(timed_out), [delivered, write]);
-        assert_eq!(ids(t.drain_where(|_, p| p.persistent)), [persistent]);
+        assert_eq!(ids(t.drain_where(|_, p| p.is_persistent())), [persistent]);
         assert_eq!(ids(t.drain_where(|_, _| true)), [waiter]);
         assert_eq!(t.len(), 0);
     }

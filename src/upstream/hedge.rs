@@ -14,8 +14,8 @@
 
 use super::batch::Batch;
 use super::conn::Conn;
-use super::pending::{Hedge, Pending, Sink};
-use super::{Delivery, Resend};
+use super::pending::{Hedge, Pending};
+use super::{Delivery, Resend, Source};
 use crate::error::{Error, Kind};
 use crate::metrics::Metrics;
 use crate::wire::frame::Header;
@@ -50,10 +50,10 @@ pub(crate) fn scan(
     let mut refused = 0;
     let mut map = conn.ops.lock();
     for (&id, p) in map.iter_mut() {
-        if p.is_write || p.persistent || !matches!(p.sink, Sink::To(_)) {
+        if !p.for_client() || p.is_write() || p.is_persistent() {
             continue;
         }
-        if p.delivered || !p.held.is_empty() {
+        if p.delivered() || p.holds_entries() {
             continue;
         }
         // Since it was placed here (re-sent reads keep their start).
@@ -61,36 +61,32 @@ pub(crate) fn scan(
         if age >= stall {
             *stuck += 1;
         }
-        if age < after || !matches!(p.hedge, Hedge::Eligible | Hedge::Refused) {
+        if age < after || !matches!(p.hedge(), Hedge::Eligible | Hedge::Refused) {
             continue;
         }
-        let Some(retry) = p.retry.as_ref() else {
+        let Some(retry) = p.resend() else {
             continue;
         };
         if *budget < 1.0 {
-            if p.hedge == Hedge::Eligible {
-                p.hedge = Hedge::Refused;
+            if p.hedge() == Hedge::Eligible {
+                p.hedge_refused();
                 refused += 1;
             }
             continue;
         }
         *budget -= 1.0;
         let plan = retry.hedger();
-        let Sink::To(inner) = std::mem::replace(&mut p.sink, Sink::Detached) else {
+        let (op, started) = (p.op(), p.started());
+        let mut legs = None;
+        let hold = p.race(|inner, metrics| {
+            let (race, leg0, leg1) = Race::start(inner, conn, id, metrics, op, started);
+            legs = Some((race, leg1));
+            leg0
+        });
+        let (Some(hold), Some((race, leg1))) = (hold, legs) else {
             continue;
         };
-        let (race, leg0, leg1) = Race::start(inner, conn, id, p.metrics.take(), p.op, p.started);
-        p.sink = Sink::To(leg0);
-        p.hedge = Hedge::Raced;
-        let mut hedge = Pending::new(Sink::To(leg1));
-        hedge.hold = p.hold;
-        hedge.hedge = Hedge::Raced;
-        hedge.op = p.op;
-        hedge.log = p.log.as_ref().map(|l| {
-            let mut l = l.clone();
-            l.affinity = Some("hedge");
-            l
-        });
+        let hedge = Pending::hedge_leg(leg1, op, hold);
         out.push(Hedged { race, hedge, plan });
     }
     (out, refused)
@@ -270,7 +266,7 @@ impl Race {
             "cancelled by the client".to_string(),
         );
         self.record(e.code() as u8);
-        self.inner.fail(&e);
+        self.inner.fail(&e, Source::dsa(""));
         Cancelled::Done
     }
 }
@@ -292,19 +288,23 @@ impl Delivery for Leg {
         }
     }
 
-    fn finish(&self, pdu: Bytes, h: &Header, batch: &mut Batch) {
+    fn finish(&self, pdu: Bytes, h: &Header, from: Source<'_>, batch: &mut Batch) {
         if !self.race.claim(self.n) || self.race.end().is_none() {
             return;
         }
         self.race
             .record(response::result_code(&pdu, h).unwrap_or(Code::Other as u8));
-        self.race.inner.finish(pdu, h, batch);
+        let from = Source {
+            hedge: self.n == 1,
+            ..from
+        };
+        self.race.inner.finish(pdu, h, from, batch);
     }
 
     /// A leg that fails before the race is decided leaves it to the other
     /// leg; the client hears of a failure only when both failed, or when
     /// the winner fails.
-    fn fail(&self, e: &Error) {
+    fn fail(&self, e: &Error, at: Source<'_>) {
         let n = self.n as usize;
         {
             let mut st = self.race.lock();
@@ -325,7 +325,13 @@ impl Delivery for Leg {
             st.ended = true;
         }
         self.race.record(e.code() as u8);
-        self.race.inner.fail(e);
+        self.race.inner.fail(
+            e,
+            Source {
+                hedge: n == 1,
+                ..at
+            },
+        );
     }
 
     fn placed(&self, conn: &Arc<Conn>, id: i32) -> bool {

@@ -20,7 +20,7 @@
 //!   out, and `drain_where`, the one way operations leave it unanswered.
 //! * `reader`: the reader task: reads, sweeps, ends on a `fault`.
 //! * `demux`: one response to the operation it answers; completion counted
-//!   and access-logged.
+//!   (the client side writes the access log, told the DSA by [`Source`]).
 //! * [`scope_fault`]: entries outside the search's scope, dropped and
 //!   counted against the DSA.
 //! * `evict`: operations the router ends itself (connection lost, timed
@@ -65,16 +65,37 @@ use hedge::Race;
 use pending::Pending;
 use std::sync::Arc;
 
+/// Which DSA an operation's outcome comes from, as the client side logs
+/// it.
+#[derive(Debug, Clone, Copy)]
+pub struct Source<'a> {
+    /// The DSA's name (empty when none was reached).
+    pub dsa: &'a str,
+    /// It came by a hedge (the read's second leg).
+    pub hedge: bool,
+}
+
+impl Source<'_> {
+    /// From DSA `name` (empty: none).
+    pub fn dsa(name: &str) -> Source<'_> {
+        Source {
+            dsa: name,
+            hedge: false,
+        }
+    }
+}
+
 /// The receiving end of an operation's responses.
 pub trait Delivery: Send + Sync {
     /// A response that is not the last (entry, reference, intermediate).
     /// Called with no lock of the connection held: it may abandon
     /// operations on the same connection.
     fn deliver(&self, pdu: &[u8], h: &Header, batch: &mut Batch);
-    /// The final response: the operation ends with it.
-    fn finish(&self, pdu: Bytes, h: &Header, batch: &mut Batch);
-    /// The router answers instead of the DSA: the operation ends with `e`.
-    fn fail(&self, e: &Error);
+    /// The final response, from `from`: the operation ends with it.
+    fn finish(&self, pdu: Bytes, h: &Header, from: Source<'_>, batch: &mut Batch);
+    /// The router answers instead of the DSA: the operation ends with `e`
+    /// (`at` names the DSA that let it down, if one did).
+    fn fail(&self, e: &Error, at: Source<'_>);
     /// The operation now runs as `id` on `conn` (first sent, or re-sent
     /// elsewhere). False when it ended meanwhile: it is then not sent.
     fn placed(&self, conn: &Arc<Conn>, id: i32) -> bool;

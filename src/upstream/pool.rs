@@ -10,7 +10,7 @@
 
 use super::conn::Conn;
 pub(crate) use super::connect::Target;
-use super::pending::{Pending, Sink};
+use super::pending::{Kind as Op, Pending, Sink};
 use super::spare::Spares;
 pub(crate) use crate::config::Limits;
 use crate::dsa_state::DsaState;
@@ -375,7 +375,13 @@ pub(crate) async fn request(
     let h = frame::header(pdu).map_err(|e| Error::new(Kind::BadResponse, e.to_string()))?;
     let (tx, rx) = oneshot::channel();
     let id = conn
-        .submit(Pending::new(Sink::Waiter(tx)), pdu, &h, None, |_, _| true)
+        .submit(
+            Pending::new(Sink::Waiter(tx), Op::fixed()),
+            pdu,
+            &h,
+            None,
+            |_, _| true,
+        )
         .map_err(|_| lost(&conn.dsa.name, "closed"))?;
     match tokio::time::timeout(timeout, rx).await {
         Ok(Ok(resp)) => Ok(resp),

@@ -6,8 +6,8 @@
 
 use super::batch::Batch;
 use super::conn::Conn;
-use super::pending::{Pending, Sink};
-use super::{Delivery, Resend};
+use super::pending::{Kind, Pending, Sink};
+use super::{Delivery, Resend, Source};
 use crate::config::Limits;
 use crate::dsa_state::DsaState;
 use crate::error::Error;
@@ -26,10 +26,10 @@ pub(super) struct Recorder {
 
 impl Delivery for Recorder {
     fn deliver(&self, _pdu: &[u8], _h: &Header, _batch: &mut Batch) {}
-    fn finish(&self, _pdu: Bytes, _h: &Header, _batch: &mut Batch) {
+    fn finish(&self, _pdu: Bytes, _h: &Header, _from: Source<'_>, _batch: &mut Batch) {
         *self.finished.lock().unwrap() += 1;
     }
-    fn fail(&self, e: &Error) {
+    fn fail(&self, e: &Error, _at: Source<'_>) {
         self.failed.lock().unwrap().push(e.clone());
     }
     fn placed(&self, _conn: &Arc<Conn>, _id: i32) -> bool {
@@ -43,9 +43,7 @@ pub(super) struct NoResend;
 
 impl Resend for NoResend {
     fn resend(self: Box<Self>, p: Pending, failed: &str, why: Error) {
-        let mut p = p;
-        p.retry = None;
-        p.fail(failed, why);
+        p.answer(failed, why);
     }
     fn hedger(&self) -> Box<dyn Resend> {
         Box::new(NoResend)
@@ -103,7 +101,7 @@ pub(super) fn submit_search(conn: &Arc<Conn>, d: Arc<dyn Delivery>) -> i32 {
     let pdu = search_pdu();
     let h = frame::header(&pdu).unwrap();
     conn.submit(
-        Pending::new(Sink::To(d.clone())),
+        Pending::new(Sink::To(d.clone()), Kind::fixed()),
         &pdu,
         &h,
         None,

@@ -48,8 +48,9 @@
 //! [`Faults`] are switches shared with the running server: a response delay,
 //! refusing connections (closed right after accept), a blackhole (read
 //! requests, never answer), hanging binds only
-//! ([`Faults::set_hang_binds`]) and answering searches with entries renamed
-//! (`set_answer_as`). [`Stats`] counts what the server did.
+//! ([`Faults::set_hang_binds`]), answering searches with entries renamed
+//! (`set_answer_as`) and one result code for every answer. [`Stats`] counts
+//! what the server did.
 
 pub mod directory;
 pub mod filter;
@@ -88,6 +89,8 @@ struct FaultState {
     blackhole: AtomicBool,
     answer_as: misanswer::AnswerAs,
     hang_binds: AtomicBool,
+    /// A result code every operation but bind is answered with.
+    answer: std::sync::Mutex<Option<ldap3_proto::proto::LdapResultCode>>,
 }
 
 /// Fault switches, shared by all clones and read by the server on every
@@ -112,6 +115,20 @@ impl Faults {
     /// Reads requests but never answers them.
     pub fn set_blackhole(&self, on: bool) {
         self.state.blackhole.store(on, Ordering::Relaxed);
+    }
+
+    /// Answers every operation but bind with `code` (`busy` while
+    /// starting, `unavailable` while recovering...); `None`: as usual.
+    pub fn set_answer(&self, code: Option<ldap3_proto::proto::LdapResultCode>) {
+        *self.state.answer.lock().unwrap_or_else(|p| p.into_inner()) = code;
+    }
+
+    pub fn answer(&self) -> Option<ldap3_proto::proto::LdapResultCode> {
+        self.state
+            .answer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     pub fn delay(&self) -> Duration {

@@ -281,6 +281,12 @@ pub(crate) async fn run(
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
     }
+    if let Some(code) = ctx.faults.answer() {
+        if let Some(resp) = error_response(&op, ctx.result(code)) {
+            let _ = tx.send(reply(msgid, resp)).await;
+        }
+        return;
+    }
     let ident = match effective_identity(&ctx, &conn, &ctrl) {
         Ok(ident) => ident,
         Err(e) => {
