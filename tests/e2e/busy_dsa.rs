@@ -12,12 +12,16 @@ use ldap3_proto::proto::LdapResultCode;
 use std::collections::HashSet;
 
 /// D1 (GROUP1, first for reads and writes) and D2 (GROUP2); no probes, so
-/// that D1 stays eligible while it refuses.
+/// that D1 stays eligible while it refuses, and no replication positions
+/// read (their reads would count as D2's operations).
 async fn start() -> Harness {
     Builder::default()
         .democorp(&["D1", "D2"])
         .write_precedence(&["D1", "D2"])
-        .cfg(|c| c.health = None)
+        .cfg(|c| {
+            c.health = None;
+            c.replication.interval = std::time::Duration::ZERO;
+        })
         .start()
         .await
 }
