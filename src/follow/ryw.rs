@@ -1,5 +1,5 @@
 //! Read-your-writes by position (issue 38, point 2). A client's write is
-//! watched on its way back ([`watch`]): when it is acknowledged, the time
+//! watched on its way back (`watch`): when it is acknowledged, the time
 //! is noted. The write's position is then the first `contextCSN` reading
 //! of the DSA that took it which was *sent* after that acknowledgement
 //! (the write is in it, maybe with later ones: never too old). The
