@@ -55,6 +55,13 @@
 //!   client's responses, the corked requests to a DSA).
 //! * `metrics`: the counters of `/metrics`, fixed arrays of atomics.
 //! * `fasthash`: the unkeyed hasher of the maps on every operation's path.
+//! * [`replication`]: replication positions (OpenLDAP CSNs, `contextCSN`
+//!   per server ID), write marks and the per-DSA read gate
+//!   (`--max-replication-lag`, `--max-staleness`). Pure state.
+//! * [`follow`]: what reads positions at run time: the `contextCSN`
+//!   poller, read-your-writes by position, their `/status` and `/metrics`.
+//! * `layout`: the module graph checks (a unit test: no import circle in
+//!   a folder, what may import what).
 //!
 //! # Workspace
 //! The binary built with `--no-default-features` is the router and nothing
