@@ -20,8 +20,8 @@ use crate::upstream::conn::Conn;
 use crate::upstream::pool::{self, BindPdu};
 use crate::wire::frame;
 use crate::wire::response::result_code;
-use bytes::{Bytes, BytesMut};
-use ldap3_proto::proto::{LdapDerefAliases, LdapMsg, LdapOp, LdapSearchRequest, LdapSearchScope};
+use bytes::Bytes;
+use ldap3_proto::proto::LdapSearchScope;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
@@ -31,25 +31,13 @@ use tokio::sync::watch;
 pub(crate) fn probe_pdu(cfg: &HealthConfig) -> crate::error::Result<Bytes> {
     let filter = ldap3_proto::parse_ldap_filter_str(&cfg.filter)
         .map_err(|e| crate::error::Error::config(format!("probe filter {}: {e:?}", cfg.filter)))?;
-    let msg = LdapMsg {
-        msgid: 1,
-        op: LdapOp::SearchRequest(LdapSearchRequest {
-            base: cfg.base.clone(),
-            scope: LdapSearchScope::Base,
-            aliases: LdapDerefAliases::Never,
-            sizelimit: 1,
-            timelimit: cfg.timeout.as_secs().max(1) as i32,
-            typesonly: false,
-            filter,
-            attrs: vec!["1.1".into()],
-        }),
-        ctrl: Vec::new(),
-    };
-    let tag: lber::structure::StructureTag = msg.into();
-    let mut b = BytesMut::new();
-    lber::write::encode_into(&mut b, tag)
-        .map_err(|e| crate::error::Error::config(e.to_string()))?;
-    Ok(b.freeze())
+    Ok(crate::wire::search::own_search(
+        &cfg.base,
+        LdapSearchScope::Base,
+        (1, cfg.timeout.as_secs().max(1) as i32),
+        filter,
+        &["1.1"],
+    ))
 }
 
 /// Probe every DSA until shutdown.

@@ -12,11 +12,9 @@ use crate::context::{Context, Routing};
 use crate::replication::positions::{lags, Assessed, Lag, Position, Reading};
 use crate::replication::Replication;
 use crate::upstream::conn::Conn;
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use dashmap::DashMap;
-use ldap3_proto::proto::{
-    LdapDerefAliases, LdapFilter, LdapMsg, LdapOp, LdapSearchRequest, LdapSearchScope,
-};
+use ldap3_proto::proto::{LdapFilter, LdapSearchScope};
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -25,26 +23,14 @@ use tokio::sync::watch;
 
 /// The `contextCSN` read of `base`.
 pub fn request(base: &str) -> Bytes {
-    let msg = LdapMsg {
-        msgid: 1,
-        op: LdapOp::SearchRequest(LdapSearchRequest {
-            base: base.to_string(),
-            scope: LdapSearchScope::Base,
-            aliases: LdapDerefAliases::Never,
-            sizelimit: 1,
-            timelimit: 0,
-            typesonly: false,
-            filter: LdapFilter::Present("objectClass".into()),
-            // Operational: asked for by name.
-            attrs: vec!["contextCSN".into()],
-        }),
-        ctrl: Vec::new(),
-    };
-    let tag: lber::structure::StructureTag = msg.into();
-    let mut b = BytesMut::new();
-    // Encoding into memory cannot fail.
-    let _ = lber::write::encode_into(&mut b, tag);
-    b.freeze()
+    // Operational: asked for by name.
+    crate::wire::search::own_search(
+        base,
+        LdapSearchScope::Base,
+        (1, 0),
+        LdapFilter::Present("objectClass".into()),
+        &["contextCSN"],
+    )
 }
 
 /// The position in the entries of a `contextCSN` read.

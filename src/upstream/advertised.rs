@@ -10,10 +10,8 @@ use super::Delivery;
 use crate::dsa_state::Advertised;
 use crate::error::{Error, Kind};
 use crate::wire::frame::{self, tag, Header};
-use bytes::{Bytes, BytesMut};
-use ldap3_proto::proto::{
-    LdapDerefAliases, LdapFilter, LdapMsg, LdapOp, LdapSearchRequest, LdapSearchScope,
-};
+use bytes::Bytes;
+use ldap3_proto::proto::{LdapFilter, LdapSearchScope};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::oneshot;
@@ -30,26 +28,14 @@ const ATTRS: [&str; 4] = [
 ];
 
 /// The root DSE read request.
-fn request() -> BytesMut {
-    let msg = LdapMsg {
-        msgid: 1,
-        op: LdapOp::SearchRequest(LdapSearchRequest {
-            base: String::new(),
-            scope: LdapSearchScope::Base,
-            aliases: LdapDerefAliases::Never,
-            sizelimit: 1,
-            timelimit: 0,
-            typesonly: false,
-            filter: LdapFilter::Present("objectClass".into()),
-            attrs: ATTRS.iter().map(|a| a.to_string()).collect(),
-        }),
-        ctrl: Vec::new(),
-    };
-    let tag: lber::structure::StructureTag = msg.into();
-    let mut b = BytesMut::new();
-    // Encoding into memory cannot fail.
-    let _ = lber::write::encode_into(&mut b, tag);
-    b
+fn request() -> Bytes {
+    crate::wire::search::own_search(
+        "",
+        LdapSearchScope::Base,
+        (1, 0),
+        LdapFilter::Present("objectClass".into()),
+        &ATTRS,
+    )
 }
 
 /// The entries of a search, or why it failed.
@@ -146,23 +132,13 @@ pub(crate) async fn one_level(
     base: &str,
     timeout: Duration,
 ) -> Result<Vec<String>, Error> {
-    let msg = LdapMsg {
-        msgid: 1,
-        op: LdapOp::SearchRequest(LdapSearchRequest {
-            base: base.to_string(),
-            scope: LdapSearchScope::OneLevel,
-            aliases: LdapDerefAliases::Never,
-            sizelimit: 0,
-            timelimit: 0,
-            typesonly: false,
-            filter: LdapFilter::Present("objectClass".into()),
-            attrs: vec!["1.1".into()],
-        }),
-        ctrl: Vec::new(),
-    };
-    let tag: lber::structure::StructureTag = msg.into();
-    let mut b = BytesMut::new();
-    let _ = lber::write::encode_into(&mut b, tag);
+    let b = crate::wire::search::own_search(
+        base,
+        LdapSearchScope::OneLevel,
+        (0, 0),
+        LdapFilter::Present("objectClass".into()),
+        &["1.1"],
+    );
     let entries = collect(conn, &b, timeout).await?;
     Ok(entries
         .iter()

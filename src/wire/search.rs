@@ -240,6 +240,38 @@ pub fn with_paged(pdu: &[u8], h: &Header, msgid: i32, paged: Option<&[u8]>) -> B
     out
 }
 
+/// A search request of the router's own (probes, root DSE and naming
+/// context reads, `contextCSN` readings), message ID 1, aliases never
+/// dereferenced, encoded.
+pub fn own_search(
+    base: &str,
+    scope: ldap3_proto::proto::LdapSearchScope,
+    limits: (i32, i32),
+    filter: ldap3_proto::proto::LdapFilter,
+    attrs: &[&str],
+) -> bytes::Bytes {
+    use ldap3_proto::proto::{LdapDerefAliases, LdapMsg, LdapOp, LdapSearchRequest};
+    let msg = LdapMsg {
+        msgid: 1,
+        op: LdapOp::SearchRequest(LdapSearchRequest {
+            base: base.to_string(),
+            scope,
+            aliases: LdapDerefAliases::Never,
+            sizelimit: limits.0,
+            timelimit: limits.1,
+            typesonly: false,
+            filter,
+            attrs: attrs.iter().map(|a| a.to_string()).collect(),
+        }),
+        ctrl: Vec::new(),
+    };
+    let tag: lber::structure::StructureTag = msg.into();
+    let mut b = BytesMut::new();
+    // Encoding into memory cannot fail.
+    let _ = lber::write::encode_into(&mut b, tag);
+    b.freeze()
+}
+
 #[cfg(test)]
 #[allow(clippy::panic)]
 mod tests {
