@@ -6,8 +6,10 @@
 //! client's later reads of the partition go to any eligible DSA whose
 //! known position has reached it, by the usual least-busy rule, and to no
 //! DSA in particular once all have; only while none has (or the write's
-//! position is not known yet), to the DSA that took the write. A write DSA
-//! that publishes no position keeps the time window.
+//! position is not known yet), to the DSA that took the write, even when
+//! it is ejected as an outlier (slow beats stale). A write DSA that
+//! publishes no position, or a write never acknowledged, keeps the time
+//! window.
 
 use crate::context::Routing;
 use crate::replication::mark::{Affinity, WriteMark};
@@ -50,21 +52,33 @@ impl DsaView for Reached<'_> {
 pub fn affine(rep: &Replication, routing: &Routing, p: &Partition, a: &Affinity) -> Option<usize> {
     let now = Instant::now();
     let eligible = |i: usize| routing.states.0[i].status().eligible();
-    let w = routing
-        .snap
-        .dsa_index(&a.dsa)
-        .filter(|&i| p.order.contains(&i) && eligible(i));
-    let target = a
-        .mark
-        .as_ref()
-        .and_then(|m| m.position(rep, &p.key, &a.dsa));
-    let Some(target) = target else {
-        // No position (yet): the time window.
+    // The DSA that took the write has it: while it answers, even when
+    // ejected as an outlier (slow beats stale), it is the fallback.
+    let w = routing.snap.dsa_index(&a.dsa).filter(|&i| {
+        p.order.contains(&i)
+            && matches!(
+                routing.states.0[i].status(),
+                DsaStatus::Up | DsaStatus::Ejected
+            )
+    });
+    let Some(mark) = &a.mark else {
+        // Positions are not read: the time window.
         return w.filter(|_| now < a.written + a.window);
     };
     if !a.live(now) {
         return None;
     }
+    let Some(target) = mark.position(rep, &p.key, &a.dsa) else {
+        // The write's position is not known yet: its DSA, while that DSA
+        // publishes positions (the next reading will tell); one that
+        // publishes none keeps the time window.
+        let publishes = rep
+            .positions
+            .position(&p.key, &a.dsa)
+            .is_some_and(|pos| !pos.is_empty());
+        let acked = mark.acked.get().is_some();
+        return w.filter(|_| (publishes && acked) || now < a.written + a.window);
+    };
     let mut ok = vec![false; routing.snap.dsas.len()];
     let mut all = true;
     for &i in &p.order {
