@@ -5,7 +5,8 @@
 //! the router's identity on that DSA when knowledge gives one (else
 //! anonymous). At most one reading per DSA and suffix is in flight; a DSA
 //! that does not answer keeps its last reading, which turns unknown after
-//! `Config::fresh_for`. After each round, each DSA's lag against
+//! `Config::fresh_for`; one whose reading shows no position is read only
+//! every 5 s. After each round, each DSA's lag against
 //! its group and partition is assessed and its read read gate set.
 
 use crate::context::{Context, Routing};
@@ -57,7 +58,15 @@ struct Poller {
     conns: DashMap<String, Arc<Conn>>,
     /// No new connection to this DSA before then (after a failed one).
     backoff: DashMap<String, Instant>,
+    /// No reading of (DSA name, base) before then: its last reading showed
+    /// no position (it publishes none, e.g. not a syncprov provider or
+    /// consumer), so it is read every [`QUIET_EVERY`] only.
+    quiet: DashMap<(String, String), Instant>,
 }
+
+/// How often a DSA whose last reading showed no position is read: a DSA
+/// that starts publishing (syncprov added) is seen within this.
+const QUIET_EVERY: Duration = Duration::from_secs(5);
 
 /// What one DSA of one partition is read at.
 fn targets(routing: &Routing) -> Vec<(usize, String)> {
@@ -104,6 +113,9 @@ pub(crate) async fn run(router: Arc<Context>, mut shutdown: watch::Receiver<bool
         let mut round = Vec::new();
         for (i, base) in targets(&routing) {
             let key = (routing.snap.dsas[i].name.to_ascii_lowercase(), base);
+            if poller.quiet.get(&key).is_some_and(|t| *t > Instant::now()) {
+                continue;
+            }
             if poller.busy.insert(key.clone(), ()).is_some() {
                 continue;
             }
@@ -188,6 +200,11 @@ async fn read_one(
                 started,
                 finished: Instant::now(),
             };
+            if reading.position.is_empty() {
+                p.quiet.insert(key.clone(), reading.finished + QUIET_EVERY);
+            } else {
+                p.quiet.remove(key);
+            }
             p.readings.insert(key.clone(), reading);
         }
         Err(e) if matches!(e.kind, crate::error::Kind::Timeout { .. }) => {}

@@ -363,3 +363,33 @@ async fn stopped_consumer_and_max_replication_lag() {
     assert!(to_out <= Duration::from_millis(1500), "{to_out:?}");
     assert!(to_back <= Duration::from_millis(1500), "{to_back:?}");
 }
+
+/// A DSA that publishes no position (a slapd without syncprov) is read
+/// once, then only every 5 s, not at every `--csn-interval`; it shows no
+/// position and serves reads as before.
+#[test]
+fn a_dsa_without_a_position_is_read_rarely() {
+    let n = Slapd::start(support::slapd::SlapdConfig::seeded("N", &[SUFFIX]));
+    let dir = tempfile::tempdir().unwrap();
+    let k = support::slapd::one_dsa_knowledge(dir.path(), n.port, ROUTER_PW);
+    let (r, admin) = router(dir.path(), &k, &["--csn-interval", "50ms"]);
+    let readings = || metric(&admin, "dsa_router_replication_readings_total");
+    wait_for("a first reading", Duration::from_secs(10), || {
+        readings() >= 1.0
+    });
+    let first = readings();
+    // Nothing is to happen here: 40 intervals without a reading.
+    thread::sleep(Duration::from_secs(2));
+    let more = readings() - first;
+    println!("readings of a DSA without contextCSN in 2 s at --csn-interval 50ms: {more}");
+    assert!(more <= 1.0, "{more} readings in 2 s");
+    let st = status(&admin);
+    let d = &st["partitions"][0]["dsas"][0];
+    assert!(d["replication"].is_null(), "{d}");
+    let out = support::slapd::ldap_tool(
+        "ldapsearch",
+        &["-x", "-H", &r.url, "-b", SUFFIX, "-s", "base", "1.1"],
+        None,
+    );
+    assert!(out.success(), "{}", out.stderr);
+}
