@@ -36,11 +36,14 @@
 # ROW_GROUPS=plain ROUNDS=5 takes about 7 min. `--quick` runs every group (or
 # ROW_GROUPS) once with 2 s rows in about 3 min.
 #
-# Usage: bench/compare.sh [--quick] [--setup-only] [--help]
+# Usage: bench/compare.sh [--quick] [--setup-only] [--hold] [--help]
 #   --quick       CI smoke run: 2 s per path (warm-up 1 s), smaller extras
 #                 (1,000 idle connections, 10,000 bulk entries), no table
 #                 check, docs/benchmarks.md left alone (set OUT= to write one)
 #   --setup-only  start everything, check every path answers, stop; no load
+#   --hold        start everything, print each path's URL and process ID,
+#                 and keep them running until interrupted (to profile one
+#                 path with your own load, e.g. `perf stat -p PID`); no load
 #                 (needs no `dsa-bench`)
 #
 # Environment (defaults in brackets):
@@ -119,6 +122,7 @@ for arg in "$@"; do
     case "$arg" in
         --quick) QUICK=1 ;;
         --setup-only) SETUP_ONLY=1 ;;
+        --hold) SETUP_ONLY=hold ;;
         -h | --help)
             sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
             exit 0
@@ -400,7 +404,7 @@ fi
 [ -x "$BIN" ] || die "$BIN not found (${BUILD[*]})"
 BUILD_SECS=$(($(date +%s) - T_START))
 T_START=$(date +%s) # the run's time, without the build
-if [ "$SETUP_ONLY" = 0 ] && ! "$BENCH" --help >/dev/null 2>&1; then
+if [ "$SETUP_ONLY" != 1 ] && ! "$BENCH" --help >/dev/null 2>&1; then
     die "$BENCH not found or not runnable (${BUILD[*]}; or try --setup-only)"
 fi
 
@@ -815,6 +819,10 @@ log "every path answers: direct :$P1, haproxy :$P_HAP, back-meta :$P_META ($META
 if [ "$SETUP_ONLY" = 1 ]; then
     log "--setup-only: everything started and answered; stopping ($(($(date +%s) - T_START)) s)"
     exit 0
+fi
+if [ "$SETUP_ONLY" = hold ]; then
+    log "--hold: direct ldap://127.0.0.1:$P1 (pid $PID1), haproxy ldap://127.0.0.1:$P_HAP (pid $PID_HAP), dsa-router ldap://127.0.0.1:$P_R (pid $PID_R)${P_RB:+, baseline ldap://127.0.0.1:$P_RB (pid $PID_RB)}; interrupt to stop"
+    while :; do sleep 3600; done
 fi
 
 # ---------------------------------------------------------------- 4. load

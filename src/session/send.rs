@@ -62,7 +62,7 @@ impl Outgoing {
         }
         if h.op_tag == frame::tag::SEARCH_REQUEST {
             let (out, oh) = mapped.as_ref().map_or((pdu, *h), |(b, mh)| (&b[..], *mh));
-            pending.set_scope(ScopeCheck::of_search(out, &oh, Some(&pool.partition)));
+            pending.set_scope(ScopeCheck::of_search(out, &oh, pool.partition.as_ref()));
         }
         if let Some(m) = native {
             pending.set_map(m);

@@ -71,9 +71,9 @@ pub struct Pool {
     pub tls: Option<crate::tls::DsaTls>,
     /// The DSA holds the partition under its `native-prefix`.
     pub native: Option<Arc<PrefixMap>>,
-    /// Its partition in its own naming (where searches that dereference
-    /// aliases may find entries).
-    pub partition: crate::dn::Dn,
+    /// Its partition in its own naming, as the bound of searches that
+    /// dereference aliases (`None`: the root).
+    pub partition: Option<crate::wire::scope_check::PartitionScope>,
 }
 
 /// `host:port` strings of a DSA's addresses, in order.
@@ -138,9 +138,9 @@ impl Pool {
             spares,
             limits,
             tls,
-            partition: native
-                .as_ref()
-                .map_or_else(|| def.prefix.clone(), |m| m.native.clone()),
+            partition: crate::wire::scope_check::PartitionScope::new(
+                native.as_ref().map_or(&def.prefix, |m| &m.native),
+            ),
             native,
         }
     }

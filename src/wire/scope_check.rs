@@ -12,6 +12,7 @@
 use super::ber;
 use super::frame::{tag, Header};
 use crate::dn::Dn;
+use std::sync::Arc;
 
 /// `scope` of a SearchRequest (RFC 4511 and the subordinate-subtree
 /// extension).
@@ -23,18 +24,39 @@ const SUBORDINATE: u8 = 3;
 /// What the entries of one search must satisfy: within its base and
 /// scope, or, for a search that dereferences aliases, within the DSA's
 /// partition.
+///
+/// Built once per search on the request path, so it costs one copy of the
+/// base: the base is parsed only when an entry's DN defeats the byte
+/// comparison (the slow path), and the partition's bound is shared.
 #[derive(Debug, Clone)]
 pub struct ScopeCheck {
     within: Bound,
-    or_within: Option<Box<Bound>>,
+    or_within: Option<PartitionScope>,
+}
+
+/// A DSA's partition (in the DSA's own naming) as a subtree bound, built
+/// once per DSA: where a search that dereferences aliases may find
+/// entries. `None` for the root (anywhere).
+#[derive(Debug, Clone)]
+pub struct PartitionScope(Arc<Bound>);
+
+impl PartitionScope {
+    pub fn new(partition: &Dn) -> Option<PartitionScope> {
+        (!partition.is_root()).then(|| {
+            PartitionScope(Arc::new(Bound {
+                raw: partition.normalized().into_bytes().into_boxed_slice(),
+                scope: SUB,
+            }))
+        })
+    }
 }
 
 /// A base and a scope.
 #[derive(Debug, Clone)]
 struct Bound {
-    /// The base, parsed.
-    base: Dn,
-    /// The base as given, ASCII-lowercased: the fast path's suffix.
+    /// The base as given when it is plain (the DSA most often echoes it
+    /// so), else normalized: the fast path's suffix, compared ignoring
+    /// ASCII case, and what the slow path parses.
     raw: Box<[u8]>,
     scope: u8,
 }
@@ -57,21 +79,21 @@ fn request_parts<'a>(pdu: &'a [u8], h: &Header) -> Option<(&'a [u8], u8, u8)> {
 
 impl ScopeCheck {
     /// The check for the search request `pdu` as it goes to a DSA holding
-    /// the partition `partition` (in the DSA's own naming). `None` when
-    /// there is nothing to check: not a search, a subtree search from the
-    /// root, a base the router cannot parse (the DSA answers that one),
-    /// or a dereferencing search with no partition to hold it to.
-    pub fn of_search(pdu: &[u8], h: &Header, partition: Option<&Dn>) -> Option<ScopeCheck> {
+    /// `partition`. `None` when there is nothing to check: not a search, a
+    /// subtree search from the root, a base the router cannot parse (the
+    /// DSA answers that one), or a dereferencing search with no partition
+    /// to hold it to.
+    pub fn of_search(
+        pdu: &[u8],
+        h: &Header,
+        partition: Option<&PartitionScope>,
+    ) -> Option<ScopeCheck> {
         let (base, scope, deref) = request_parts(pdu, h)?;
         let within = Bound::new(base, scope)?;
         let or_within = match (deref, partition) {
             (0, _) => None,
             // An alias may lead anywhere the DSA holds.
-            (_, Some(p)) if !p.is_root() => Some(Box::new(Bound {
-                base: p.clone(),
-                raw: p.normalized().into_bytes().into_boxed_slice(),
-                scope: SUB,
-            })),
+            (_, Some(p)) => Some(p.clone()),
             _ => return None,
         };
         Some(ScopeCheck { within, or_within })
@@ -87,7 +109,7 @@ impl ScopeCheck {
         let Some(dn) = entry_dn(pdu, h) else {
             return false;
         };
-        self.within.admits(dn) || self.or_within.as_ref().is_some_and(|b| b.admits(dn))
+        self.within.admits(dn) || self.or_within.as_ref().is_some_and(|b| b.0.admits(dn))
     }
 }
 
@@ -98,23 +120,25 @@ impl Bound {
         if scope > SUBORDINATE {
             return None;
         }
-        let text = std::str::from_utf8(base).ok()?;
-        let dn = Dn::parse_ldap(text).ok()?;
-        if dn.is_root() && scope == SUB {
-            return None;
-        }
-        // As given when it is plain (the DSA most often echoes it so),
-        // else normalized.
-        let raw = if base.iter().any(|&b| b == b' ' || b == b'\\' || b == b'"') {
-            dn.normalized().into_bytes()
+        let plain = base.iter().all(|&b| plain_byte(b));
+        let raw = if plain {
+            // Empty is the root; otherwise each RDN has its '='.
+            if base.is_empty() {
+                if scope == SUB {
+                    return None;
+                }
+            } else if base.split(|&b| b == b',').any(|r| !r.contains(&b'=')) {
+                return None;
+            }
+            Box::from(base)
         } else {
-            base.to_ascii_lowercase()
+            let dn = Dn::parse_ldap(std::str::from_utf8(base).ok()?).ok()?;
+            if dn.is_root() && scope == SUB {
+                return None;
+            }
+            dn.normalized().into_bytes().into_boxed_slice()
         };
-        Some(Bound {
-            base: dn,
-            raw: raw.into_boxed_slice(),
-            scope,
-        })
+        Some(Bound { raw, scope })
     }
 
     fn admits(&self, dn: &[u8]) -> bool {
@@ -149,13 +173,15 @@ impl Bound {
 
     /// Parse and compare RDN by RDN.
     fn slow(&self, dn: &[u8]) -> bool {
-        let Some(entry) = std::str::from_utf8(dn)
-            .ok()
-            .and_then(|s| Dn::parse_ldap(s).ok())
-        else {
+        let parse = |b: &[u8]| {
+            std::str::from_utf8(b)
+                .ok()
+                .and_then(|s| Dn::parse_ldap(s).ok())
+        };
+        let (Some(base), Some(entry)) = (parse(&self.raw), parse(dn)) else {
             return false;
         };
-        self.base.is_ancestor_or_self_of(&entry) && self.depth_ok(entry.depth() - self.base.depth())
+        base.is_ancestor_or_self_of(&entry) && self.depth_ok(entry.depth() - base.depth())
     }
 
     fn depth_ok(&self, depth: usize) -> bool {
@@ -166,6 +192,12 @@ impl Bound {
             _ => depth >= 1,
         }
     }
+}
+
+/// A byte of a base the fast path takes as given: printable ASCII but
+/// space, escapes, quotes and the other separators.
+fn plain_byte(b: u8) -> bool {
+    b.is_ascii_graphic() && !matches!(b, b'\\' | b'"' | b';' | b'+' | b'#' | b'<' | b'>')
 }
 
 /// Unescaped commas in `s`; `None` where a backslash or a quote makes
@@ -228,8 +260,8 @@ mod tests {
 
     fn check(base: &str, scope: LdapSearchScope, deref: LdapDerefAliases) -> Option<ScopeCheck> {
         let pdu = search(base, scope, deref);
-        let part = Dn::parse_ldap("o=Corp,c=AU").unwrap();
-        ScopeCheck::of_search(&pdu, &frame::header(&pdu).unwrap(), Some(&part))
+        let part = PartitionScope::new(&Dn::parse_ldap("o=Corp,c=AU").unwrap());
+        ScopeCheck::of_search(&pdu, &frame::header(&pdu).unwrap(), part.as_ref())
     }
 
     fn admits(c: &ScopeCheck, dn: &str) -> bool {
@@ -298,6 +330,45 @@ mod tests {
                 false,
             ),
             ("cn=a,o=Corp,c=AU", Base, Never, "not a DN", false),
+            // Bases that are not plain are normalized (and parsed on the
+            // slow path): spacing, escapes, quotes, multi-valued RDNs.
+            ("cn=a, o=Corp, c=AU", Base, Never, "cn=a,o=Corp,c=AU", true),
+            (
+                "cn=a, o=Corp, c=AU",
+                Base,
+                Never,
+                "cn=a, o=corp, c=AU",
+                true,
+            ),
+            ("cn=a, o=Corp, c=AU", Base, Never, "cn=b,o=Corp,c=AU", false),
+            (
+                "cn=a\\2cb,o=Corp,c=AU",
+                Base,
+                Never,
+                "cn=a\\,b,o=Corp,c=AU",
+                true,
+            ),
+            (
+                "cn=a+sn=b,o=Corp,c=AU",
+                Base,
+                Never,
+                "sn=b+cn=a,o=Corp,c=AU",
+                true,
+            ),
+            (
+                "cn=a+sn=b,o=Corp,c=AU",
+                OneLevel,
+                Never,
+                "cn=x,cn=a+sn=b,o=Corp,c=AU",
+                true,
+            ),
+            (
+                "cn=a+sn=b,o=Corp,c=AU",
+                Base,
+                Never,
+                "cn=a,o=Corp,c=AU",
+                false,
+            ),
         ];
         for (base, scope, deref, dn, want) in rows {
             let c = check(base, scope.clone(), deref.clone()).unwrap();
@@ -309,6 +380,13 @@ mod tests {
     fn nothing_to_check_for_a_subtree_from_the_root_or_other_responses() {
         use LdapDerefAliases::Never;
         assert!(check("", LdapSearchScope::Subtree, Never).is_none());
+        // Bases the router cannot parse: the DSA answers those.
+        for base in ["o=Corp,,c=AU", "o=Corp,", "Corp", "o=Corp,\\"] {
+            assert!(
+                check(base, LdapSearchScope::Base, Never).is_none(),
+                "{base}"
+            );
+        }
         let c = check("cn=a,o=Corp,c=AU", LdapSearchScope::Base, Never).unwrap();
         let done = encode(LdapOp::SearchResultDone(ldap3_proto::proto::LdapResult {
             code: ldap3_proto::LdapResultCode::Success,
