@@ -45,14 +45,24 @@ pub enum CtlCmd {
 }
 
 fn call(args: &CtlArgs, method: &str, path: &str) -> crate::error::Result<serde_json::Value> {
-    let url = format!("http://{}{path}", args.admin);
+    fetch(&args.admin, args.token.as_deref(), method, path)
+}
+
+/// `method path` on the admin API at `admin`, its JSON answer.
+pub(crate) fn fetch(
+    admin: &str,
+    token: Option<&str>,
+    method: &str,
+    path: &str,
+) -> crate::error::Result<serde_json::Value> {
+    let url = format!("http://{admin}{path}");
     let agent = ureq::AgentBuilder::new()
         .timeout(std::time::Duration::from_secs(10))
         .build();
     // Without a token the API refuses state changes that lack this header
     // (a form of another web page cannot send it).
     let mut req = agent.request(method, &url).set(super::guard::HEADER, "1");
-    if let Some(t) = &args.token {
+    if let Some(t) = token {
         req = req.set("Authorization", &format!("Bearer {t}"));
     }
     let resp = match req.call() {
@@ -70,8 +80,7 @@ fn call(args: &CtlArgs, method: &str, path: &str) -> crate::error::Result<serde_
         }
         Err(e) => {
             return Err(Error::config(format!(
-                "cannot reach the admin API at {}: {e}",
-                args.admin
+                "cannot reach the admin API at {admin}: {e}"
             )))
         }
     };

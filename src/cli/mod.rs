@@ -3,6 +3,7 @@
 //! as the data path, on a run-time view made from the command line.
 //! [`serve`]: `serve` and `demo`, their flags and startup.
 
+mod after_csn;
 mod explain;
 pub mod hash;
 mod scope;
@@ -45,10 +46,20 @@ pub struct ExplainArgs {
     /// DSAs to treat as ejected as outliers.
     #[arg(long, value_delimiter = ',')]
     pub ejected: Vec<String>,
-    /// A read after the client's write that this DSA took (read-your-writes
-    /// affinity, within its window).
-    #[arg(long, value_name = "DSA")]
+    /// A read after the client's write: the DSA that took it
+    /// (read-your-writes affinity, within its window), or the write's
+    /// position as `CSN[;CSN...]` (the DSAs whose position has reached it
+    /// may serve: give positions with --position or --positions-from).
+    #[arg(long, value_name = "DSA|CSN")]
     pub after_write: Option<String>,
+    /// A DSA's replication position, for `--after-write CSN`:
+    /// `DSA=CSN[;CSN...]` (repeatable).
+    #[arg(long, value_name = "DSA=CSN")]
+    pub position: Vec<String>,
+    /// Read the DSAs' positions from a running router's admin API
+    /// (`/status`), for `--after-write CSN`.
+    #[arg(long, value_name = "ADMIN")]
+    pub positions_from: Option<String>,
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
@@ -227,6 +238,36 @@ pub fn render_check(snap: &Snapshot, table: &Table) -> String {
     out
 }
 
+/// `--after-write DSA|CSN` on `x`.
+fn after_write(
+    args: &ExplainArgs,
+    w: &str,
+    x: &mut Explanation,
+    snap: &Snapshot,
+    table: &Table,
+    view: &StaticView,
+) -> Result<(), String> {
+    if !after_csn::is_csn(w) {
+        let i = snap
+            .dsa_index(w)
+            .ok_or_else(|| format!("unknown DSA \"{w}\" in --after-write"))?;
+        explain::after_write(x, snap, table, view, i);
+        return Ok(());
+    }
+    let target = after_csn::parse_csns(w).map_err(|e| format!("--after-write: {e}"))?;
+    let known = match &args.positions_from {
+        Some(admin) => {
+            let token = std::env::var("DSA_ROUTER_ADMIN_TOKEN").ok();
+            let st = crate::admin::ctl::fetch(admin, token.as_deref(), "GET", "/status")
+                .map_err(|e| e.to_string())?;
+            after_csn::Known::from_status(&st, x.partition.as_deref().unwrap_or(""))
+        }
+        None => after_csn::Known::from_args(&args.position)?,
+    };
+    after_csn::after_csn(x, snap, table, view, &target, &known);
+    Ok(())
+}
+
 /// `dsa-router explain ROOT DN ...`
 pub fn explain(args: &ExplainArgs) -> ExitCode {
     let Some(snap) = load_or_report(&args.root) else {
@@ -259,11 +300,10 @@ pub fn explain(args: &ExplainArgs) -> ExitCode {
         return ExitCode::from(2);
     }
     if let Some(w) = &args.after_write {
-        let Some(i) = snap.dsa_index(w) else {
-            eprintln!("error: unknown DSA \"{w}\" in --after-write");
+        if let Err(e) = after_write(args, w, &mut x, &snap, &table, &view) {
+            eprintln!("error: {e}");
             return ExitCode::from(2);
-        };
-        explain::after_write(&mut x, &snap, &table, &view, i);
+        }
     }
     if args.json {
         match serde_json::to_string_pretty(&x) {

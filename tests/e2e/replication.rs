@@ -393,3 +393,77 @@ fn a_dsa_without_a_position_is_read_rarely() {
     );
     assert!(out.success(), "{}", out.stderr);
 }
+
+/// `explain --after-write CSN --positions-from ADMIN` against a running
+/// router in front of `P` and a consumer 2 s behind: right after a write
+/// only `P` may serve its read; once `C` has caught up, any DSA.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_after_a_write_names_the_dsas_that_have_it() {
+    let p = replica::provider("P", SUFFIX);
+    let c = replica::consumer("C", SUFFIX, &p, Mode::RefreshOnly(2));
+    let dir = tempfile::tempdir().unwrap();
+    let k = knowledge(dir.path(), &p, &c);
+    let (r, admin) = router(dir.path(), &k, &["--csn-interval", "50ms"]);
+    wait_for("positions", Duration::from_secs(10), || {
+        position(&admin, "C").is_some()
+    });
+    let explain = |dn: &str, w: &str| -> Value {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_dsa-router"))
+            .arg("explain")
+            .arg(&k)
+            .arg(dn)
+            .args(["--json", "--after-write", w, "--positions-from", &admin])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let mut l = writer(&r.url).await;
+    let dn = add(&mut l, "explained").await;
+    let w = csn(&read(&mut l, &dn, &["entryCSN"]).await.unwrap());
+    // Until a reading of P shows the write, no DSA is known to have it.
+    let x = explain(&dn, &w);
+    if position(&admin, "P").is_some_and(|p| p < w) {
+        let why = x["affinity"].as_str().unwrap();
+        assert!(why.contains("none has it yet"), "{why}");
+    }
+    wait_for(
+        "P's position has the write",
+        Duration::from_secs(10),
+        || position(&admin, "P").is_some_and(|p| p >= w),
+    );
+    // C refreshes every 2 s: it is most likely still behind.
+    let x = explain(&dn, &w);
+    let why = x["affinity"].as_str().unwrap().to_string();
+    if position(&admin, "C").is_some_and(|c| c < w) {
+        assert_eq!(x["targets"], serde_json::json!(["P"]), "{why}");
+        assert!(why.contains("C is behind it"), "{why}");
+    }
+    wait_for("C has the write", Duration::from_secs(10), || {
+        position(&admin, "C").is_some_and(|c| c >= w)
+    });
+    let x = explain(&dn, &w);
+    let why = x["affinity"].as_str().unwrap();
+    assert!(why.contains("every eligible DSA has it"), "{why}");
+    // Positions given by hand; a DSA without one is not chosen.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_dsa-router"))
+        .arg("explain")
+        .arg(&k)
+        .arg(&dn)
+        .args([
+            "--json",
+            "--after-write",
+            &w,
+            "--position",
+            &format!("C={w}"),
+        ])
+        .output()
+        .unwrap();
+    let x: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(x["targets"], serde_json::json!(["C"]), "{x}");
+    drop(r);
+}
