@@ -21,7 +21,9 @@ use super::{Bound, Identity};
 use crate::context::Routing;
 use crate::dsa_state::InFlight;
 use crate::error::{Error, Kind};
-use crate::route::{message, select_read, select_write, Choice, Excluding, Partition, RouteError};
+use crate::route::{
+    message, select_read, select_write, Choice, DsaView, Excluding, Partition, ReadGate, RouteError,
+};
 use crate::upstream::conn::Conn;
 use crate::upstream::pending::Pending;
 use crate::upstream::pool::Pool;
@@ -304,7 +306,11 @@ fn choose(
         }
     };
     if let Some(first) = group_of {
-        if !p.group_of(first).is_some_and(|g| g.members.contains(&dsa)) {
+        // A hedge goes only to another DSA of the group, and never to one
+        // out of replication bound (--max-replication-lag,
+        // --max-staleness): the read it races is served within bound.
+        let same_group = p.group_of(first).is_some_and(|g| g.members.contains(&dsa));
+        if !same_group || routing.states.read_gate(dsa) != ReadGate::Serve {
             let msg = format!(
                 "dsa-router: no other DSA of {}'s group can take the read",
                 routing.snap.dsas[first].name

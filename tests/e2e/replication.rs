@@ -467,3 +467,90 @@ async fn explain_after_a_write_names_the_dsas_that_have_it() {
     assert_eq!(x["targets"], serde_json::json!(["C"]), "{x}");
     drop(r);
 }
+
+/// Two routers in front of `P` and a consumer up to 2 s behind: writes
+/// through one, reads through another with `--max-staleness 200ms` and
+/// through a third without. A read's age is how long before it was sent
+/// the oldest write it does not show was acknowledged: with the bound it
+/// stays within 200 ms + the 50 ms interval + one reading's latency
+/// (allowed 250 ms on a loaded machine); without it, it reaches the
+/// consumer's lag.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_staleness_bounds_reads_through_another_router() {
+    let p = replica::provider("P", SUFFIX);
+    let c = replica::consumer("C", SUFFIX, &p, Mode::RefreshOnly(2));
+    let dirs = [(); 3].map(|_| tempfile::tempdir().unwrap());
+    let k = knowledge(dirs[0].path(), &p, &c);
+    let (w, _) = router(dirs[0].path(), &k, &[]);
+    let fast = ["--csn-interval", "50ms"];
+    let (b, _) = router(
+        dirs[1].path(),
+        &k,
+        &[&fast[..], &["--max-staleness", "200ms"]].concat(),
+    );
+    let (free, _) = router(dirs[2].path(), &k, &fast);
+    let mut l = writer(&w.url).await;
+    let dn = add(&mut l, "stale").await;
+    let mut direct = writer(&c.url).await;
+    let t0 = Instant::now();
+    while read(&mut direct, &dn, &["1.1"]).await.is_none() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "C never got the entry"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Acknowledgement time of each value of `description`.
+    let acked = Arc::new(Mutex::new(Vec::<Instant>::new()));
+    let done = Arc::new(AtomicBool::new(false));
+    let reader = |url: String| {
+        let (acked, done, dn) = (acked.clone(), done.clone(), dn.clone());
+        tokio::spawn(async move {
+            let mut l = writer(&url).await;
+            let (mut worst, mut reads) = (Duration::ZERO, 0);
+            while !done.load(Ordering::Relaxed) {
+                let sent = Instant::now();
+                let e = read(&mut l, &dn, &["description"])
+                    .await
+                    .expect("the entry");
+                let seen: usize = e
+                    .attrs
+                    .get("description")
+                    .map_or(0, |v| v[0].parse().unwrap());
+                // The oldest write not shown: value seen + 1.
+                let t = acked.lock().unwrap().get(seen).copied();
+                if let Some(t) = t.filter(|&t| t < sent) {
+                    worst = worst.max(sent - t);
+                }
+                reads += 1;
+                // Paced: a read every few ms is enough to see staleness,
+                // and leaves the machine to the other tests.
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            (worst, reads)
+        })
+    };
+    let (bounded, unbounded) = (reader(b.url.clone()), reader(free.url.clone()));
+    for i in 1..=300usize {
+        let v = HashSet::from([i.to_string()]);
+        l.modify(&dn, vec![ldap3::Mod::Replace("description".to_string(), v)])
+            .await
+            .unwrap()
+            .success()
+            .unwrap();
+        acked.lock().unwrap().push(Instant::now());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    done.store(true, Ordering::Relaxed);
+    let (bw, bn) = bounded.await.unwrap();
+    let (uw, un) = unbounded.await.unwrap();
+    println!(
+        "--max-staleness 200ms through another router: oldest write missed {bw:?} ({bn} reads); \
+         without the bound: {uw:?} ({un} reads)"
+    );
+    assert!(
+        uw > Duration::from_millis(500),
+        "the consumer never lagged: {uw:?}"
+    );
+    assert!(bw <= Duration::from_millis(500), "a read {bw:?} stale");
+}
