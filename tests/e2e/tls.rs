@@ -4,7 +4,7 @@
 //!
 //! Certificates are generated here with `rcgen` (a CA and server
 //! certificates for IP 127.0.0.1 and DNS localhost). The in-process tests
-//! use the test DSA and a rustls client; `tls_slapd.rs` runs the router as
+//! use the test DSA and a rustls client; `tls_both_sides.rs` runs the router as
 //! a process in front of TLS-only slapds.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
