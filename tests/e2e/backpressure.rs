@@ -41,8 +41,14 @@ async fn stalled_client_does_not_stall_others_or_grow_memory() {
         .await;
     let b1 = h.dsa("B1");
     let mut other = ldap(&h.url()).await;
+    // The same base searches with no stalled client: the baseline the
+    // latencies during the stall are held to, measured in this run, so
+    // that a machine busy with other work moves both alike.
+    let mut baseline = Duration::ZERO;
     for _ in 0..20 {
+        let t = Instant::now();
         assert_eq!(served_by(&mut other, BIG).await, "B1");
+        baseline = baseline.max(t.elapsed());
     }
     let rss_before = rss_kib();
 
@@ -100,7 +106,16 @@ async fn stalled_client_does_not_stall_others_or_grow_memory() {
         streaming_for.is_some(),
         "B1 still streaming after {WAIT:?}: the stalled search was neither abandoned nor finished"
     );
-    assert!(max < Duration::from_millis(200), "max latency {max:?}");
+    // A stalled client that held up the shared DSA connection would hold
+    // the other client's searches for seconds (until the stall is cut,
+    // or WAIT); a few scheduling delays on a loaded machine cost tens of
+    // milliseconds. Hence: within 10 times the baseline's worst, and never
+    // under 500 ms.
+    let bound = (baseline * 10).max(Duration::from_millis(500));
+    assert!(
+        max < bound,
+        "max latency {max:?}, bound {bound:?} (baseline worst {baseline:?})"
+    );
     let growth = rss_max.saturating_sub(rss_before);
     assert!(growth < 200 * 1024, "RSS grew by {growth} KiB");
 

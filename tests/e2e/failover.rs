@@ -15,7 +15,7 @@ use std::fs;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::inproc_checks::sees;
+use crate::inproc_checks::{sees, until};
 use crate::support::inproc::*;
 use ldap3::{Scope, SearchEntry};
 use support::router::Router;
@@ -344,13 +344,16 @@ async fn a_silent_dsa_does_not_hold_up_the_clients_other_reads() {
     // Warm DEMOCORP's shared connection first.
     let (rc, _, text) = sees(&mut alice.clone(), DEMOCORP, Scope::Base).await;
     assert_eq!(rc, 0, "{text}");
+    let silent_ops = || h.dsa("C1").stats.operations() + h.dsa("C2").stats.operations();
+    let before = silent_ops();
     let mut stuck = alice.clone();
     let waiting = tokio::spawn(async move {
         let _ = stuck
             .search(CUSTOMER, Scope::Base, "(objectClass=*)", vec!["cn"])
             .await;
     });
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The CUSTOMER read (or the bind before it) has reached a silent DSA.
+    until("the CUSTOMER read at C1 or C2", || silent_ops() > before).await;
     reads_democorp_at_once(&alice, "the CUSTOMER read").await;
     waiting.abort();
 }
@@ -405,8 +408,13 @@ async fn a_silent_dsa_does_not_hold_up_reads_on_the_clients_own_connections() {
             });
         (t0.elapsed(), r)
     };
+    let x1_ops = h.dsa("X1").stats.operations();
     let first = tokio::spawn(extra_read(alice.clone()));
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The first EXTRA read has reached X1 (its bind replay hangs there).
+    until("the first EXTRA read at X1", || {
+        h.dsa("X1").stats.operations() > x1_ops
+    })
+    .await;
     let second = tokio::spawn(extra_read(alice.clone()));
     tokio::time::sleep(Duration::from_millis(100)).await;
     reads_democorp_at_once(&alice, "the EXTRA reads").await;

@@ -6,6 +6,19 @@ use crate::support::inproc::*;
 use ldap3::{Scope, SearchEntry};
 use std::collections::BTreeSet;
 
+/// Waits until `f` holds, looking every 10 ms; fails after a generous
+/// 10 s (a loaded machine included), naming `what`.
+pub(crate) async fn until(what: &str, mut f: impl FnMut() -> bool) {
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !f() {
+        assert!(
+            std::time::Instant::now() < end,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
 pub(crate) fn set<const N: usize>(v: [&str; N]) -> BTreeSet<String> {
     v.iter().map(|s| s.to_string()).collect()
 }

@@ -361,8 +361,10 @@ async fn stopped_consumer_and_max_replication_lag() {
          back {to_back:?} after it caught up ({catching_up:?} after it resumed)"
     );
     assert_eq!((stale, errors), (0, 0));
-    assert!(to_out <= Duration::from_millis(1500), "{to_out:?}");
-    assert!(to_back <= Duration::from_millis(1500), "{to_back:?}");
+    // With --max-replication-lag 1s: out and back within a few seconds
+    // (a loaded machine included), never the whole 10 s stop.
+    assert!(to_out <= Duration::from_secs(3), "{to_out:?}");
+    assert!(to_back <= Duration::from_secs(3), "{to_back:?}");
 }
 
 /// Read-your-writes: D1 and H1 share reads and do not replicate (test
