@@ -44,12 +44,14 @@ async fn stalled_client_does_not_stall_others_or_grow_memory() {
     // The same base searches with no stalled client: the baseline the
     // latencies during the stall are held to, measured in this run, so
     // that a machine busy with other work moves both alike.
-    let mut baseline = Duration::ZERO;
+    let mut baseline = Vec::new();
     for _ in 0..20 {
         let t = Instant::now();
         assert_eq!(served_by(&mut other, BIG).await, "B1");
-        baseline = baseline.max(t.elapsed());
+        baseline.push(t.elapsed());
     }
+    baseline.sort();
+    let baseline = baseline[baseline.len() / 2];
     let rss_before = rss_kib();
 
     let mut stalled = stalled_bulk_search(h.addr).await;
@@ -107,15 +109,18 @@ async fn stalled_client_does_not_stall_others_or_grow_memory() {
         "B1 still streaming after {WAIT:?}: the stalled search was neither abandoned nor finished"
     );
     // A stalled client that held up the shared DSA connection would hold
-    // the other client's searches for seconds (until the stall is cut,
-    // or WAIT); a few scheduling delays on a loaded machine cost tens of
-    // milliseconds. Hence: within 10 times the baseline's worst, and never
-    // under 500 ms.
-    let bound = (baseline * 10).max(Duration::from_millis(500));
+    // the other client's searches until the stall is cut (or WAIT): most
+    // of them slow, and some by seconds. A loaded machine delays a few of
+    // them (a second and more was seen with both cores busy), not most.
+    // Hence: the median within 10 times the baseline's (measured in this
+    // run) plus 50 ms, and none held for 3 s.
+    let p50 = sorted[sorted.len() / 2];
+    let bound = baseline * 10 + Duration::from_millis(50);
     assert!(
-        max < bound,
-        "max latency {max:?}, bound {bound:?} (baseline worst {baseline:?})"
+        p50 < bound,
+        "median latency {p50:?} while stalled, bound {bound:?} (baseline median {baseline:?})"
     );
+    assert!(max < Duration::from_secs(3), "max latency {max:?}");
     let growth = rss_max.saturating_sub(rss_before);
     assert!(growth < 200 * 1024, "RSS grew by {growth} KiB");
 

@@ -386,8 +386,12 @@ fn reads_do_not_wait_for_a_frozen_slapd_they_are_hedged() {
     }
     s.slapd("THIRD1").cont_signal();
     let log = r.log_text();
+    // Unhedged, a read would wait for the frozen DSA until the probes take
+    // it down (1 s, fall 3: some 3 s); hedged it costs the hedge delay.
+    // 2 s leaves a loaded machine room (964 ms was seen with both cores
+    // busy) and still tells the two apart.
     assert!(
-        worst < Duration::from_millis(900),
+        worst < Duration::from_secs(2),
         "worst read {worst:?}:\n{log}"
     );
     assert!(

@@ -127,7 +127,17 @@ pub(crate) fn setup_without(extra: &str, omit: &[&str]) -> Setup {
     let dsas = Dsas::start();
     let dir = tempfile::tempdir().unwrap();
     let root = dsas.write_knowledge(dir.path(), extra, omit);
-    let router = Router::start(&root, dir.path());
+    // Which DSA answers is what several of these tests count (reads spread
+    // over D1 and H1, every client's identity seen on both): nothing but
+    // selection may move a read. On a loaded machine outlier ejection
+    // would (one of D1, H1 answering a little slower is ejected, and every
+    // read goes to the other), and hedging could; both have tests of
+    // their own (`fanout`, `bind_ejection`, `tests/serial`).
+    let router = Router::start_with(
+        &root,
+        dir.path(),
+        &["--max-ejection", "0", "--hedge-budget", "0"],
+    );
     Setup {
         dsas,
         router,
