@@ -75,7 +75,9 @@ async fn a_dsa_whose_binds_time_out_is_ejected_for_binds() {
     );
     for t in &took[1..] {
         assert!(
-            *t < Duration::from_millis(100),
+            // Not another --bind-timeout on D1 (1 s); half of it leaves a
+            // loaded machine room.
+            *t < bind_timeout / 2,
             "later binds go to D2 at once: {took:?}"
         );
     }

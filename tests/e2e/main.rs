@@ -1,12 +1,11 @@
-//! End-to-end tests: the router in process in front of in-memory test
-//! DSAs (`router_testdsa`, `malformed`, `tls`), the test DSA itself
-//! (`testdsa`), and the router as a process in front of real OpenLDAP
-//! slapd, driven by OpenLDAP's tools, Python `ldap3` and Rust `ldap3`
-//! (`interop_slapd`, `fanout_slapd`, `security_slapd`, `sasl_slapd`,
-//! `controls_slapd`, `stateful_slapd`, `tls_slapd`, and the status page in
-//! headless Chromium (`status_page`), and `slapd_harness` for the harness
-//! itself), and the admin API's defences against other web pages, other
-//! machines and leaked passwords (`admin_api`).
+//! End-to-end tests, one file per feature, whichever DSA each test runs
+//! against: the router in process in front of in-memory test DSAs
+//! ([`support::inproc`]), or as a `dsa-router serve` process in front of
+//! real OpenLDAP slapd ([`support::slapd`], the five-DSA setup of
+//! [`five_dsas`]), driven by OpenLDAP's tools, Python `ldap3`, Rust
+//! `ldap3` and, for the status page, headless Chromium. `testdsa` and
+//! `slapd_harness` test the test DSA and the slapd harness themselves;
+//! `five_dsas` and `inproc_checks` hold helpers shared by several files.
 //!
 //! Needs slapd, ldap-utils and the Python module ldap3
 //! (`scripts/install-deps.sh`); without them the slapd tests fail.
@@ -16,25 +15,36 @@ mod support;
 
 mod access_log;
 mod admin_api;
+mod backpressure;
 mod bind_ejection;
+mod binds;
 mod busy_dsa;
-mod controls_slapd;
+mod connection_state;
+mod controls;
 mod dsa_addresses;
-mod fanout_slapd;
-mod horizontal_slapd;
-mod interop_slapd;
-mod knowledge_slapd;
+mod failover;
+mod fanout;
+mod five_dsas;
+mod horizontal_partitions;
+mod identity;
+mod inproc_checks;
+mod knowledge_flags;
+mod load_share;
 mod malformed;
+mod metrics;
 mod out_of_scope;
+mod own_connections;
+mod paged_results;
+mod pipelining;
+mod proxied_authorization;
 mod replication;
-mod router_testdsa;
-mod sasl_slapd;
-mod security_slapd;
+mod root_dse;
+mod routing;
+mod sasl;
+mod search_results;
 mod slapd_harness;
-mod stateful_slapd;
 mod status_page;
 mod testdsa;
 mod tls;
-mod tls_slapd;
+mod tls_both_sides;
 mod workers;
-mod write_failover;

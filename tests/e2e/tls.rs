@@ -4,10 +4,11 @@
 //!
 //! Certificates are generated here with `rcgen` (a CA and server
 //! certificates for IP 127.0.0.1 and DNS localhost). The in-process tests
-//! use the test DSA and a rustls client; `tls_slapd.rs` runs the router as
+//! use the test DSA and a rustls client; `tls_both_sides.rs` runs the router as
 //! a process in front of TLS-only slapds.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
+use crate::inproc_checks::until;
 use crate::support::certs::Ca;
 use crate::support::inproc::{self, within, ALICE};
 use bytes::BytesMut;
@@ -471,6 +472,8 @@ async fn certificate_reload_under_load() {
     // Clients on LDAPS and StartTLS, searching without pause.
     let stop = Arc::new(AtomicBool::new(false));
     let reloaded = Arc::new(AtomicBool::new(false));
+    // Clients that have searched before the reload, and after it.
+    let searched = Arc::new([AtomicU64::new(0), AtomicU64::new(0)]);
     let mut tasks = Vec::new();
     for i in 0..4 {
         let mut c = if i % 2 == 0 {
@@ -478,7 +481,7 @@ async fn certificate_reload_under_load() {
         } else {
             start_tls(r.plain, ca1.client_config()).await
         };
-        let (stop, reloaded) = (stop.clone(), reloaded.clone());
+        let (stop, reloaded, searched) = (stop.clone(), reloaded.clone(), searched.clone());
         tasks.push(tokio::spawn(async move {
             let (mut before, mut after) = (0u64, 0u64);
             let mut id = 1;
@@ -491,12 +494,18 @@ async fn certificate_reload_under_load() {
                 } else {
                     before += 1;
                 }
+                if (after_reload && after == 1) || (!after_reload && before == 1) {
+                    searched[usize::from(after_reload)].fetch_add(1, Ordering::Relaxed);
+                }
             }
             (before, after)
         }));
     }
     let ops = Arc::new(AtomicU64::new(0));
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    until("every client searching before the reload", || {
+        searched[0].load(Ordering::Relaxed) == 4
+    })
+    .await;
 
     // Swap in a certificate from another CA and reload.
     ca2.write_server("router-2", &files.cert, &files.key);
@@ -536,7 +545,10 @@ async fn certificate_reload_under_load() {
     let mut n = ldaps(r.ldaps, ca2.client_config()).await.unwrap();
     assert_eq!(n.search(1, ALICE).await, (1, LdapResultCode::Success));
 
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    until("every client searching after the reload", || {
+        searched[1].load(Ordering::Relaxed) == 4
+    })
+    .await;
     stop.store(true, Ordering::Relaxed);
     for t in tasks {
         let (before, after) = t.await.expect("client saw no error");

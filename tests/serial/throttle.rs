@@ -825,7 +825,9 @@ async fn saturated_load_share_group_is_busy_and_never_spills_to_the_next_group()
     // waiting 500 ms, none answered, its mate answering) counts as
     // stalled and is ejected, and its reads are re-sent to A, now free
     // ("A takes its 2: {"A": 4}"). Hedging could too (its floor is 10 ms).
-    // Both have tests of their own.
+    // Both have tests of their own. And C must serve nothing: the reads of
+    // replication positions (`--csn-interval`) would be served by C too
+    // ("C must not have served anything: 1" on a loaded machine).
     let r = start_router(
         dir.path(),
         &root,
@@ -835,6 +837,8 @@ async fn saturated_load_share_group_is_busy_and_never_spills_to_the_next_group()
             "--max-ejection",
             "0",
             "--hedge-budget",
+            "0",
+            "--csn-interval",
             "0",
         ],
     );

@@ -1,7 +1,8 @@
 //! A router in process in front of test DSAs on loopback ports (knowledge
 //! written to a scratch directory), an `ldap3` client, a raw-socket client
 //! that speaks hand-built PDUs, and a few measurements; for the in-process
-//! end-to-end tests (`tests/e2e`: `router_testdsa`, `malformed`, `tls`).
+//! end-to-end tests (`tests/e2e`: routing, pipelining, backpressure, `malformed`, `tls` and
+//! others).
 #![allow(dead_code, clippy::unwrap_used, clippy::panic)]
 
 use bytes::BytesMut;

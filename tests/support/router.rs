@@ -94,10 +94,22 @@ impl Router {
 
     /// The router's log so far, without terminal colours. Access-log lines
     /// are written by a writer thread every `access::INTERVAL`: this waits
-    /// for one round first.
+    /// for one round, then until the log has not grown for two more (a
+    /// loaded machine may run the writer late; a fixed wait lost lines
+    /// there), at most 10 s.
     pub fn log_text(&self) -> String {
-        std::thread::sleep(dsa_router::access::INTERVAL + Duration::from_millis(50));
-        self.log_now()
+        let round = dsa_router::access::INTERVAL;
+        std::thread::sleep(round + Duration::from_millis(50));
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let mut last = self.log_now();
+        loop {
+            std::thread::sleep(round * 2);
+            let now = self.log_now();
+            if now.len() == last.len() || std::time::Instant::now() > deadline {
+                return now;
+            }
+            last = now;
+        }
     }
 
     /// The router's log so far, without waiting for the access log.

@@ -276,7 +276,7 @@ fn ldapsearch_zz_and_ldaps_through_the_router_to_tls_only_slapd() {
     );
     assert!(t.elapsed() < Duration::from_secs(10));
     r.wait_log("TLS to 127.0.0.1");
-    thread::sleep(Duration::from_millis(1000));
+    r.wait_log("DSA down");
     let log = r.log_text();
     assert!(log.contains("dsa=B1") && log.contains("DSA down"), "{log}");
     for d in ["D1", "C1"] {
