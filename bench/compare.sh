@@ -822,7 +822,7 @@ if [ "$SETUP_ONLY" = 1 ]; then
 fi
 if [ "$SETUP_ONLY" = hold ]; then
     log "--hold: direct ldap://127.0.0.1:$P1 (pid $PID1), haproxy ldap://127.0.0.1:$P_HAP (pid $PID_HAP), dsa-router ldap://127.0.0.1:$P_R (pid $PID_R)${P_RB:+, baseline ldap://127.0.0.1:$P_RB (pid $PID_RB)}; interrupt to stop"
-    while :; do sleep 3600; done
+    while :; do sleep 3600 & wait $! || break; done
 fi
 
 # ---------------------------------------------------------------- 4. load

@@ -102,7 +102,17 @@ fn knowledge(dir: &Path, names: &[&str]) -> PathBuf {
 /// A router with its admin API on `admin` (`extra` options more), once
 /// the API answers.
 fn router(k: &Path, dir: &Path, admin: &str, extra: &[&str]) -> Router {
-    let mut args = vec!["--admin", admin, "--probe-interval", "0"];
+    // No probes and no position reads: nothing but the API changes a
+    // DSA's state (a failed connection of the contextCSN poller to these
+    // DSAs, where nothing listens, would mark them down).
+    let mut args = vec![
+        "--admin",
+        admin,
+        "--probe-interval",
+        "0",
+        "--csn-interval",
+        "0",
+    ];
     args.extend_from_slice(extra);
     let r = Router::start_with(k, dir, &args);
     let port = admin.rsplit_once(':').unwrap().1;
