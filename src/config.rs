@@ -63,8 +63,8 @@ pub struct Config {
     pub op_total_timeout: Duration,
     /// How long a simple bind waits for its DSA before it goes to the next.
     pub bind_timeout: Duration,
-    /// How long shutdown waits for in-flight operations.
-    pub shutdown_grace: Duration,
+    /// How long a drain lets operations in flight finish (`--drain-timeout`).
+    pub drain_timeout: Duration,
     /// Worker threads, each with a single-threaded runtime of its own
     /// ([`crate::workers`]); shared DSA connections are kept per worker.
     pub workers: usize,
@@ -142,7 +142,7 @@ impl Default for Config {
             op_timeout: Duration::from_secs(120),
             op_total_timeout: Duration::ZERO,
             bind_timeout: Duration::from_secs(5),
-            shutdown_grace: Duration::from_secs(10),
+            drain_timeout: Duration::from_secs(30),
             workers: 1,
             spread_above: 60,
             access_log: true,

@@ -33,6 +33,9 @@
 //! * [`context`]: the application context ([`context::Context`]): configuration, metrics and the
 //!   routing snapshot, swapped whole.
 //! * [`server`]: the accept loop, `run(listener, router, shutdown)`.
+//! * [`drain`]: graceful drain on SIGTERM or `ctl shutdown`: no new
+//!   connections, operations in flight answered, each connection closed
+//!   between operations with a Notice of Disconnection.
 //! * `demo`: `dsa-router demo`, the seed setup on loopback with test DSAs
 //!   (feature `dev-tools`).
 //! * `limits`: CPU and memory thresholds over a window, cgroup-aware sampling.
@@ -84,6 +87,7 @@ pub mod context;
 #[cfg(feature = "dev-tools")]
 pub mod demo;
 pub mod dn;
+pub mod drain;
 pub(crate) mod dsa_state;
 pub mod error;
 pub(crate) mod fasthash;

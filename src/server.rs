@@ -1,7 +1,7 @@
 //! The accept loop: one entry point shared by `serve`, `demo` and the tests.
 //! A connection slot is taken before a client is served; when none is free
 //! the client gets a Notice of Disconnection. One shutdown signal reaches
-//! every loop; in-flight operations get a grace period.
+//! every loop; then the router drains ([`crate::drain`]).
 
 use crate::context::Context;
 use crate::wire::response::{self, Code};
@@ -83,14 +83,18 @@ pub async fn run_on(
         };
         hand_over(&mut sessions, client, stream, workers);
     }
+    // The drain (crate::drain): no new connections; each session ends
+    // at an operation boundary.
     drop(listener);
     drop(ldaps);
-    let grace = router.cfg.shutdown_grace + std::time::Duration::from_secs(1);
+    router.drain.begin();
+    let grace = router.cfg.drain_timeout + std::time::Duration::from_secs(1);
     let _ = tokio::time::timeout(grace, async {
         while sessions.join_next().await.is_some() {}
     })
     .await;
     sessions.abort_all();
+    router.drain.end();
 }
 
 /// The router's own tasks beside the accept loop: loop detection's

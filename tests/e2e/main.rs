@@ -19,6 +19,7 @@ mod admin_api;
 mod bind_ejection;
 mod busy_dsa;
 mod controls_slapd;
+mod drain;
 mod dsa_addresses;
 mod fanout_slapd;
 mod horizontal_slapd;

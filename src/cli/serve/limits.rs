@@ -112,9 +112,10 @@ pub struct LimitArgs {
     /// (up to 3 tries), as a read would.
     #[arg(long, default_value_t = 5.0)]
     pub bind_timeout: f64,
-    /// Seconds shutdown waits for in-flight operations.
-    #[arg(long, default_value_t = 10)]
-    pub shutdown_grace: u64,
+    /// Seconds a drain (SIGTERM, SIGINT, `ctl shutdown`) lets operations in
+    /// flight finish before the connections that still run some are cut.
+    #[arg(long, alias = "shutdown-grace", default_value_t = 30)]
+    pub drain_timeout: u64,
     /// Turn the access log (one line per operation) off.
     #[arg(long)]
     pub no_access_log: bool,
@@ -274,7 +275,7 @@ impl LimitArgs {
             op_timeout: Duration::from_secs(self.op_timeout.max(1)),
             op_total_timeout: Duration::from_secs(self.op_total_timeout),
             bind_timeout: self.bind_timeout(),
-            shutdown_grace: Duration::from_secs(self.shutdown_grace),
+            drain_timeout: Duration::from_secs(self.drain_timeout),
             access_log: !self.no_access_log,
             access_log_target: match &self.access_log {
                 Some(p) if p.as_os_str() != "-" => crate::access::Target::File(p.clone()),
