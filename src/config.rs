@@ -86,6 +86,9 @@ pub struct Config {
     pub utilization_window: Duration,
     /// Client connections per source address (0: no limit).
     pub max_clients_per_ip: usize,
+    /// Sources whose connections start with a PROXY protocol header
+    /// (`--proxy-protocol-from`): [`crate::proxy_protocol`].
+    pub proxy_protocol_from: Vec<crate::proxy_protocol::Cidr>,
     /// What a failed partition does to a search spanning partitions.
     pub fanout_policy: FanoutPolicy,
     /// Client-facing TLS (LDAPS listener, StartTLS): PEM files, re-read
@@ -153,6 +156,7 @@ impl Default for Config {
             thresholds: Thresholds::default(),
             utilization_window: Duration::from_secs(300),
             max_clients_per_ip: 0,
+            proxy_protocol_from: Vec::new(),
             fanout_policy: Default::default(),
             tls: None,
             require_tls_for_bind: false,

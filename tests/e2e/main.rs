@@ -27,6 +27,7 @@ mod interop_slapd;
 mod knowledge_slapd;
 mod malformed;
 mod out_of_scope;
+mod proxy_protocol;
 mod replication;
 mod router_testdsa;
 mod sasl_slapd;

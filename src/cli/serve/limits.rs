@@ -176,6 +176,11 @@ pub struct LimitArgs {
     /// Client connections per source address (0: no limit).
     #[arg(long, default_value_t = 0)]
     pub max_clients_per_ip: usize,
+    /// Load balancers that send a PROXY protocol header (v1 or v2) with
+    /// the client's address: addresses or CIDR blocks, comma-separated.
+    /// From these a header is required; from others it is not LDAP.
+    #[arg(long, value_name = "CIDR,...", default_value = "")]
+    pub proxy_protocol_from: String,
     /// A search spanning partitions when one partition cannot be searched
     /// (no DSA of it reachable, busy or unavailable): `fail` fails the
     /// whole search with `unavailable` naming the partition;
@@ -253,6 +258,8 @@ impl LimitArgs {
             )?,
             utilization_window: parse_duration(&self.utilization_window)?,
             max_clients_per_ip: self.max_clients_per_ip,
+            proxy_protocol_from: crate::proxy_protocol::parse_list(&self.proxy_protocol_from)
+                .map_err(|e| crate::error::Error::config(format!("--proxy-protocol-from: {e}")))?,
             fanout_policy: self.fanout_policy,
             own_connection: self.own_connection,
             max_clients: self.max_clients.max(1),
