@@ -21,7 +21,7 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
     echo "fuzz.sh: installing cargo-fuzz"
     cargo install cargo-fuzz --locked
 fi
-TARGETS=(request response knowledge dn)
+TARGETS=(request response knowledge dn proxy_header)
 cd fuzz
 cargo +nightly fuzz build -O
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/dsa-router-fuzz.XXXXXX")

@@ -63,8 +63,8 @@ pub struct Config {
     pub op_total_timeout: Duration,
     /// How long a simple bind waits for its DSA before it goes to the next.
     pub bind_timeout: Duration,
-    /// How long shutdown waits for in-flight operations.
-    pub shutdown_grace: Duration,
+    /// How long a drain lets operations in flight finish (`--drain-timeout`).
+    pub drain_timeout: Duration,
     /// Worker threads, each with a single-threaded runtime of its own
     /// ([`crate::workers`]); shared DSA connections are kept per worker.
     pub workers: usize,
@@ -86,6 +86,9 @@ pub struct Config {
     pub utilization_window: Duration,
     /// Client connections per source address (0: no limit).
     pub max_clients_per_ip: usize,
+    /// Sources whose connections start with a PROXY protocol header
+    /// (`--proxy-protocol-from`): [`crate::proxy_protocol`].
+    pub proxy_protocol_from: Vec<crate::proxy_protocol::Cidr>,
     /// What a failed partition does to a search spanning partitions.
     pub fanout_policy: FanoutPolicy,
     /// Client-facing TLS (LDAPS listener, StartTLS): PEM files, re-read
@@ -142,7 +145,7 @@ impl Default for Config {
             op_timeout: Duration::from_secs(120),
             op_total_timeout: Duration::ZERO,
             bind_timeout: Duration::from_secs(5),
-            shutdown_grace: Duration::from_secs(10),
+            drain_timeout: Duration::from_secs(30),
             workers: 1,
             spread_above: 60,
             access_log: true,
@@ -153,6 +156,7 @@ impl Default for Config {
             thresholds: Thresholds::default(),
             utilization_window: Duration::from_secs(300),
             max_clients_per_ip: 0,
+            proxy_protocol_from: Vec::new(),
             fanout_policy: Default::default(),
             tls: None,
             require_tls_for_bind: false,

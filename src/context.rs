@@ -47,6 +47,8 @@ pub struct Context {
     pub(crate) response_memory: Arc<crate::outbox::Budget>,
     /// The worker threads, when the accept loop has them (for `/metrics`).
     pub workers: std::sync::OnceLock<Arc<crate::workers::Shared>>,
+    /// Graceful drain: whether one runs, `ctl shutdown`'s request.
+    pub drain: crate::drain::Drain,
 }
 
 /// What the last reload did.
@@ -100,6 +102,7 @@ impl Context {
             request_memory: std::sync::atomic::AtomicUsize::new(0),
             response_memory,
             workers: std::sync::OnceLock::new(),
+            drain: crate::drain::Drain::default(),
         })
     }
 

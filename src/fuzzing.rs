@@ -109,6 +109,21 @@ pub fn knowledge(data: &[u8]) {
     }
 }
 
+/// A PROXY protocol header: parsing never panics, a header found lies
+/// within the input, a request for more bytes asks for more than there
+/// are, and a header found parses the same with whatever follows it.
+pub fn proxy_header(data: &[u8]) {
+    use crate::proxy_protocol::{parse, Parsed};
+    match parse(data) {
+        Ok(Parsed::Done(h, n)) => {
+            assert!(n <= data.len(), "{data:?}: header of {n} bytes");
+            assert_eq!(parse(&data[..n]), Ok(Parsed::Done(h, n)), "{data:?}");
+        }
+        Ok(Parsed::Need(n)) => assert!(n > data.len(), "{data:?}: needs {n}"),
+        Err(_) => {}
+    }
+}
+
 /// DN text in both forms: parsing never panics, and a DN's normal form (and
 /// its display) parses again to the same normal form.
 pub fn dn(data: &[u8]) {

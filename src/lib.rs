@@ -33,6 +33,11 @@
 //! * [`context`]: the application context ([`context::Context`]): configuration, metrics and the
 //!   routing snapshot, swapped whole.
 //! * [`server`]: the accept loop, `run(listener, router, shutdown)`.
+//! * [`drain`]: graceful drain on SIGTERM or `ctl shutdown`: no new
+//!   connections, operations in flight answered, each connection closed
+//!   between operations with a Notice of Disconnection.
+//! * [`proxy_protocol`]: PROXY protocol v1/v2 headers from the load
+//!   balancers listed in `--proxy-protocol-from` (the client's address).
 //! * `demo`: `dsa-router demo`, the seed setup on loopback with test DSAs
 //!   (feature `dev-tools`).
 //! * `limits`: CPU and memory thresholds over a window, cgroup-aware sampling.
@@ -84,6 +89,7 @@ pub mod context;
 #[cfg(feature = "dev-tools")]
 pub mod demo;
 pub mod dn;
+pub mod drain;
 pub(crate) mod dsa_state;
 pub mod error;
 pub(crate) mod fasthash;
@@ -96,6 +102,7 @@ pub(crate) mod limits;
 pub mod logsafe;
 pub(crate) mod metrics;
 pub(crate) mod outbox;
+pub mod proxy_protocol;
 pub mod replication;
 pub mod route;
 pub mod server;

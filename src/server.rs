@@ -1,7 +1,7 @@
 //! The accept loop: one entry point shared by `serve`, `demo` and the tests.
 //! A connection slot is taken before a client is served; when none is free
 //! the client gets a Notice of Disconnection. One shutdown signal reaches
-//! every loop; in-flight operations get a grace period.
+//! every loop; then the router drains ([`crate::drain`]).
 
 use crate::context::Context;
 use crate::wire::response::{self, Code};
@@ -54,10 +54,14 @@ pub async fn run_on(
     let per_ip: PerIp = Arc::default();
     let slots = Arc::new(Semaphore::new(router.cfg.max_clients));
     let mut sessions = JoinSet::new();
+    // Connections from --proxy-protocol-from, once their header is read,
+    // with the client's address.
+    let (relay, mut relayed) = tokio::sync::mpsc::channel(64);
     loop {
-        let (accepted, is_ldaps) = tokio::select! {
-            a = listener.accept() => (a, false),
-            a = accept_on(ldaps.as_ref()) => (a, true),
+        let (accepted, is_ldaps, header_read) = tokio::select! {
+            a = listener.accept() => (a, false, false),
+            a = accept_on(ldaps.as_ref()) => (a, true, false),
+            Some((s, peer, l)) = relayed.recv() => (Ok((s, peer)), l, true),
             _ = shutdown.changed() => break,
         };
         while sessions.try_join_next().is_some() {}
@@ -70,6 +74,19 @@ pub async fn run_on(
                 continue;
             }
         };
+        let proxied = &router.cfg.proxy_protocol_from;
+        if !header_read && proxied.iter().any(|c| c.contains(peer.ip())) {
+            // Its header first: admitted (and limited) by the client's
+            // address, when that comes back through `relayed`.
+            tokio::spawn(read_header(
+                router.clone(),
+                stream,
+                peer,
+                is_ldaps,
+                relay.clone(),
+            ));
+            continue;
+        }
         let Some((stream, ip, permit)) = admit(&router, stream, peer, &per_ip, &slots) else {
             continue;
         };
@@ -83,14 +100,53 @@ pub async fn run_on(
         };
         hand_over(&mut sessions, client, stream, workers);
     }
+    // The drain (crate::drain): no new connections; each session ends
+    // at an operation boundary.
     drop(listener);
     drop(ldaps);
-    let grace = router.cfg.shutdown_grace + std::time::Duration::from_secs(1);
+    router.drain.begin();
+    let grace = router.cfg.drain_timeout + std::time::Duration::from_secs(1);
     let _ = tokio::time::timeout(grace, async {
         while sessions.join_next().await.is_some() {}
     })
     .await;
     sessions.abort_all();
+    router.drain.end();
+}
+
+/// A connection from a `--proxy-protocol-from` source, with the client's
+/// address (the header's source), for the accept loop.
+type Relayed = (tokio::net::TcpStream, std::net::SocketAddr, bool);
+
+/// Read the PROXY protocol header of a connection from a listed source
+/// (within `--pdu-timeout`), then hand it back to the accept loop with the
+/// client's address; a connection without a valid header is refused.
+async fn read_header(
+    router: Arc<Context>,
+    mut stream: tokio::net::TcpStream,
+    peer: std::net::SocketAddr,
+    is_ldaps: bool,
+    relay: tokio::sync::mpsc::Sender<Relayed>,
+) {
+    use crate::proxy_protocol::{read, Header};
+    match read(&mut stream, router.cfg.pdu_timeout).await {
+        Ok(Header::Proxied { src, .. }) => {
+            tracing::debug!(client = %src, via = %peer, "PROXY protocol header read");
+            let _ = relay.send((stream, src, is_ldaps)).await;
+        }
+        Ok(Header::Local) => {
+            let _ = relay.send((stream, peer, is_ldaps)).await;
+        }
+        Err(e) => {
+            tracing::warn!(via = %peer, error = %e, "connection from a --proxy-protocol-from source without a valid PROXY header; closing it");
+            router.metrics.refused(crate::metrics::Refusal::Connections);
+            refuse_with(
+                stream,
+                Code::ProtocolError,
+                "dsa-router: a PROXY protocol header is required from this address",
+            );
+        }
+    }
 }
 
 /// The router's own tasks beside the accept loop: loop detection's

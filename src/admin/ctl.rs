@@ -42,6 +42,10 @@ pub enum CtlCmd {
     Enable { name: String },
     /// Reload knowledge.
     Reload,
+    /// Drain the router and exit, as on SIGTERM: no new connections,
+    /// operations in flight finish (`--drain-timeout`), each client
+    /// connection closes between operations.
+    Shutdown,
 }
 
 fn call(args: &CtlArgs, method: &str, path: &str) -> crate::error::Result<serde_json::Value> {
@@ -109,6 +113,7 @@ pub fn run(args: &CtlArgs) -> ExitCode {
         CtlCmd::Drain { name } => ("POST", format!("/dsas/{}/drain", escape(name))),
         CtlCmd::Enable { name } => ("POST", format!("/dsas/{}/enable", escape(name))),
         CtlCmd::Reload => ("POST", "/reload".to_string()),
+        CtlCmd::Shutdown => ("POST", "/shutdown".to_string()),
     };
     let v = match call(args, method, &path) {
         Ok(v) => v,
@@ -135,6 +140,7 @@ pub fn run(args: &CtlArgs) -> ExitCode {
                 return ExitCode::from(1);
             }
         },
+        CtlCmd::Shutdown => println!("draining: the router exits once its clients' operations end"),
         CtlCmd::Reload => println!(
             "{}",
             v.get("message")
@@ -163,6 +169,12 @@ pub fn render(s: &Status) -> String {
         s.knowledge,
         s.client_connections
     );
+    if s.draining {
+        let _ = writeln!(
+            out,
+            "DRAINING: no new connections; exits once operations in flight end"
+        );
+    }
     let u = &s.utilization;
     let _ = writeln!(
         out,

@@ -5,6 +5,7 @@
 //! * `GET /status`: JSON, each partition with its DSAs in order.
 //! * `GET /metrics`: Prometheus text format.
 //! * `POST /dsas/{name}/disable|drain|enable`: administrative state.
+//! * `POST /shutdown`: drain the router and exit ([`crate::drain`]).
 //! * `POST /reload`: reload knowledge (validated whole; the old snapshot
 //!   stays on error, and the response says why).
 
@@ -167,6 +168,13 @@ async fn post_reload(State(app): State<App>, headers: HeaderMap) -> Response {
     }
 }
 
+/// `POST /shutdown` (`ctl shutdown`): drain and exit, as on SIGTERM.
+async fn post_shutdown(State(app): State<App>) -> Response {
+    tracing::info!("admin API: shutdown asked");
+    app.router.drain.ask();
+    Json(json!({"ok": true, "draining": true})).into_response()
+}
+
 /// Bind `--admin ADDR` and serve the API there (a task) until shutdown.
 /// Without a token an address off loopback is an error (the name resolved
 /// to loopback before start, [`guard::admin_flag`]; the bound address is
@@ -215,6 +223,7 @@ pub async fn run(
             return;
         }
     };
+    let drained = router.clone();
     let app = App {
         router,
         token: token.map(Arc::from),
@@ -226,13 +235,16 @@ pub async fn run(
         .route("/metrics", get(get_metrics))
         .route("/dsas/{name}/{action}", post(post_dsa))
         .route("/reload", post(post_reload))
+        .route("/shutdown", post(post_shutdown))
         .layer(axum::middleware::from_fn_with_state(
             app.clone(),
             guard::guard,
         ))
         .with_state(app);
+    // Up while the router drains (`/status` shows it), down once it ends.
     let stop = async move {
         let _ = shutdown.changed().await;
+        drained.drain.ended().await;
     };
     if let Err(e) = axum::serve(listener, svc)
         .with_graceful_shutdown(stop)

@@ -67,6 +67,10 @@ pub struct Status {
     pub last_reload: Option<ReloadInfo>,
     pub client_connections: i64,
     pub utilization: Utilization,
+    /// The router drains (SIGTERM, `ctl shutdown`): it accepts no new
+    /// connections and closes each client's once its operations end.
+    #[serde(default)]
+    pub draining: bool,
 }
 
 /// Router CPU and memory: windowed averages and thresholds (0 = off).
@@ -210,6 +214,7 @@ pub fn status(router: &Context) -> Status {
                 window_seconds: router.throttle.window().as_secs_f64(),
             }
         },
+        draining: router.drain.is_draining(),
     }
 }
 

@@ -13,7 +13,6 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Instant;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Sleep;
@@ -251,7 +250,7 @@ async fn drive(start: Box<Start>) -> Option<Box<Moving>> {
                 break Some(n);
             },
             _ = &mut killed => break None,
-            _ = &mut shut => break Some(grace(&out, cfg.shutdown_grace).await),
+            _ = &mut shut => break Some(super::drain::drain(&out, cfg.drain_timeout).await),
         }
     };
     drop(r);
@@ -321,16 +320,6 @@ fn over_memory(router: &Context, peer: SocketAddr, bytes: usize) -> (Code, Strin
         "dsa-router: the router holds too much of clients' incomplete requests; try again later"
             .into(),
     )
-}
-
-/// Shutting down: the session stops reading and lets work in flight
-/// finish, up to `--shutdown-grace`; the notice it closes with.
-async fn grace(out: &ClientOut, grace: std::time::Duration) -> (Code, String) {
-    let deadline = Instant::now() + grace;
-    while out.outstanding() > 0 && Instant::now() < deadline {
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    (Code::Unavailable, "dsa-router: shutting down".into())
 }
 
 /// The session's timer moved to `due` when that comes earlier than it is

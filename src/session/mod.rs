@@ -15,6 +15,7 @@
 
 mod bind;
 mod dispatch;
+mod drain;
 mod extop;
 pub mod fanout;
 mod forward;

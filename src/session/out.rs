@@ -228,6 +228,43 @@ impl ClientOut {
         lock(&self.outstanding).len()
     }
 
+    /// How many of the outstanding operations are persistent searches on
+    /// one DSA (a drain waits for the others).
+    pub fn persistent(&self) -> usize {
+        lock(&self.outstanding)
+            .values()
+            .filter(|t| matches!(t, Tracked::Op(c, id) if c.upgrade().is_some_and(|c| c.is_persistent(*id))))
+            .count()
+    }
+
+    /// End the client's persistent searches (the router drains): each is
+    /// abandoned on its DSA and answered `unavailable`. How many ended.
+    pub fn end_persistent(&self) -> usize {
+        let running: Vec<(Arc<Conn>, i32)> = lock(&self.outstanding)
+            .values()
+            .filter_map(|t| match t {
+                Tracked::Op(c, id) => c.upgrade().map(|c| (c, *id)),
+                _ => None,
+            })
+            .collect();
+        let mut ended = 0;
+        for (conn, id) in running {
+            let e = Error::new(
+                crate::error::Kind::ShuttingDown,
+                "dsa-router: the router is shutting down; the persistent search ended",
+            );
+            if conn.end_persistent(id, e) {
+                ended += 1;
+            }
+        }
+        ended
+    }
+
+    /// The client's address.
+    pub fn peer(&self) -> std::net::SocketAddr {
+        self.peer
+    }
+
     /// Abandon one outstanding operation upstream (client's AbandonRequest).
     pub fn abandon(&self, msgid: i32) {
         let entry = lock(&self.outstanding).remove(&msgid);

@@ -142,6 +142,24 @@ impl Conn {
         was
     }
 
+    /// Whether operation `id` here is a persistent search.
+    pub fn is_persistent(&self, id: i32) -> bool {
+        self.ops.lock().get(&id).is_some_and(Pending::is_persistent)
+    }
+
+    /// End persistent search `id` (the router drains): abandoned on the
+    /// DSA, its client answered with `e`. False when it is not one here.
+    pub fn end_persistent(&self, id: i32, e: crate::error::Error) -> bool {
+        let ended = self.ops.drain_where(|i, p| i == id && p.is_persistent());
+        let Some((_, p)) = ended.into_iter().next() else {
+            return false;
+        };
+        self.standing.taint();
+        self.send_abandon(id);
+        p.fail(&self.dsa.name, e);
+        true
+    }
+
     /// Tell the DSA to abandon operation `id` of this connection.
     pub(super) fn send_abandon(&self, id: i32) {
         let mut b = BytesMut::with_capacity(16);

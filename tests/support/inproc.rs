@@ -292,6 +292,11 @@ impl Harness {
         format!("ldap://{}", self.addr)
     }
 
+    /// Start the router's drain, as SIGTERM does in `serve`.
+    pub fn drain(&self) {
+        let _ = self.shutdown.send(true);
+    }
+
     /// Whether the accept loop is still running (it never ends by itself).
     pub fn serving(&self) -> bool {
         !self.server.is_finished()

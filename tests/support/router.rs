@@ -117,6 +117,20 @@ impl Router {
         strip_ansi(&fs::read_to_string(&self.log).unwrap_or_default())
     }
 
+    /// The router's exit status once it exits, waiting at most `wait`.
+    pub fn wait_exit(&mut self, wait: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + wait;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// The router's process ID (for signals).
     pub fn pid(&self) -> u32 {
         self.child.id()

@@ -112,9 +112,10 @@ pub struct LimitArgs {
     /// (up to 3 tries), as a read would.
     #[arg(long, default_value_t = 5.0)]
     pub bind_timeout: f64,
-    /// Seconds shutdown waits for in-flight operations.
-    #[arg(long, default_value_t = 10)]
-    pub shutdown_grace: u64,
+    /// Seconds a drain (SIGTERM, SIGINT, `ctl shutdown`) lets operations in
+    /// flight finish before the connections that still run some are cut.
+    #[arg(long, alias = "shutdown-grace", default_value_t = 30)]
+    pub drain_timeout: u64,
     /// Turn the access log (one line per operation) off.
     #[arg(long)]
     pub no_access_log: bool,
@@ -175,6 +176,11 @@ pub struct LimitArgs {
     /// Client connections per source address (0: no limit).
     #[arg(long, default_value_t = 0)]
     pub max_clients_per_ip: usize,
+    /// Load balancers that send a PROXY protocol header (v1 or v2) with
+    /// the client's address: addresses or CIDR blocks, comma-separated.
+    /// From these a header is required; from others it is not LDAP.
+    #[arg(long, value_name = "CIDR,...", default_value = "")]
+    pub proxy_protocol_from: String,
     /// A search spanning partitions when one partition cannot be searched
     /// (no DSA of it reachable, busy or unavailable): `fail` fails the
     /// whole search with `unavailable` naming the partition;
@@ -252,6 +258,8 @@ impl LimitArgs {
             )?,
             utilization_window: parse_duration(&self.utilization_window)?,
             max_clients_per_ip: self.max_clients_per_ip,
+            proxy_protocol_from: crate::proxy_protocol::parse_list(&self.proxy_protocol_from)
+                .map_err(|e| crate::error::Error::config(format!("--proxy-protocol-from: {e}")))?,
             fanout_policy: self.fanout_policy,
             own_connection: self.own_connection,
             max_clients: self.max_clients.max(1),
@@ -274,7 +282,7 @@ impl LimitArgs {
             op_timeout: Duration::from_secs(self.op_timeout.max(1)),
             op_total_timeout: Duration::from_secs(self.op_total_timeout),
             bind_timeout: self.bind_timeout(),
-            shutdown_grace: Duration::from_secs(self.shutdown_grace),
+            drain_timeout: Duration::from_secs(self.drain_timeout),
             access_log: !self.no_access_log,
             access_log_target: match &self.access_log {
                 Some(p) if p.as_os_str() != "-" => crate::access::Target::File(p.clone()),

@@ -59,7 +59,7 @@ pub(super) async fn watch_files(router: Arc<Context>, mut shutdown: watch::Recei
     }
 }
 
-/// SIGINT/SIGTERM: shut down. SIGHUP: reload knowledge. SIGUSR1: reopen
+/// SIGINT/SIGTERM, or `ctl shutdown`: drain and shut down. SIGHUP: reload knowledge. SIGUSR1: reopen
 /// the access log's file.
 pub(super) async fn signals(tx: watch::Sender<bool>, router: Arc<Context>, root: PathBuf) {
     use tokio::signal::unix::{signal, SignalKind};
@@ -77,6 +77,7 @@ pub(super) async fn signals(tx: watch::Sender<bool>, router: Arc<Context>, root:
         tokio::select! {
             _ = term.recv() => break,
             _ = int.recv() => break,
+            _ = router.drain.asked() => break,
             _ = usr1.recv() => crate::access::reopen(),
             _ = hup.recv() => {
                 // Off the runtime's threads: with --threads 1 a reload
@@ -92,7 +93,10 @@ pub(super) async fn signals(tx: watch::Sender<bool>, router: Arc<Context>, root:
             }
         }
     }
-    tracing::info!("shutting down: no new connections; waiting for operations in flight");
+    tracing::info!(
+        timeout_s = router.cfg.drain_timeout.as_secs(),
+        "draining: no new connections; operations in flight finish, then each client connection closes"
+    );
     let _ = tx.send(true);
 }
 
