@@ -79,7 +79,11 @@ pub(crate) async fn run(
                 let addrs = routing.pools[i].targets.clone();
                 let tls = routing.pools[i].tls.clone();
                 let existing = conns.get(&d.name).filter(|c| c.is_alive()).cloned();
-                let (pdu, bind, cfg) = (pdu.clone(), bind.clone(), cfg.clone());
+                // The probe identity, else the router's on this DSA (a DSA
+                // that serves only bound connections answers no anonymous
+                // probe).
+                let bind = bind.clone().or_else(|| routing.pools[i].router_identity.clone());
+                let (pdu, cfg) = (pdu.clone(), cfg.clone());
                 let limits = router.cfg.limits();
                 // The hold-down keeps a recovering DSA out while another
                 // serves its partitions; a partition with no other eligible

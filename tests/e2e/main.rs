@@ -27,6 +27,7 @@ mod knowledge_slapd;
 mod malformed;
 mod out_of_scope;
 mod replication;
+mod router_dsa_name;
 mod router_testdsa;
 mod sasl_slapd;
 mod security_slapd;
