@@ -23,6 +23,7 @@ mod local;
 mod logged;
 pub mod out;
 mod own;
+mod paged_lost;
 mod resend;
 mod sasl;
 mod send;

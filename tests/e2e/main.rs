@@ -26,6 +26,7 @@ mod interop_slapd;
 mod knowledge_slapd;
 mod malformed;
 mod out_of_scope;
+mod paged_lost;
 mod replication;
 mod router_dsa_name;
 mod router_testdsa;
