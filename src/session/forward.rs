@@ -169,6 +169,11 @@ impl Session {
         // that holds it: paged results cookies are opaque and may repeat
         // across DSAs.
         let needs = state::needs(req);
+        if let Some(msg) = self.paged_lost(routing, p, req) {
+            let e = crate::error::Error::router(crate::error::Kind::Unavailable, msg);
+            self.answer(req, &e).await;
+            return;
+        }
         let (sticky, affine) = self.sticky(routing, p, &needs, is_write);
         let want = dispatch::Want {
             // Its DSA is recorded as the one holding the state.
@@ -190,6 +195,7 @@ impl Session {
                 }
                 if needs.sticky {
                     self.state_dsa.insert(p.key.clone(), name.clone());
+                    self.note_paged(p, req, name);
                 }
             }
             Err(e) => {

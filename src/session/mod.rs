@@ -24,6 +24,7 @@ mod local;
 mod logged;
 pub mod out;
 mod own;
+mod paged_lost;
 mod reading;
 mod resend;
 mod sasl;

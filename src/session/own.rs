@@ -41,11 +41,34 @@ pub(super) struct Own {
     /// here (an operation of the old identity still being placed must
     /// never open a connection the new one would use).
     closed: AtomicBool,
+    /// Paged searches, by partition key: the DSA (name) and the
+    /// connection their cookie belongs to ([`super::paged_lost`]).
+    paged: Mutex<HashMap<String, (String, Held)>>,
 }
 
 enum Slot {
     Open(Arc<Conn>),
     Opening(Arc<Opening>),
+}
+
+/// The connection of the client's own that state a DSA keeps per
+/// connection (a paged search's cookie) went on.
+#[derive(Clone)]
+pub(super) enum Held {
+    Conn(Arc<Conn>),
+    Opening(Arc<Opening>),
+}
+
+impl Held {
+    /// That connection is gone (closed or lost, or it never opened): the
+    /// state went with it.
+    pub(super) fn lost(&self) -> bool {
+        match self {
+            Held::Conn(c) => !c.is_alive(),
+            Held::Opening(o) if o.waiting() => false,
+            Held::Opening(o) => o.opened().is_none_or(|c| !c.is_alive()),
+        }
+    }
 }
 
 /// A connection being opened, and the operations waiting for it.
@@ -92,6 +115,28 @@ impl Own {
 
     /// Whether the client has no connection of its own, open or being
     /// opened.
+    /// What holds the client's state on DSA `key` now: its connection
+    /// there, open or being opened.
+    pub(super) fn held(&self, key: &str) -> Option<Held> {
+        Some(match self.map().get(key)? {
+            Slot::Open(c) => Held::Conn(c.clone()),
+            Slot::Opening(o) => Held::Opening(o.clone()),
+        })
+    }
+
+    /// Note that a paged search in partition `part` went to DSA `dsa` on
+    /// the connection `held`.
+    pub(super) fn note_paged(&self, part: &str, dsa: &str, held: Held) {
+        let mut m = self.paged.lock().unwrap_or_else(|p| p.into_inner());
+        m.insert(part.to_string(), (dsa.to_string(), held));
+    }
+
+    /// Where the client's last paged search in partition `part` went.
+    pub(super) fn paged(&self, part: &str) -> Option<(String, Held)> {
+        let m = self.paged.lock().unwrap_or_else(|p| p.into_inner());
+        m.get(part).cloned()
+    }
+
     pub(super) fn is_empty(&self) -> bool {
         self.map().is_empty()
     }
@@ -199,6 +244,7 @@ impl Own {
             self.closed.store(true, Ordering::Release);
             map.drain().map(|(_, s)| s).collect()
         };
+        self.paged.lock().unwrap_or_else(|p| p.into_inner()).clear();
         for s in slots {
             match s {
                 Slot::Open(c) => c.release(),
