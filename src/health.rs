@@ -40,6 +40,28 @@ pub(crate) fn probe_pdu(cfg: &HealthConfig) -> crate::error::Result<Bytes> {
     ))
 }
 
+/// The probe search on `c`: the connection back when it succeeded (kept
+/// for the next probe), else why not (the connection closed).
+async fn probe_on(
+    c: Arc<Conn>,
+    pdu: &[u8],
+    timeout: std::time::Duration,
+) -> Result<Arc<Conn>, String> {
+    let why = match pool::request(&c, pdu, timeout).await {
+        Ok(resp) => match frame::header(&resp)
+            .ok()
+            .and_then(|h| result_code(&resp, &h))
+        {
+            Some(crate::wire::response::rc::SUCCESS) => return Ok(c),
+            Some(code) => format!("probe search returned result {code}"),
+            None => "malformed probe response".to_string(),
+        },
+        Err(e) => format!("probe: {e}"),
+    };
+    c.close();
+    Err(why)
+}
+
 /// Probe every DSA until shutdown.
 pub(crate) async fn run(
     router: Arc<Context>,
@@ -112,26 +134,7 @@ pub(crate) async fn run(
                         }
                     };
                     let result = match conn {
-                        Ok(c) => match pool::request(&c, &pdu, cfg.timeout).await {
-                            Ok(resp) => match frame::header(&resp)
-                                .ok()
-                                .and_then(|h| result_code(&resp, &h))
-                            {
-                                Some(crate::wire::response::rc::SUCCESS) => Ok(c),
-                                Some(code) => {
-                                    c.close();
-                                    Err(format!("probe search returned result {code}"))
-                                }
-                                None => {
-                                    c.close();
-                                    Err("malformed probe response".to_string())
-                                }
-                            },
-                            Err(e) => {
-                                c.close();
-                                Err(format!("probe: {e}"))
-                            }
-                        },
+                        Ok(c) => probe_on(c, &pdu, cfg.timeout).await,
                         Err(e) if e.kind == Kind::Unreachable => Err(e.text),
                         Err(e) => Err(e.to_string()),
                     };
