@@ -67,6 +67,10 @@ pub struct Status {
     pub last_reload: Option<ReloadInfo>,
     pub client_connections: i64,
     pub utilization: Utilization,
+    /// Simple binds the router answered invalidCredentials itself
+    /// (failed-bind back-off).
+    #[serde(default)]
+    pub binds_refused: u64,
 }
 
 /// Router CPU and memory: windowed averages and thresholds (0 = off).
@@ -210,6 +214,7 @@ pub fn status(router: &Context) -> Status {
                 window_seconds: router.throttle.window().as_secs_f64(),
             }
         },
+        binds_refused: router.failed_binds.refused(),
     }
 }
 
