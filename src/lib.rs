@@ -90,9 +90,9 @@ pub(crate) mod dsa_state;
 pub mod error;
 pub(crate) mod fasthash;
 pub mod follow;
-pub mod guard;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod guard;
 pub(crate) mod health;
 pub mod knowledge;
 pub(crate) mod limits;

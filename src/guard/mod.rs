@@ -23,9 +23,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use table::{Admit, Rule, Table};
 
-/// Bind DNs counted at once (about 64 bytes each: some 4 MiB in all).
+/// Bind DNs counted at once: 64 shards of 1,024, each a hash table of at
+/// most 2,048 slots of [`table::ENTRY_BYTES`] (48) bytes: about 6 MiB at
+/// most.
 pub const DN_CAPACITY: usize = 65_536;
-/// Client addresses counted at once.
+/// Client addresses counted at once: 64 shards of 256 (at most 512 slots
+/// each): about 1.5 MiB at most.
 pub const ADDRESS_CAPACITY: usize = 16_384;
 /// Shards of each table (one lock each; a full shard is scanned to evict).
 const SHARDS: usize = 64;
@@ -149,16 +152,16 @@ impl Guard {
 
     /// May a simple bind as `dn` (normalized as routing compares DNs)
     /// from `addr` go to a DSA? The ticket says how it ended.
-    pub fn admit(
-        self: &Arc<Self>,
-        dn: &crate::dn::Dn,
-        addr: IpAddr,
-    ) -> Result<Ticket, Refused> {
+    pub fn admit(self: &Arc<Self>, dn: &crate::dn::Dn, addr: IpAddr) -> Result<Ticket, Refused> {
         let dn_key = self.keys.hash_one(dn);
         let addr_key = self.keys.hash_one(addr);
         let now = Instant::now();
         let rule = self.cfg.address;
-        if self.addresses.with(addr_key, |t| t.admit(&rule, addr_key, now)) == Admit::No {
+        if self
+            .addresses
+            .with(addr_key, |t| t.admit(&rule, addr_key, now))
+            == Admit::No
+        {
             self.refused.fetch_add(1, Ordering::Relaxed);
             return Err(Refused::Address);
         }

@@ -15,6 +15,9 @@ pub struct Rule {
     pub backoff: Duration,
 }
 
+/// Bytes of one slot of a table (key and entry), for the memory bound.
+pub const ENTRY_BYTES: usize = std::mem::size_of::<(u64, Entry)>();
+
 /// One key's state.
 #[derive(Debug, Clone, Copy)]
 struct Entry {
@@ -137,6 +140,10 @@ impl Table {
         e.expire(rule, now);
         if e.blocked(now) {
             return false;
+        }
+        if e.failures == 0 {
+            // The window begins with the first failure.
+            e.since = now;
         }
         e.failures += 1;
         if e.failures >= rule.limit {

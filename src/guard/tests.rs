@@ -29,7 +29,17 @@ fn the_limit_th_failure_begins_a_back_off_and_later_binds_are_refused() {
     let rows: [(u32, &[Option<bool>]); 3] = [
         (1, &[Some(true), None, None]),
         (3, &[Some(false), Some(false), Some(true), None, None]),
-        (5, &[Some(false), Some(false), Some(false), Some(false), Some(true), None]),
+        (
+            5,
+            &[
+                Some(false),
+                Some(false),
+                Some(false),
+                Some(false),
+                Some(true),
+                None,
+            ],
+        ),
     ];
     for (limit, want) in rows {
         let r = rule(limit);
@@ -63,7 +73,10 @@ fn the_back_off_ends_after_its_time_and_counting_starts_again() {
     assert_eq!(fail(&mut t, &r, 1, t0), Some(true));
     // Refused until the back-off (10 s) is over, to the instant.
     assert_eq!(t.admit(&r, 1, t0 + 9 * S), Admit::No);
-    assert_eq!(t.admit(&r, 1, t0 + 10 * S - Duration::from_millis(1)), Admit::No);
+    assert_eq!(
+        t.admit(&r, 1, t0 + 10 * S - Duration::from_millis(1)),
+        Admit::No
+    );
     assert_eq!(fail(&mut t, &r, 1, t0 + 10 * S), Some(false));
     assert_eq!(fail(&mut t, &r, 1, t0 + 11 * S), Some(true));
 }
@@ -149,7 +162,11 @@ fn idle_entries_are_dropped_first_when_full() {
     assert_eq!(t.len(), 3);
     fail(&mut t, &r, 9, t0 + 62 * S);
     fail(&mut t, &r, 9, t0 + 62 * S);
-    assert_eq!(fail(&mut t, &r, 9, t0 + 62 * S), Some(true), "5 failures of key 9 counted");
+    assert_eq!(
+        fail(&mut t, &r, 9, t0 + 62 * S),
+        Some(true),
+        "5 failures of key 9 counted"
+    );
 }
 
 #[test]
@@ -163,22 +180,51 @@ fn a_guessed_dn_is_refused_while_another_user_of_the_address_binds_until_the_add
     let addr: std::net::IpAddr = "192.0.2.7".parse().unwrap();
     let dn = |s: &str| crate::dn::Dn::parse_ldap(s).unwrap();
     for _ in 0..2 {
-        g.admit(&dn("uid=victim,o=x"), addr).unwrap().answered(INVALID_CREDENTIALS);
+        g.admit(&dn("uid=victim,o=x"), addr)
+            .unwrap()
+            .answered(INVALID_CREDENTIALS);
     }
     // The DN as routing compares it: case and spacing do not matter.
-    assert_eq!(g.admit(&dn("UID=Victim, O=X"), addr).err(), Some(Refused::Dn));
+    assert_eq!(
+        g.admit(&dn("UID=Victim, O=X"), addr).err(),
+        Some(Refused::Dn)
+    );
     // Another user of the address: binds, and a success does not reset
     // the address's count.
-    g.admit(&dn("uid=other,o=x"), addr).unwrap().answered(SUCCESS);
+    g.admit(&dn("uid=other,o=x"), addr)
+        .unwrap()
+        .answered(SUCCESS);
     // A bind that got no answer counts nothing.
     drop(g.admit(&dn("uid=other,o=x"), addr).unwrap());
-    let began = g.admit(&dn("uid=third,o=x"), addr).unwrap().answered(INVALID_CREDENTIALS);
+    let began = g
+        .admit(&dn("uid=third,o=x"), addr)
+        .unwrap()
+        .answered(INVALID_CREDENTIALS);
     assert!(!began.address);
-    let began = g.admit(&dn("uid=fourth,o=x"), addr).unwrap().answered(INVALID_CREDENTIALS);
+    let began = g
+        .admit(&dn("uid=fourth,o=x"), addr)
+        .unwrap()
+        .answered(INVALID_CREDENTIALS);
     assert!(began.address, "the 4th failure from the address");
-    assert_eq!(g.admit(&dn("uid=other,o=x"), addr).err(), Some(Refused::Address));
+    assert_eq!(
+        g.admit(&dn("uid=other,o=x"), addr).err(),
+        Some(Refused::Address)
+    );
     let elsewhere: std::net::IpAddr = "192.0.2.8".parse().unwrap();
     assert!(g.admit(&dn("uid=other,o=x"), elsewhere).is_ok());
     assert_eq!(g.refused(), 2);
     assert_eq!(g.backoffs(), 2);
+}
+
+#[test]
+fn a_slot_takes_48_bytes_so_the_tables_stay_under_8_mib() {
+    assert!(
+        super::table::ENTRY_BYTES <= 48,
+        "{}",
+        super::table::ENTRY_BYTES
+    );
+    // Each shard's hash table never passes twice its capacity in slots
+    // (plus a control byte each).
+    let slots = 2 * (super::DN_CAPACITY + super::ADDRESS_CAPACITY);
+    assert!(slots * (super::table::ENTRY_BYTES + 1) < 8 << 20);
 }

@@ -20,6 +20,7 @@ mod bind_ejection;
 mod busy_dsa;
 mod controls_slapd;
 mod dsa_addresses;
+mod failed_binds;
 mod fanout_slapd;
 mod horizontal_slapd;
 mod interop_slapd;
