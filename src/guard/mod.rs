@@ -30,6 +30,12 @@ pub const DN_CAPACITY: usize = 65_536;
 /// Client addresses counted at once: 64 shards of 256 (at most 512 slots
 /// each): about 1.5 MiB at most.
 pub const ADDRESS_CAPACITY: usize = 16_384;
+// The memory bound the docs give: a slot of 48 bytes, and each shard's
+// hash table never past twice its capacity in slots (a control byte each):
+// under 8 MiB for both tables.
+const _: () = assert!(table::ENTRY_BYTES <= 48);
+const _: () = assert!(2 * (DN_CAPACITY + ADDRESS_CAPACITY) * (table::ENTRY_BYTES + 1) < 8 << 20);
+
 /// Shards of each table (one lock each; a full shard is scanned to evict).
 const SHARDS: usize = 64;
 

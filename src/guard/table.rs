@@ -93,16 +93,22 @@ impl Table {
         }
     }
 
+    /// Keys counted now.
     pub fn len(&self) -> usize {
         self.map.len()
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
     /// May a bind of `key` go on? If so it counts as in flight until
-    /// [`Table::answered`] or [`Table::abandoned`]. A key with no failure
-    /// in its window has no cap on binds in flight (a service account's
-    /// many binds at once); once it has failed, failures plus binds in
-    /// flight stay below the limit, so guesses sent at once on many
-    /// connections reach the DSA no more often than guesses in a row.
+    /// [`Table::failed`], [`Table::succeeded`] or [`Table::abandoned`]. A
+    /// key with no failure in its window has no cap on binds in flight (a
+    /// service account's many binds at once); once it has failed, failures
+    /// plus binds in flight stay below the limit, so guesses sent at once
+    /// on many connections reach the DSA no more often than guesses in a
+    /// row.
     pub fn admit(&mut self, rule: &Rule, key: u64, now: Instant) -> Admit {
         if rule.limit == 0 {
             return Admit::Yes;
