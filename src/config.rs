@@ -44,6 +44,8 @@ pub struct Config {
     pub affinity_scope: AffinityScope,
     /// Replication positions: polling, lag and staleness bounds.
     pub replication: crate::replication::Config,
+    /// Failed-bind defence: limits, window, back-off.
+    pub failed_binds: crate::guard::Config,
     /// Tail latency: hedged reads and outlier ejection.
     pub tail: TailConfig,
     /// Response PDUs queued for one client before it counts as stalled.
@@ -136,6 +138,7 @@ impl Default for Config {
             read_your_writes: Duration::from_secs(5),
             affinity_scope: AffinityScope::Connection,
             replication: crate::replication::Config::standard(),
+            failed_binds: crate::guard::Config::default(),
             tail: TailConfig::default(),
             client_queue: 1 << 20,
             client_queue_bytes: 16 << 20,

@@ -40,6 +40,8 @@ pub struct Context {
     pub affinity: dashmap::DashMap<(String, String), crate::replication::mark::Affinity>,
     /// Replication positions of the DSAs (spec 10).
     pub replication: Arc<crate::replication::Replication>,
+    /// Failed binds per DN and client address (`--failed-bind-limit`).
+    pub failed_binds: Arc<crate::guard::Guard>,
     /// Bytes held by clients' large incomplete requests (see
     /// `--max-request-memory`).
     pub request_memory: std::sync::atomic::AtomicUsize,
@@ -87,6 +89,7 @@ impl Context {
             cfg.utilization_window,
         ));
         let response_memory = Arc::new(crate::outbox::Budget::new(cfg.max_response_memory));
+        let cfg_failed_binds = cfg.failed_binds;
         Ok(Context {
             throttle,
             cfg,
@@ -99,6 +102,7 @@ impl Context {
             last_reload: std::sync::Mutex::new(None),
             affinity: dashmap::DashMap::new(),
             replication,
+            failed_binds: Arc::new(crate::guard::Guard::new(cfg_failed_binds)),
             request_memory: std::sync::atomic::AtomicUsize::new(0),
             response_memory,
             workers: std::sync::OnceLock::new(),

@@ -65,6 +65,8 @@
 //!   (`--max-replication-lag`, `--max-staleness`). Pure state.
 //! * [`follow`]: what reads positions at run time: the `contextCSN`
 //!   poller, read-your-writes by position, their `/status` and `/metrics`.
+//! * [`guard`]: the failed-bind defence: bounded counts of failed binds
+//!   per bind DN and client address, and their back-off.
 //! * `layout`: the module graph checks (a unit test: no import circle in
 //!   a folder, what may import what).
 //!
@@ -96,6 +98,7 @@ pub(crate) mod fasthash;
 pub mod follow;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod guard;
 pub(crate) mod health;
 pub mod knowledge;
 pub(crate) mod limits;

@@ -93,6 +93,7 @@ pub fn metrics_text(router: &crate::context::Context) -> String {
         w.render(&mut out);
     }
     status::dsa_metrics(router, &mut out);
+    router.failed_binds.render(&mut out);
     let budget = &router.response_memory;
     out.push_str(&format!(
         "# HELP dsa_router_queued_response_bytes Responses queued for clients that do not keep up (--max-response-memory).\n\

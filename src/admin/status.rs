@@ -71,6 +71,10 @@ pub struct Status {
     /// connections and closes each client's once its operations end.
     #[serde(default)]
     pub draining: bool,
+    /// Simple binds the router answered invalidCredentials itself
+    /// (failed-bind back-off).
+    #[serde(default)]
+    pub binds_refused: u64,
 }
 
 /// Router CPU and memory: windowed averages and thresholds (0 = off).
@@ -215,6 +219,7 @@ pub fn status(router: &Context) -> Status {
             }
         },
         draining: router.drain.is_draining(),
+        binds_refused: router.failed_binds.refused(),
     }
 }
 

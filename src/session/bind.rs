@@ -101,6 +101,10 @@ impl Session {
         // The router asks every DSA for the password policy response (not
         // critical: DSAs without the overlay ignore it), so it learns of a
         // restriction whether or not the client asked.
+        let Some(ticket) = self.admit_bind(&parsed, dn, password) else {
+            self.reply(req, Code::InvalidCredentials, "", "").await;
+            return Flow::Continue;
+        };
         let client_ppolicy = req.control(ppolicy::OID_PPOLICY).is_some();
         let sent = with_ppolicy_request(pdu, h, client_ppolicy);
         let Ok(sent_h) = frame::header(&sent) else {
@@ -112,6 +116,7 @@ impl Session {
         };
         let code = result_code(&a.resp, &a.rh).unwrap_or(rc::OTHER);
         let policy = ppolicy::Policy::of_response(&a.resp, &a.rh);
+        self.bind_counted(ticket, code, dn);
         self.log_bind(dn, p, &a.name, code, policy.as_ref(), started);
         let conn = a.conn.clone();
         if code == rc::SUCCESS && password.is_empty() {
@@ -171,6 +176,40 @@ impl Session {
                 "dsa-router: a password without a bind name is not accepted",
             )),
             _ => Ok(password),
+        }
+    }
+
+    /// The failed-bind defence's leave for a bind with a password (an
+    /// unauthenticated bind is not counted); `None`: refused, the client
+    /// gets invalidCredentials as from a DSA.
+    fn admit_bind(
+        &self,
+        parsed: &Dn,
+        dn: &str,
+        password: &[u8],
+    ) -> Option<Option<crate::guard::Ticket>> {
+        if password.is_empty() {
+            return Some(None);
+        }
+        match self.router.failed_binds.admit(parsed, self.peer.ip()) {
+            Ok(t) => Some(Some(t)),
+            Err(why) => {
+                tracing::debug!(client = %self.peer, dn = %crate::logsafe::esc(&dn), ?why, "bind refused: failed-bind back-off");
+                None
+            }
+        }
+    }
+
+    /// The DSA's answer to a counted bind; a back-off it begins is logged.
+    fn bind_counted(&self, ticket: Option<crate::guard::Ticket>, code: u8, dn: &str) {
+        let Some(began) = ticket.map(|t| t.answered(code)) else {
+            return;
+        };
+        if began.dn {
+            tracing::info!(client = %self.peer, dn = %crate::logsafe::esc(&dn), "failed-bind back-off begins for this DN: its binds are answered invalidCredentials by the router for --failed-bind-backoff");
+        }
+        if began.address {
+            tracing::info!(client = %self.peer, "failed-bind back-off begins for this client address: its binds are answered invalidCredentials by the router for --failed-bind-backoff");
         }
     }
 

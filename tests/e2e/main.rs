@@ -23,6 +23,7 @@ mod connection_state;
 mod controls;
 mod drain;
 mod dsa_addresses;
+mod failed_binds;
 mod failover;
 mod fanout;
 mod five_dsas;

@@ -1,0 +1,218 @@
+//! The counting of failed binds, with time passed in.
+#![allow(clippy::unwrap_used)]
+
+use super::table::{Admit, Rule, Table};
+use std::time::{Duration, Instant};
+
+const S: Duration = Duration::from_secs(1);
+
+fn rule(limit: u32) -> Rule {
+    Rule {
+        limit,
+        window: 60 * S,
+        backoff: 10 * S,
+    }
+}
+
+/// One bind of `key` at `at`: admitted and failed (`Some(began)`), or
+/// refused (`None`).
+fn fail(t: &mut Table, r: &Rule, key: u64, at: Instant) -> Option<bool> {
+    match t.admit(r, key, at) {
+        Admit::Yes => Some(t.failed(r, key, at)),
+        Admit::No => None,
+    }
+}
+
+#[test]
+fn the_limit_th_failure_begins_a_back_off_and_later_binds_are_refused() {
+    let t0 = Instant::now();
+    // (limit, failures in a row, what each attempt gave)
+    let rows: [(u32, &[Option<bool>]); 3] = [
+        (1, &[Some(true), None, None]),
+        (3, &[Some(false), Some(false), Some(true), None, None]),
+        (
+            5,
+            &[
+                Some(false),
+                Some(false),
+                Some(false),
+                Some(false),
+                Some(true),
+                None,
+            ],
+        ),
+    ];
+    for (limit, want) in rows {
+        let r = rule(limit);
+        let mut t = Table::new(16);
+        let got: Vec<Option<bool>> = (0..want.len())
+            .map(|i| fail(&mut t, &r, 7, t0 + S * i as u32))
+            .collect();
+        assert_eq!(got, want, "limit {limit}");
+        assert!(t.blocked(7, t0 + S * want.len() as u32));
+        assert!(!t.blocked(8, t0), "another key is not blocked");
+    }
+}
+
+#[test]
+fn a_limit_of_zero_counts_nothing() {
+    let t0 = Instant::now();
+    let r = rule(0);
+    let mut t = Table::new(4);
+    for i in 0..100 {
+        assert_eq!(fail(&mut t, &r, 1, t0 + S * i), Some(false));
+    }
+    assert_eq!(t.len(), 0);
+}
+
+#[test]
+fn the_back_off_ends_after_its_time_and_counting_starts_again() {
+    let t0 = Instant::now();
+    let r = rule(2);
+    let mut t = Table::new(4);
+    fail(&mut t, &r, 1, t0);
+    assert_eq!(fail(&mut t, &r, 1, t0), Some(true));
+    // Refused until the back-off (10 s) is over, to the instant.
+    assert_eq!(t.admit(&r, 1, t0 + 9 * S), Admit::No);
+    assert_eq!(
+        t.admit(&r, 1, t0 + 10 * S - Duration::from_millis(1)),
+        Admit::No
+    );
+    assert_eq!(fail(&mut t, &r, 1, t0 + 10 * S), Some(false));
+    assert_eq!(fail(&mut t, &r, 1, t0 + 11 * S), Some(true));
+}
+
+#[test]
+fn failures_outside_the_window_do_not_add_up() {
+    let t0 = Instant::now();
+    let r = rule(3);
+    let mut t = Table::new(4);
+    // Two failures, then the window (60 s) passes: two more do not reach 3.
+    fail(&mut t, &r, 1, t0);
+    fail(&mut t, &r, 1, t0 + S);
+    assert_eq!(fail(&mut t, &r, 1, t0 + 60 * S), Some(false));
+    assert_eq!(fail(&mut t, &r, 1, t0 + 61 * S), Some(false));
+    assert_eq!(fail(&mut t, &r, 1, t0 + 62 * S), Some(true));
+}
+
+#[test]
+fn a_success_resets_the_count() {
+    let t0 = Instant::now();
+    let r = rule(3);
+    let mut t = Table::new(4);
+    fail(&mut t, &r, 1, t0);
+    fail(&mut t, &r, 1, t0);
+    assert_eq!(t.admit(&r, 1, t0), Admit::Yes);
+    t.succeeded(1);
+    assert_eq!(t.len(), 0, "nothing left to keep");
+    assert_eq!(fail(&mut t, &r, 1, t0), Some(false));
+    assert_eq!(fail(&mut t, &r, 1, t0), Some(false));
+    assert_eq!(fail(&mut t, &r, 1, t0), Some(true));
+}
+
+#[test]
+fn binds_at_once_after_a_failure_reach_the_dsa_no_more_than_the_limit() {
+    let t0 = Instant::now();
+    let r = rule(3);
+    let mut t = Table::new(4);
+    // No failure yet: no cap on binds in flight (a service account).
+    for _ in 0..10 {
+        assert_eq!(t.admit(&r, 1, t0), Admit::Yes);
+    }
+    for _ in 0..10 {
+        t.abandoned(1);
+    }
+    fail(&mut t, &r, 1, t0);
+    // One failure: two more may be in flight, the third is refused.
+    let admitted = (0..10).filter(|_| t.admit(&r, 1, t0) == Admit::Yes).count();
+    assert_eq!(admitted, 2);
+    // An unanswered one (no DSA answered) frees its place.
+    t.abandoned(1);
+    assert_eq!(t.admit(&r, 1, t0), Admit::Yes);
+}
+
+#[test]
+fn a_flood_of_distinct_keys_stays_within_capacity_and_keeps_back_offs() {
+    let t0 = Instant::now();
+    let r = rule(2);
+    let mut t = Table::new(100);
+    // A key in back-off first.
+    fail(&mut t, &r, 0, t0);
+    assert_eq!(fail(&mut t, &r, 0, t0), Some(true));
+    for k in 1..100_000u64 {
+        fail(&mut t, &r, k, t0 + Duration::from_micros(k));
+        assert!(t.len() <= 100, "{} entries after {k} keys", t.len());
+    }
+    assert!(t.blocked(0, t0 + S), "the back-off outlived the flood");
+}
+
+#[test]
+fn idle_entries_are_dropped_first_when_full() {
+    let t0 = Instant::now();
+    let r = rule(5);
+    let mut t = Table::new(3);
+    // Three keys failed once; the window passes for all of them.
+    for k in 0..3 {
+        fail(&mut t, &r, k, t0);
+    }
+    // Key 9 fails twice now; the table makes room without losing it.
+    for k in 9..12 {
+        fail(&mut t, &r, k, t0 + 61 * S);
+    }
+    fail(&mut t, &r, 9, t0 + 61 * S);
+    assert_eq!(t.len(), 3);
+    fail(&mut t, &r, 9, t0 + 62 * S);
+    fail(&mut t, &r, 9, t0 + 62 * S);
+    assert_eq!(
+        fail(&mut t, &r, 9, t0 + 62 * S),
+        Some(true),
+        "5 failures of key 9 counted"
+    );
+}
+
+#[test]
+fn a_guessed_dn_is_refused_while_another_user_of_the_address_binds_until_the_address_limit() {
+    use super::{Config, Guard, Refused};
+    use crate::wire::response::rc::{INVALID_CREDENTIALS, SUCCESS};
+    let mut cfg = Config::default();
+    cfg.dn.limit = 2;
+    cfg.address.limit = 4;
+    let g = std::sync::Arc::new(Guard::new(cfg));
+    let addr: std::net::IpAddr = "192.0.2.7".parse().unwrap();
+    let dn = |s: &str| crate::dn::Dn::parse_ldap(s).unwrap();
+    for _ in 0..2 {
+        g.admit(&dn("uid=victim,o=x"), addr)
+            .unwrap()
+            .answered(INVALID_CREDENTIALS);
+    }
+    // The DN as routing compares it: case and spacing do not matter.
+    assert_eq!(
+        g.admit(&dn("UID=Victim, O=X"), addr).err(),
+        Some(Refused::Dn)
+    );
+    // Another user of the address: binds, and a success does not reset
+    // the address's count.
+    g.admit(&dn("uid=other,o=x"), addr)
+        .unwrap()
+        .answered(SUCCESS);
+    // A bind that got no answer counts nothing.
+    drop(g.admit(&dn("uid=other,o=x"), addr).unwrap());
+    let began = g
+        .admit(&dn("uid=third,o=x"), addr)
+        .unwrap()
+        .answered(INVALID_CREDENTIALS);
+    assert!(!began.address);
+    let began = g
+        .admit(&dn("uid=fourth,o=x"), addr)
+        .unwrap()
+        .answered(INVALID_CREDENTIALS);
+    assert!(began.address, "the 4th failure from the address");
+    assert_eq!(
+        g.admit(&dn("uid=other,o=x"), addr).err(),
+        Some(Refused::Address)
+    );
+    let elsewhere: std::net::IpAddr = "192.0.2.8".parse().unwrap();
+    assert!(g.admit(&dn("uid=other,o=x"), elsewhere).is_ok());
+    assert_eq!(g.refused(), 2);
+    assert_eq!(g.backoffs(), 2);
+}

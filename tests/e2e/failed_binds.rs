@@ -1,0 +1,201 @@
+//! The failed-bind defence against real slapd with the ppolicy overlay
+//! and lockout (`pwdLockout TRUE`, `pwdMaxFailure 3`): a client guessing
+//! a password is stopped by the router after `--failed-bind-limit` (2)
+//! failures, so the DSA counts no more failures than that and never
+//! locks the account; the real user binds after the back-off, and a
+//! success resets the count; another user of the same address binds
+//! meanwhile, until the address's own limit.
+//!
+//! Needs slapd and ldap-utils (`scripts/install-deps.sh`).
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+use crate::support;
+
+use std::time::{Duration, Instant};
+use support::router::Router;
+use support::slapd::{
+    admin_dn, ldap_tool, seed_ldif, user_dn, Slapd, SlapdConfig, ADMIN_PW, ALICE_PW, BOB_PW,
+    ROUTER_PW,
+};
+
+const DEMOCORP: &str = "o=DEMOCORP,c=AU";
+/// The router's limit, below the DSA's `pwdMaxFailure` (3).
+const LIMIT: usize = 2;
+
+/// A slapd whose default policy locks an account after 3 failures.
+fn lockout_slapd() -> Slapd {
+    let s = DEMOCORP;
+    let mut ldif = seed_ldif(s, "D1");
+    ldif.push_str(&format!(
+        "dn: ou=policies,{s}\nobjectClass: organizationalUnit\nou: policies\n\n\
+         dn: cn=default,ou=policies,{s}\nobjectClass: organizationalRole\n\
+         objectClass: pwdPolicy\ncn: default\npwdAttribute: userPassword\n\
+         pwdLockout: TRUE\npwdMaxFailure: 3\npwdFailureCountInterval: 600\n\n"
+    ));
+    Slapd::start(SlapdConfig {
+        suffixes: vec![s.to_string()],
+        ldif,
+        name: "LOCKOUT".to_string(),
+        global: "moduleload ppolicy\n".to_string(),
+        database: "overlay ppolicy\nppolicy_default \"cn=default,ou=policies,{suffix}\"\n"
+            .to_string(),
+        ..SlapdConfig::default()
+    })
+}
+
+/// `ldapwhoami` as `dn`: its exit code (the bind's result code on failure).
+fn bind(url: &str, dn: &str, pw: &str) -> Option<i32> {
+    ldap_tool("ldapwhoami", &["-x", "-H", url, "-D", dn, "-w", pw], None).code
+}
+
+/// The failures the DSA keeps on `dn` (`pwdFailureTime` values), read
+/// directly as the DSA's administrator.
+fn dsa_failures(s: &Slapd, dn: &str) -> usize {
+    let admin = admin_dn(DEMOCORP);
+    let out = ldap_tool(
+        "ldapsearch",
+        &[
+            "-x",
+            "-LLL",
+            "-H",
+            &s.url,
+            "-D",
+            &admin,
+            "-w",
+            ADMIN_PW,
+            "-b",
+            dn,
+            "-s",
+            "base",
+            "(objectClass=*)",
+            "pwdFailureTime",
+        ],
+        None,
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    out.stdout
+        .lines()
+        .filter(|l| l.starts_with("pwdFailureTime:"))
+        .count()
+}
+
+fn router(s: &Slapd, dir: &std::path::Path, extra: &[&str]) -> Router {
+    let k = support::slapd::one_dsa_knowledge(dir, s.port, ROUTER_PW);
+    Router::start_with(&k, dir, extra)
+}
+
+#[test]
+fn a_guessing_client_is_stopped_by_the_router_before_the_dsa_locks_the_account() {
+    let s = lockout_slapd();
+    let dir = tempfile::tempdir().unwrap();
+    let backoff = Duration::from_secs(2);
+    let r = router(
+        &s,
+        dir.path(),
+        &["--failed-bind-limit", "2", "--failed-bind-backoff", "2s"],
+    );
+    let alice = user_dn(DEMOCORP, "alice");
+    let bob = user_dn(DEMOCORP, "bob");
+
+    // Twenty guesses: every one answered invalidCredentials, by the DSA
+    // for the first two, then by the router. The DN in another spelling
+    // is the same DN.
+    let spelled = alice.to_uppercase().replace(',', ", ");
+    for i in 0..20 {
+        let dn = if i % 2 == 0 { &alice } else { &spelled };
+        assert_eq!(
+            bind(&r.url, dn, &format!("guess-{i}")),
+            Some(49),
+            "guess {i}"
+        );
+    }
+    let guessed_at = Instant::now();
+    assert_eq!(
+        dsa_failures(&s, &alice),
+        LIMIT,
+        "the DSA saw as many failures as the router's limit, not 20"
+    );
+    // Another user of the same address (127.0.0.1) binds meanwhile.
+    assert_eq!(bind(&r.url, &bob, BOB_PW), Some(0), "bob binds");
+    // During the back-off even alice's own password gets 49 from the
+    // router (the DSA sees nothing more).
+    assert_eq!(bind(&r.url, &alice, ALICE_PW), Some(49));
+    assert_eq!(dsa_failures(&s, &alice), LIMIT);
+
+    // After the back-off she binds (the account was never locked), and
+    // the DSA's failures are cleared by the success.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while bind(&r.url, &alice, ALICE_PW) != Some(0) {
+        assert!(Instant::now() < deadline, "alice never bound again");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        guessed_at.elapsed() >= backoff - Duration::from_millis(300),
+        "bound {:?} after the last guess, before the back-off ended",
+        guessed_at.elapsed()
+    );
+    assert_eq!(dsa_failures(&s, &alice), 0);
+
+    // A success resets the router's count: one failure, a success, one
+    // failure: still below the limit, her password works at once.
+    assert_eq!(bind(&r.url, &alice, "typo-1"), Some(49));
+    assert_eq!(bind(&r.url, &alice, ALICE_PW), Some(0));
+    assert_eq!(bind(&r.url, &alice, "typo-2"), Some(49));
+    assert_eq!(
+        bind(&r.url, &alice, ALICE_PW),
+        Some(0),
+        "the count was reset"
+    );
+
+    let log = r.log_text();
+    let began = log
+        .matches("failed-bind back-off begins for this DN")
+        .count();
+    assert_eq!(began, 1, "one back-off logged once:\n{log}");
+    for pw in ["guess-0", "guess-19", "typo-1", ALICE_PW] {
+        assert!(!log.contains(pw), "password {pw} in the log:\n{log}");
+    }
+}
+
+#[test]
+fn one_address_guessing_many_dns_is_stopped_at_its_own_limit() {
+    let s = lockout_slapd();
+    let dir = tempfile::tempdir().unwrap();
+    let r = router(
+        &s,
+        dir.path(),
+        &[
+            "--failed-bind-limit",
+            "2",
+            "--failed-bind-limit-per-address",
+            "4",
+            "--failed-bind-backoff",
+            "60s",
+        ],
+    );
+    let bob = user_dn(DEMOCORP, "bob");
+    // One guess at each of ten users: the DSA sees the first four.
+    let users: Vec<String> = (0..10)
+        .map(|i| user_dn(DEMOCORP, &format!("user{i:04}")))
+        .collect();
+    // Below the address's limit another user of the address binds.
+    for u in &users[..3] {
+        assert_eq!(bind(&r.url, u, "guess"), Some(49));
+    }
+    assert_eq!(bind(&r.url, &bob, BOB_PW), Some(0), "bob, below the limit");
+    for u in &users[3..] {
+        assert_eq!(bind(&r.url, u, "guess"), Some(49));
+    }
+    let seen: Vec<usize> = users.iter().map(|u| dsa_failures(&s, u)).collect();
+    assert_eq!(seen, [1, 1, 1, 1, 0, 0, 0, 0, 0, 0], "failures on the DSA");
+    // The address is in back-off: everyone from it is refused (the
+    // documented choice), bob included.
+    assert_eq!(bind(&r.url, &bob, BOB_PW), Some(49), "bob, past the limit");
+    let log = r.log_text();
+    assert_eq!(
+        log.matches("failed-bind back-off begins for this client address")
+            .count(),
+        1,
+        "{log}"
+    );
+}
