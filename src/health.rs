@@ -101,14 +101,7 @@ pub(crate) async fn run(
                 let addrs = routing.pools[i].targets.clone();
                 let tls = routing.pools[i].tls.clone();
                 let existing = conns.get(&d.name).filter(|c| c.is_alive()).cloned();
-                // The probe identity, else the router's where anonymous
-                // clients' reads run as it (a DSA that refuses anonymous
-                // reads answers no anonymous probe): probes read as those
-                // reads do.
-                let pool = &routing.pools[i];
-                let lent = pool.anonymous(crate::wire::frame::tag::SEARCH_REQUEST, false).routed();
-                let bind = bind.clone().or_else(|| pool.router_identity.clone().filter(|_| lent));
-                let (pdu, cfg) = (pdu.clone(), cfg.clone());
+                let (pdu, bind, cfg) = (pdu.clone(), bind.clone(), cfg.clone());
                 let limits = router.cfg.limits();
                 // The hold-down keeps a recovering DSA out while another
                 // serves its partitions; a partition with no other eligible

@@ -24,7 +24,6 @@ use crate::error::{Error, Kind};
 use crate::route::{
     message, select_read, select_write, Choice, DsaView, Excluding, Partition, ReadGate, RouteError,
 };
-use crate::upstream::anon::Anonymous;
 use crate::upstream::conn::Conn;
 use crate::upstream::pending::Pending;
 use crate::upstream::pool::Pool;
@@ -37,9 +36,8 @@ pub(super) const MAX_ATTEMPTS: usize = 3;
 
 /// Which connections an operation may run on.
 pub(super) enum Via<'s> {
-    /// Shared connections only (re-sends): an anonymous client's (`None`,
-    /// as each DSA takes anonymous clients: [`crate::upstream::anon`]) or
-    /// the router's, with proxied authorization as `dn:...`.
+    /// Shared connections only (re-sends): anonymous (`None`) or the
+    /// router's, with proxied authorization as `dn:...`.
     Shared(Option<String>),
     /// A new connection, not bound (binds: the connection becomes the
     /// client's own when the bind succeeds).
@@ -154,15 +152,14 @@ pub(super) async fn place(
         resend,
     } = want;
     let mut races = 0;
-    let (dsa, guard, on) = loop {
+    let (dsa, guard, got, proxy, shared) = loop {
         let dsa = choose(routing, p, is_write, sticky, group_of, &tried)?;
         let Some(guard) = slot(routing, dsa, &mut races)? else {
             continue;
         };
         let name = &routing.snap.dsas[dsa].name;
-        let anon = routing.pools[dsa].anonymous(h.op_tag, is_write);
-        match connection(&mut via, &routing.pools[dsa], name, anon).await {
-            Ok(on) => break (dsa, guard, on),
+        match connection(&mut via, &routing.pools[dsa], name).await {
+            Ok((got, proxy, shared)) => break (dsa, guard, got, proxy, shared),
             Err(Next::Fail(e)) => return Err(e),
             // Nothing was sent: writes too go to the next DSA.
             Err(Next::Skip(e)) => {
@@ -178,12 +175,6 @@ pub(super) async fn place(
     if tracing::level_enabled!(tracing::Level::DEBUG) {
         tracing::Span::current().record("dsa", name.as_str());
     }
-    let OnConn {
-        got,
-        proxy,
-        shared,
-        routed,
-    } = on;
     let mut placed = Placed {
         dsa,
         conn: None,
@@ -209,6 +200,7 @@ pub(super) async fn place(
     match got {
         Got::Queued(o) => send::wait_for_own(o, aside, out, pending, pdu, h, name, is_write),
         Got::Later => {
+            let routed = placed.proxy.is_some();
             out.after_connect(pool.clone(), routed, pending, aside, pdu, h, name.clone());
         }
         Got::Now(conn) => {
@@ -338,57 +330,18 @@ pub(super) enum Got {
     Queued(Arc<Opening>),
 }
 
-/// The connection an operation goes on.
-struct OnConn {
-    got: Got,
-    /// The proxied-authorization identity it carries.
-    proxy: Option<String>,
-    /// The connection is shared.
-    shared: bool,
-    /// It is (or will be) the router's shared connection.
-    routed: bool,
-}
-
-impl OnConn {
-    /// `pool`'s shared connection (the router's or the unbound one), open
-    /// now or to be made after placing, with `proxy`.
-    fn shared(pool: &Pool, routed: bool, proxy: Option<String>) -> OnConn {
-        let got = match pool.shared_now(routed) {
-            Some(c) => Got::Now(c),
-            None => Got::Later,
-        };
-        OnConn {
-            got,
-            proxy,
-            shared: true,
-            routed,
-        }
-    }
-
-    /// An anonymous client's operation on `pool`'s shared connection.
-    fn anonymous(pool: &Pool, anon: Anonymous) -> OnConn {
-        OnConn::shared(pool, anon.routed(), None)
-    }
-
-    /// A connection of the client's own.
-    fn own(got: Got) -> OnConn {
-        OnConn {
-            got,
-            proxy: None,
-            shared: false,
-            routed: false,
-        }
-    }
-}
-
-/// A connection to `pool`'s DSA for `via`; `anon` is how an anonymous
-/// client's operation runs there.
+/// A connection to `pool`'s DSA for `via`: (connection, proxied identity,
+/// shared).
 async fn connection(
     via: &mut Via<'_>,
     pool: &Arc<Pool>,
     name: &str,
-    anon: Anonymous,
-) -> Result<OnConn, Next> {
+) -> Result<(Got, Option<String>, bool), Next> {
+    // A shared connection open now, else one to be made after placing.
+    let shared = |routed: bool| match pool.shared_now(routed) {
+        Some(c) => Got::Now(c),
+        None => Got::Later,
+    };
     match via {
         Via::Fresh => {
             // Boxed: opening a connection (connect, TLS) is a large state,
@@ -397,17 +350,16 @@ async fn connection(
             let c = Box::pin(pool.private(crate::upstream::pool::Own::ForBind))
                 .await
                 .map_err(skip_unless_busy)?;
-            Ok(OnConn::own(Got::Now(c)))
+            Ok((Got::Now(c), None, false))
         }
-        Via::Shared(None) => Ok(OnConn::anonymous(pool, anon)),
         Via::Shared(proxy) => {
-            if !pool.proxies() {
+            if proxy.is_some() && !pool.proxies() {
                 return Err(Next::Skip(Error::new(
                     Kind::Unreachable,
                     format!("DSA {name} does not trust the router's conveyed identities"),
                 )));
             }
-            Ok(OnConn::shared(pool, true, proxy.clone()))
+            Ok((shared(proxy.is_some()), proxy.clone(), true))
         }
         Via::Client {
             identity,
@@ -423,7 +375,7 @@ async fn connection(
             let sasl_here = matches!(&**identity, Identity::Bound(Bound { bind: None, .. }))
                 && own.has(&name.to_ascii_lowercase());
             let got = match (&**identity, *own_conn) {
-                (Identity::Anonymous, false) => Ok(OnConn::anonymous(pool, anon)),
+                (Identity::Anonymous, false) => Ok((shared(false), None, true)),
                 // An identity the router does not know (a SASL bind whose
                 // WhoAmI failed) or that its DSA could not vouch for is
                 // never conveyed.
@@ -434,9 +386,11 @@ async fn connection(
                         && b.conveyed
                         && !b.authz.is_empty() =>
                 {
-                    Ok(OnConn::shared(pool, true, Some(b.authz.clone())))
+                    Ok((shared(true), Some(b.authz.clone()), true))
                 }
-                (identity, _) => own_connection(identity, own, name, pool).map(OnConn::own),
+                (identity, _) => {
+                    own_connection(identity, own, name, pool).map(|g| (g, None, false))
+                }
             };
             got.map_err(|e| refusal(name, e))
         }

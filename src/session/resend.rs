@@ -124,8 +124,6 @@ impl Replace for Again {
                 own: (*own).clone(),
                 own_conn: *own_conn,
             },
-            // An anonymous client's operation (`None`) is placed on the
-            // next DSA as that DSA takes anonymous clients.
             _ => Way::Shared(at.proxy.clone()),
         };
         self.tried = at.tried.iter().map(|&i| name(i)).collect();

@@ -32,7 +32,6 @@
 //!   responses of one read, per client.
 //! * [`pool`], [`advertised`]: per-DSA pools and binds; what a DSA's root
 //!   DSE advertises.
-//! * [`anon`]: anonymous clients on a DSA that knows the router's name.
 //!
 //! The two traits below are the contract between a connection and whoever
 //! receives its responses; they live here, at the module's root, because
@@ -40,7 +39,6 @@
 //! which a file of its own holds.
 
 pub(crate) mod advertised;
-pub(crate) mod anon;
 pub(crate) mod batch;
 pub(crate) mod conn;
 mod connect;

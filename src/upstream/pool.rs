@@ -2,11 +2,9 @@
 //!
 //! Each DSA has two shared connections, created on first use and replaced
 //! when they die: an *anonymous* one (never bound: anonymous clients'
-//! operations run there as anonymous) and, where knowledge gives the
-//! router a name on the DSA (`ldap-dsa-name`), a *router* one bound as it,
-//! on which bound clients' operations carry the proxied-authorization
-//! control (DSAs that trust conveyed originators), or anonymous clients'
-//! reads run as the router ([`super::anon`]: DSAs that do not).
+//! operations run there as anonymous) and, for DSAs that trust conveyed
+//! originators, a *router* one bound as the DSA's `ldap-dsa-name`, on which
+//! bound clients' operations carry the proxied-authorization control.
 //! Binds never travel on either: they use connections of their own
 //! ([`connect_bound`]).
 
@@ -60,13 +58,9 @@ pub struct Pool {
     pub addrs: Vec<String>,
     /// The same, with the family each is to be reached over.
     pub(crate) targets: Vec<Target>,
-    /// A bind as `ldap-dsa-name`/`ldap-dsa-password`, when knowledge gives
-    /// the name (and, for a DSA that does not trust conveyed originators,
-    /// the password): the router's shared connection, probes and
-    /// replication-position reads bind as it.
+    /// A bind as `ldap-dsa-name`/`ldap-dsa-password`, when the DSA trusts
+    /// conveyed originators.
     pub(crate) router_identity: Option<BindPdu>,
-    /// The DSA trusts conveyed originators (`trust-conveyed-originator`).
-    trusted: bool,
     /// The shared connections, a pair per worker thread: a session's
     /// operations run on its own thread's.
     shared: Box<[Shared]>,
@@ -120,9 +114,8 @@ impl Pool {
                     native: n.clone(),
                 })
             });
-        let trusted = def.trusts_conveyed_originator();
         let router_identity = match (&def.ldap_dsa_name, &def.ldap_dsa_password) {
-            (Some(dn), pw) if trusted || pw.is_some() => {
+            (Some(dn), pw) if def.trusts_conveyed_originator() => {
                 let pw = pw.clone().unwrap_or_else(|| Secret::new(""));
                 // Under the partition's prefix, it names an entry of the
                 // DSA's native tree.
@@ -141,7 +134,6 @@ impl Pool {
             addrs: socket_addrs(def),
             targets: targets(def),
             router_identity,
-            trusted,
             shared: (0..workers.max(1)).map(|_| Shared::default()).collect(),
             spares,
             limits,
@@ -156,7 +148,7 @@ impl Pool {
     /// Whether bound clients' operations may use the shared router
     /// connection with proxied authorization.
     pub fn proxies(&self) -> bool {
-        self.trusted && self.router_identity.is_some()
+        self.router_identity.is_some()
     }
 
     /// This worker thread's shared connection slot.
