@@ -40,8 +40,10 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
-/// The civil date of `days` after 1970-01-01.
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
+/// The civil date (year, month, day) of `days` after 1970-01-01 (Howard
+/// Hinnant's days-to-civil algorithm; the access log's timestamps use it
+/// too).
+pub(crate) fn civil_from_days(days: i64) -> (i64, i64, i64) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z - era * 146_097;
