@@ -304,14 +304,16 @@ async fn responses_queued_for_all_clients_are_bounded_router_wide() {
         stalled.push(stalled_bulk_search(h.addr).await);
     }
     // Until B1 has nothing more to send: every search abandoned by the
-    // router or sent whole.
+    // router or sent whole. That is the state waited for; the time limit
+    // only ends a broken run (with both cores held by other jobs B1 had
+    // not sent enough to reach the budget within an earlier 20 s limit).
     let t0 = Instant::now();
     let mut most = 0;
     loop {
         most = most.max(h.router.queued_response_bytes());
         let abandoned = b1.stats.searches_abandoned();
         let sent = b1.stats.entries_sent();
-        if abandoned + sent / (N + 1) >= 4 || t0.elapsed() > Duration::from_secs(20) {
+        if abandoned + sent / (N + 1) >= 4 || t0.elapsed() > Duration::from_secs(90) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -319,8 +321,11 @@ async fn responses_queued_for_all_clients_are_bounded_router_wide() {
     let disconnects = h.router.response_memory_disconnects();
     assert!(
         disconnects >= 1 && b1.stats.searches_abandoned() >= 1,
-        "no client was disconnected for the budget ({disconnects}; abandoned {}; most queued {most} bytes)",
-        b1.stats.searches_abandoned()
+        "no client was disconnected for the budget ({disconnects}; abandoned {}; entries sent {}; \
+         most queued {most} bytes; after {:?})",
+        b1.stats.searches_abandoned(),
+        b1.stats.entries_sent(),
+        t0.elapsed()
     );
     // Over by at most one response per client (an empty queue takes one).
     assert!(

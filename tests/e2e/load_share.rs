@@ -19,11 +19,21 @@ async fn spread(h: &Harness, n: usize) -> Vec<String> {
     seen
 }
 
-fn assert_alternates(seen: &[String], want: BTreeSet<String>, case: &str) {
+/// Exactly `want` answered, each at least a quarter of the reads. Not a
+/// strict alternation: the router's own reads (health probes, replication
+/// positions) count as in flight too, and on a loaded machine one can
+/// overlap a client's read and send it to the other DSA twice in a row.
+/// The rotation itself is a property test of its own (tests/logic
+/// `rotation_spreads_sequential_picks_evenly`).
+fn assert_spread_over(seen: &[String], want: BTreeSet<String>, case: &str) {
     let got: BTreeSet<String> = seen.iter().cloned().collect();
     assert_eq!(got, want, "{case}: DSAs that answered, in order {seen:?}");
-    for w in seen.windows(2) {
-        assert_ne!(w[0], w[1], "{case}: reads must alternate, got {seen:?}");
+    for (n, c) in count(seen) {
+        assert!(
+            c * 4 >= seen.len(),
+            "{case}: {n} answered only {c} of {}: {seen:?}",
+            seen.len()
+        );
     }
 }
 
@@ -35,13 +45,13 @@ async fn reads_spread_over_first_group_and_follow_precedence() {
     // Only D1 and H1 answer: neither GROUP2 nor the router's own block (R1,
     // in GROUP1, pointing at the router itself) is a target. (The DSAs'
     // operation counters also include the router's health probes.)
-    assert_alternates(&seen, set(["D1", "H1"]), "no precedence");
+    assert_spread_over(&seen, set(["D1", "H1"]), "no precedence");
     drop(h);
 
     let h = Builder::default().precedence(&["H2"]).start().await;
     let seen = spread(&h, 20).await;
     println!("set precedence = H2: {seen:?}");
-    assert_alternates(&seen, set(["H2", "D2"]), "precedence H2");
+    assert_spread_over(&seen, set(["H2", "D2"]), "precedence H2");
 }
 
 fn count(names: &[String]) -> BTreeMap<String, usize> {
