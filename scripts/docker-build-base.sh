@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the local base image for the docker/ images without a registry:
 # a Debian bookworm root file system made by debootstrap from Debian's
-# packages (minbase + slapd, ldap-utils), imported with `docker import`.
+# packages (minbase + slapd, ldap-utils, haproxy), imported with `docker import`.
 #
 #   scripts/docker-build-base.sh            # dsa-router-base:bookworm, unless it exists
 #   scripts/docker-build-base.sh --force    # build it again
@@ -37,7 +37,7 @@ for a in "$@"; do
 done
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 suite=${DEBIAN_SUITE:-bookworm}
-packages=slapd,ldap-utils
+packages=slapd,ldap-utils,haproxy
 
 if ! command -v docker >/dev/null 2>&1; then
     log "docker is not installed"

@@ -13,18 +13,27 @@
 #     (hedged, H1 ejected), none fails;
 #   * knowledge edited on the host + SIGHUP (compose kill -s HUP): reads go
 #     to GROUP2; restored + `ctl reload`: back to GROUP1; broken knowledge:
-#     `ctl reload` fails and routing is unchanged.
+#     `ctl reload` fails and routing is unchanged;
+#   * the router pair (profile "pair": R1 and R2 behind HAProxy, PROXY v2,
+#     ldap-check): under load from persistent clients that reconnect
+#     (scripts/docker/pair_load.py), R1 then R2 stopped (SIGTERM: drained)
+#     and started again: 0 failed operations.
 # Exits non-zero when any check fails. On every exit path it removes what
 # it made: its containers, network, build leftovers and its copy of the
 # knowledge. Only its own containers are touched. Kept for the next run:
-# the base image and the built images dsa-router:compose-test and
-# dsa-router-slapd:compose-test (build cache; rebuilt when their inputs
+# the base image and the built images dsa-router:compose-test,
+# dsa-router-slapd:compose-test and dsa-router-haproxy:compose-test (build
+# cache; rebuilt when their inputs
 # change).
 #
 #   scripts/docker-test.sh        (root or docker group)
 #
 # Environment: DSA_ROUTER_BASE_IMAGE (default dsa-router-base:bookworm),
-# DSA_DOCKER_TEST_KEEP=1 keeps the stack up on failure for a look.
+# DSA_DOCKER_TEST_TAG (the built images' tag, default compose-test: two
+# runs at once on one engine need two), DSA_FRONT_SUBNET (the pair's
+# network, default the first free of 172.31.239.0/24 and a few below),
+# DSA_DOCKER_TEST_PAIR=1 adds the router pair's checks (not yet verified
+# by a full run), DSA_DOCKER_TEST_KEEP=1 keeps the stack up on failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -65,8 +74,16 @@ done
 # DSA); cargo only checks when it is fresh.
 log "building target/release/dsa-router: cargo build --release --no-default-features"
 cargo build --release --no-default-features
+# Wherever cargo put it (CARGO_TARGET_DIR too): into the build context.
+scripts/docker-stage-binary.sh
 
 base=${DSA_ROUTER_BASE_IMAGE:-dsa-router-base:bookworm}
+# A base made before it included haproxy (the pair's balancer) is made again.
+if docker image inspect "$base" >/dev/null 2>&1 &&
+    ! docker image inspect -f '{{index .Config.Labels "io.dsa-router.base"}}' "$base" | grep -q haproxy; then
+    log "$base has no haproxy: building it again"
+    scripts/docker-build-base.sh --force "$base"
+fi
 scripts/docker-build-base.sh "$base"
 
 # ---- this run's names and files
@@ -85,8 +102,27 @@ export BUILD_FROM=$base
 export DSA_ROUTER_PORT=$port
 export DSA_ROUTER_KNOWLEDGE=$work/knowledge
 # Built images keep fixed tags, reused as build cache by the next run.
-export DSA_ROUTER_IMAGE=dsa-router:compose-test
-export DSA_SLAPD_IMAGE=dsa-router-slapd:compose-test
+tag=${DSA_DOCKER_TEST_TAG:-compose-test}
+export DSA_ROUTER_IMAGE=dsa-router:$tag
+export DSA_SLAPD_IMAGE=dsa-router-slapd:$tag
+export DSA_HAPROXY_IMAGE=dsa-router-haproxy:$tag
+# The router pair (profile "pair") runs beside the single router when
+# DSA_DOCKER_TEST_PAIR=1: opt-in until its section has passed a full run.
+pair=${DSA_DOCKER_TEST_PAIR:-0}
+[ "$pair" = 1 ] && export COMPOSE_PROFILES=pair
+export DSA_PAIR_PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+export DSA_PAIR_STATS_PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+# The pair's front network: a /24 no Docker network on this host uses.
+if [ -z "${DSA_FRONT_SUBNET:-}" ]; then
+    used=$(docker network inspect $(docker network ls -q) -f '{{range .IPAM.Config}}{{.Subnet}} {{end}}' 2>/dev/null || true)
+    for third in 239 238 237 236 235; do
+        [[ " $used " == *" 172.31.$third.0/24 "* ]] || {
+            DSA_FRONT_SUBNET=172.31.$third.0/24
+            break
+        }
+    done
+fi
+export DSA_FRONT_SUBNET
 export LDAPNOINIT=1
 dc() { "${COMPOSE[@]}" -f docker/docker-compose.yml -p "$project" "$@"; }
 old_images=""
@@ -112,7 +148,7 @@ cleanup() {
     fi
     log "tearing down project $project"
     dc down -v --remove-orphans -t 5 >/dev/null 2>&1
-    docker network rm "${project}_dsa" >/dev/null 2>&1
+    docker network rm "${project}_dsa" "${project}_front" >/dev/null 2>&1
     # Build leftovers: the images this run's builds replaced, and the
     # router's first-stage image (untagged, labelled io.dsa-router.stage).
     for img in $old_images; do
@@ -136,11 +172,13 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 # ---- build and start
-old_images=$(docker image inspect -f '{{.Id}}' "$DSA_ROUTER_IMAGE" "$DSA_SLAPD_IMAGE" 2>/dev/null || true)
+old_images=$(docker image inspect -f '{{.Id}}' "$DSA_ROUTER_IMAGE" "$DSA_SLAPD_IMAGE" "$DSA_HAPROXY_IMAGE" 2>/dev/null || true)
 log "building images (BASE_IMAGE=$base) for project $project"
 build_opts=(--force-rm)
 [ "${COMPOSE[0]}" = docker-compose ] && build_opts+=(--parallel)
-dc build "${build_opts[@]}" router d1 >"$work/build.log" 2>&1 || {
+build_services=(router d1)
+[ "$pair" = 1 ] && build_services+=(haproxy)
+dc build "${build_opts[@]}" "${build_services[@]}" >"$work/build.log" 2>&1 || {
     tail -n 40 "$work/build.log" >&2
     fail "image build failed"
 }
@@ -317,3 +355,65 @@ fi
 reads 4 "D1 H1" "broken knowledge"
 cp "$work/router.dxg.orig" "$knowledge"
 ok "broken knowledge: ctl reload fails ($(head -n 1 "$work/reload.out")), routing unchanged"
+
+[ "$pair" = 1 ] || exit 0
+# ---- the router pair behind HAProxy: each router restarted in turn under
+# load from clients that reconnect; none of their operations may fail.
+# HAProxy's view of its servers (stats CSV): "r1=UP r2=UP".
+pair_states() {
+    python3 - "$DSA_PAIR_STATS_PORT" <<'PY'
+import csv, io, sys, urllib.request
+rows = csv.reader(io.StringIO(urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/;csv", timeout=5).read().decode()))
+print(" ".join(f"{r[1]}={r[17].split()[0]}" for r in rows if r and r[0] == "routers" and r[1] in ("r1", "r2")))
+PY
+}
+wait_pair_up() {
+    local deadline=$(($(date +%s) + $1)) cur=""
+    until cur=$(pair_states 2>/dev/null) && [ "$cur" = "r1=UP r2=UP" ]; do
+        [ "$(date +%s)" -lt "$deadline" ] || {
+            log "HAProxy sees: ${cur:-nothing}"
+            return 1
+        }
+        sleep 0.2
+    done
+}
+wait_pair_up 60 || fail "HAProxy does not see both routers up (ldap-check through PROXY v2)"
+ok "HAProxy sees R1 and R2 up: $(pair_states)"
+who=$(timeout 30 ldapsearch -x -LLL -o nettimeout=20 -H "ldap://127.0.0.1:$DSA_PAIR_PORT" \
+    -b "cn=served-by,o=DEMOCORP,c=AU" -s base description | sed -n 's/^description: //p') ||
+    fail "a read through HAProxy failed"
+[[ "$who" == D1 || "$who" == H1 ]] || fail "a read through HAProxy answered by '$who'"
+# The routers see the client's address from the PROXY header (the
+# published port's connections come from the host side of the network's
+# gateway), not HAProxy's.
+haproxy_ip=$(docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}' "$(cid haproxy)" | awk '{ print $1 }')
+clients=""
+deadline=$(($(date +%s) + 15))
+until [ -n "$clients" ]; do
+    [ "$(date +%s)" -lt "$deadline" ] || fail "no access-log line for the read through HAProxy"
+    sleep 0.2
+    clients=$(dc logs --no-color r1 r2 2>&1 | grep -i 'served-by' | grep -o 'client=[^ ]*' |
+        sed 's/^client=//; s/:[0-9]*$//' | sort -u | tr '\n' ' ')
+done
+[[ " $clients " != *" $haproxy_ip "* ]] || fail "a router logged HAProxy's address $haproxy_ip as the client's: $clients"
+ok "a read through HAProxy (127.0.0.1:$DSA_PAIR_PORT) answered by $who; the router logged client $clients, not HAProxy's $haproxy_ip"
+
+stop_file=$work/pair.stop
+python3 scripts/docker/pair_load.py 127.0.0.1 "$DSA_PAIR_PORT" 8 "$stop_file" >"$work/pair.json" 2>"$work/pair.err" &
+load=$!
+sleep 2
+for r in r1 r2; do
+    s=$(date +%s%N)
+    dc stop -t 35 "$r" >/dev/null 2>&1 || fail "compose stop $r failed"
+    dc start "$r" >/dev/null 2>&1 || fail "compose start $r failed"
+    wait_pair_up 60 || fail "$r did not come back in HAProxy"
+    ok "$r stopped (drained) and started under load: both up again after $((($(date +%s%N) - s) / 1000000)) ms"
+done
+sleep 2
+touch "$stop_file"
+wait "$load" || fail "the load clients failed: $(cat "$work/pair.err")"
+summary=$(cat "$work/pair.json")
+read -r ops failures reconnects < <(python3 -c 'import json, sys; d = json.loads(sys.argv[1]); print(d["ops"], d["failures"], d["reconnects"])' "$summary")
+[ "$failures" = 0 ] || fail "the pair under restarts: $summary"
+[ "$ops" -gt 100 ] || fail "the pair under restarts: only $ops operations: $summary"
+ok "R1 and R2 restarted in turn under load from 8 clients (anonymous and bound): $ops operations, 0 failed, $reconnects reconnects"

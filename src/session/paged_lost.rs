@@ -6,7 +6,10 @@
 //! client and server treat the result set as closed: the router answers
 //! the next page itself with `unavailable` (52), naming the DSA, and the
 //! client starts the search again from the first page (an empty cookie).
-//! The stale cookie never leaves the router.
+//! The stale cookie never leaves the router. The same holds for a search
+//! spanning partitions, which the router pages itself: its cookie carries
+//! the DSA's cookie of the partition being read, checked here the same
+//! way ([`Session::paged_lost_in`]).
 
 use super::Session;
 use crate::context::Routing;
@@ -35,6 +38,14 @@ impl Session {
         if !continued(req) {
             return None;
         }
+        self.paged_lost_in(routing, p)
+    }
+
+    /// A page that resumes a DSA's cookie in partition `p` (the client's
+    /// own cookie, or the DSA's inside the router's cookie of a search
+    /// spanning partitions, [`super::spanning`]): the router's answer, in
+    /// words, when the connection that cookie belongs to is gone.
+    pub(super) fn paged_lost_in(&self, routing: &Routing, p: &Partition) -> Option<String> {
         let (dsa, held) = self.private.paged(&p.key)?;
         let same_dsa = self
             .state_sticky(routing, p)

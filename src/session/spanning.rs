@@ -40,6 +40,11 @@ impl Session {
             return;
         };
         let paged = paging.is_some();
+        if let Some(msg) = self.resumed_lost(routing, &spans, &page.1) {
+            let e = crate::error::Error::router(crate::error::Kind::Unavailable, msg);
+            self.answer(req, &e).await;
+            return;
+        }
         let fan = self.fan_for(req, routing, base_text, &spans, &sh, paging);
         let own_conn = paged || req.control(OID_PROXIED_AUTHZ).is_some();
         let control = paged.then(|| search::paged_control(page.0, &page.1));
@@ -85,6 +90,7 @@ impl Session {
             match placed {
                 Ok(t) if paged => {
                     let name = routing.snap.dsas[t.dsa].name.clone();
+                    self.note_paged(p, req, &name);
                     self.state_dsa.insert(p.key.clone(), name);
                 }
                 Ok(_) => {}
@@ -96,6 +102,34 @@ impl Session {
                 }
             }
         }
+    }
+
+    /// A page of a paged spanning search that resumes the DSA's cookie
+    /// (`dsa_cookie`) of its one partition, whose connection is gone:
+    /// the router's answer ([`super::paged_lost`]), also when this
+    /// connection never read those pages. A page that starts a partition
+    /// carries no cookie of a DSA and goes anywhere.
+    fn resumed_lost(
+        &self,
+        routing: &Routing,
+        spans: &[Span<'_>],
+        dsa_cookie: &[u8],
+    ) -> Option<String> {
+        if dsa_cookie.is_empty() {
+            return None;
+        }
+        let p = spans.first()?.partition;
+        if self.private.paged(&p.key).is_none() {
+            // The router's cookie, but not this connection's pages (another
+            // connection's, or from before a bind, which closed the
+            // client's own connections): the DSA's cookie is not valid on
+            // any connection this client has.
+            return Some(format!(
+                "dsa-router: the paged search's pages in {} were read on another connection (or before a bind) and cannot be resumed on this one: start the search again from the first page",
+                p.prefix
+            ));
+        }
+        self.paged_lost_in(routing, p)
     }
 
     /// The search's head, the controls to strip and the page to read;

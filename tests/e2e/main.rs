@@ -47,6 +47,7 @@ mod router_dsa_name;
 mod routing;
 mod sasl;
 mod search_results;
+mod slapd_aliases;
 mod slapd_harness;
 mod status_page;
 mod testdsa;

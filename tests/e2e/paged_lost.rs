@@ -4,7 +4,8 @@
 //! the DSA, never sending the stale cookie (slapd would answer
 //! `protocolError`, "paged results cookie is invalid"), and the client
 //! starts again from the first page. Against slapd, restarted between
-//! pages.
+//! pages; also a search spanning two partitions (c=AU), which the router
+//! pages itself with the DSA's cookie inside its own.
 //!
 //! Needs slapd (`scripts/install-deps.sh`).
 #![allow(clippy::unwrap_used, clippy::panic)]
@@ -12,7 +13,7 @@
 use crate::support;
 
 use ldap3::controls::{ControlType, PagedResults};
-use ldap3::{LdapConnAsync, Scope};
+use ldap3::{LdapConnAsync, Scope, SearchEntry};
 use std::time::Duration;
 use support::router::Router;
 use support::slapd::{one_dsa_knowledge, Slapd, SlapdConfig, ROUTER_PW};
@@ -22,18 +23,24 @@ const DEMOCORP: &str = "o=DEMOCORP,c=AU";
 /// One page of 10 of `ou=people` with `cookie` (replaced by the next):
 /// (entries, result code, message).
 async fn page(l: &mut ldap3::Ldap, cookie: &mut Vec<u8>) -> (usize, u32, String) {
+    let (dns, code, text) = page_at(l, &format!("ou=people,{DEMOCORP}"), cookie).await;
+    (dns.len(), code, text)
+}
+
+/// One page of 10 of the users under `base` with `cookie` (replaced by
+/// the next): (entry DNs, result code, message).
+async fn page_at(
+    l: &mut ldap3::Ldap,
+    base: &str,
+    cookie: &mut Vec<u8>,
+) -> (Vec<String>, u32, String) {
     let r = tokio::time::timeout(
         Duration::from_secs(20),
         l.with_controls(PagedResults {
             size: 10,
             cookie: cookie.clone(),
         })
-        .search(
-            &format!("ou=people,{DEMOCORP}"),
-            Scope::Subtree,
-            "(uid=*)",
-            vec!["1.1"],
-        ),
+        .search(base, Scope::Subtree, "(uid=*)", vec!["1.1"]),
     )
     .await
     .expect("the page came in time")
@@ -44,7 +51,11 @@ async fn page(l: &mut ldap3::Ldap, cookie: &mut Vec<u8>) -> (usize, u32, String)
             .find(|c| matches!(c.0, Some(ControlType::PagedResults)))
             .map(|c| c.1.parse::<PagedResults>().cookie)
             .unwrap_or_default();
-    (r.0.len(), r.1.rc, r.1.text)
+    let dns =
+        r.0.into_iter()
+            .map(|e| SearchEntry::construct(e).dn)
+            .collect();
+    (dns, r.1.rc, r.1.text)
 }
 
 async fn connect(url: &str) -> ldap3::Ldap {
@@ -115,6 +126,111 @@ fn a_paged_search_whose_dsa_connection_was_lost_gets_the_routers_answer() {
             total,
             support::slapd::SEED_USERS + 2,
             "alice, bob and the users"
+        );
+    });
+}
+
+/// Two DSAs under `c=AU`: `D1` (`o=DEMOCORP`) and `D2` (`o=OTHER`).
+fn two_dsa_knowledge(dir: &std::path::Path, ports: [u16; 2]) -> std::path::PathBuf {
+    let mut k = String::new();
+    for (name, o, port) in [("D1", "DEMOCORP", ports[0]), ("D2", "OTHER", ports[1])] {
+        k.push_str(&format!(
+            "set dsa \"{name}\" =\n{{\n\
+             \x20   prefix            = <c AU><o {o}>\n\
+             \x20   ldap-dsa-name     = <c AU><o {o}><cn router>\n\
+             \x20   ldap-dsa-password = \"{ROUTER_PW}\"\n\
+             \x20   address           = tcp \"127.0.0.1\" port {port}\n\
+             \x20   dsa-flags         = multi-write\n\
+             \x20   trust-flags       = trust-conveyed-originator\n\
+             }};\n"
+        ));
+    }
+    let path = dir.join("router.dxg");
+    std::fs::write(&path, k).unwrap();
+    path
+}
+
+/// A paged search at `c=AU` spans D1 and D2: the router pages it, one
+/// partition after the other, its cookie holding the DSA's. The DSA being
+/// read restarts between pages: the next page gets the router's 52 naming
+/// it (before, slapd's "paged results cookie is invalid", protocolError);
+/// the router's cookie on another connection of the client gets 52 too;
+/// from the first page the search reads both partitions to the end.
+#[test]
+fn a_spanning_paged_search_whose_dsa_connection_was_lost_gets_the_routers_answer() {
+    const OTHER: &str = "o=OTHER,c=AU";
+    let mut s = [
+        Slapd::start(SlapdConfig::seeded("PAGED1", &[DEMOCORP])),
+        Slapd::start(SlapdConfig::seeded("PAGED2", &[OTHER])),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let r = Router::start_with(
+        &two_dsa_knowledge(dir.path(), [s[0].port, s[1].port]),
+        dir.path(),
+        &["--probe-interval", "0.2"],
+    );
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut routed = connect(&r.url).await;
+        let mut rc = Vec::new();
+        let (dns, code, text) = page_at(&mut routed, "c=AU", &mut rc).await;
+        assert_eq!((dns.len(), code), (10, 0), "{text}");
+        assert!(!rc.is_empty());
+        // The partition being read: the DSA whose slapd restarts.
+        let i = usize::from(!dns[0].to_ascii_lowercase().ends_with("o=democorp,c=au"));
+        let dsa = ["D1", "D2"][i];
+        println!("first page from {dsa}");
+        // Another connection of the client's, with this one's cookie: the
+        // DSA's cookie is not valid there.
+        let mut other = connect(&r.url).await;
+        let got = page_at(&mut other, "c=AU", &mut rc.clone()).await;
+        println!("another connection, the same cookie: {got:?}");
+        assert_eq!(got.1, 52, "{got:?}");
+        assert!(got.2.contains("read on another connection"), "{got:?}");
+        // The first connection's pages are untouched by that.
+        let mut next = rc.clone();
+        let (dns, code, text) = page_at(&mut routed, "c=AU", &mut next).await;
+        assert_eq!((dns.len(), code), (10, 0), "{text}");
+        let rc = next;
+        s[i].restart();
+        let got = page_at(&mut routed, "c=AU", &mut rc.clone()).await;
+        println!("router, the next page after {dsa} restarted: {got:?}");
+        assert_eq!(got.1, 52, "unavailable: {got:?}");
+        assert!(
+            got.2
+                .contains(&format!("paged search's connection to DSA {dsa} was lost")),
+            "{got:?}"
+        );
+        let again = page_at(&mut routed, "c=AU", &mut rc.clone()).await;
+        assert_eq!(again.1, 52, "{again:?}");
+        // From the first page, both partitions to the end once the DSA is
+        // up again.
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        let mut cookie = Vec::new();
+        let mut all = loop {
+            let (dns, code, text) = page_at(&mut routed, "c=AU", &mut cookie).await;
+            if code == 0 {
+                break dns;
+            }
+            assert_eq!(code, 52, "{text}");
+            assert!(std::time::Instant::now() < deadline, "{text}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        while !cookie.is_empty() {
+            let (dns, code, text) = page_at(&mut routed, "c=AU", &mut cookie).await;
+            assert_eq!(code, 0, "{text}");
+            all.extend(dns);
+        }
+        let uniq: std::collections::BTreeSet<_> =
+            all.iter().map(|d| d.to_ascii_lowercase()).collect();
+        assert_eq!(uniq.len(), all.len(), "an entry came twice");
+        assert_eq!(
+            all.len(),
+            2 * (support::slapd::SEED_USERS + 2),
+            "alice, bob and the users of both partitions"
         );
     });
 }
