@@ -12,6 +12,13 @@ router in front of them with an admin token; then, in the page:
 * the `drain` button drains the other DSA through the API;
 * a second router without a token (loopback, same-origin, the page sends
   X-Dsa-Router): its page drains and enables too;
+* replication lag (with DSA_PAGE_REPLICA="P_PORT C_PORT C_PID": a slapd
+  provider and a refreshOnly consumer of o=DEMOCORP,c=AU the caller runs):
+  a third router in front of both (--csn-interval 100ms,
+  --max-replication-lag 2s) while P takes a write every 0.2 s: the lag
+  column shows P at 0 and C's lag growing until C shows `lagging`; C
+  stopped (SIGSTOP) shows an unknown lag, and continued (SIGCONT) a number
+  again;
 * the browser logged no Content-Security-Policy violation.
 
 Usage: status_page.py ROUTER_BINARY SCREENSHOT_PNG
@@ -86,6 +93,68 @@ def until(what, check, secs=15):
 def state(driver, dsa):
     cells = driver.find_elements(By.CSS_SELECTOR, f'tr[data-dsa="{dsa}"] [data-state]')
     return cells[0].get_attribute("data-state") if cells else None
+
+
+def lag(driver, dsa):
+    """The lag cell's text of `dsa`: seconds, 'unknown', or None (none)."""
+    cells = driver.find_elements(By.CSS_SELECTOR, f'tr[data-dsa="{dsa}"] td[data-lag]')
+    return cells[0].text if cells else None
+
+
+def seconds(text):
+    m = re.fullmatch(r"(\d+\.\d{3}) s", text or "")
+    return float(m.group(1)) if m else None
+
+
+def replication_lag(driver, work, p_port, c_port, c_pid):
+    """The lag column with a provider P and a consumer C behind a router."""
+    know = os.path.join(work, "replica.dxg")
+    with open(know, "w") as f:
+        for n, p in [("P", p_port), ("C", c_port)]:
+            f.write(f'set dsa "{n}" = {{ prefix = <c AU><o DEMOCORP> address = tcp "127.0.0.1" port {p} '
+                    f'dsa-flags = load-share load-share-group = "R" }};\n')
+    admin3 = port()
+    spawn([BIN, "serve", "--knowledge", know, "--listen", f"127.0.0.1:{port()}",
+           "--admin", f"127.0.0.1:{admin3}", "--csn-interval", "100ms", "--max-replication-lag", "2s"],
+          open(os.path.join(work, "router3.log"), "w"))
+    listening(admin3)
+    # P takes a write every 0.2 s; C pulls only every 30 s (refreshOnly).
+    stop_writes = threading.Event()
+
+    def writes():
+        i = 0
+        while not stop_writes.is_set():
+            i += 1
+            ldif = f"dn: uid=user0001,ou=people,o=DEMOCORP,c=AU\nchangetype: modify\nreplace: description\ndescription: {i}\n"
+            subprocess.run(["ldapmodify", "-x", "-H", f"ldap://127.0.0.1:{p_port}", "-D", "cn=admin,o=DEMOCORP,c=AU",
+                            "-w", "secret"], input=ldif.encode(), stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, timeout=10)
+            time.sleep(0.2)
+
+    threading.Thread(target=writes, daemon=True).start()
+    try:
+        driver.get(f"http://127.0.0.1:{admin3}/")
+        until("P's lag shown as 0", lambda: seconds(lag(driver, "P")) == 0.0)
+        until("C's lag shown", lambda: seconds(lag(driver, "C")) is not None)
+        first = seconds(lag(driver, "C"))
+        # Between C's refreshes its lag grows with P's writes: past the
+        # 2 s bound C is out of reads (lagging), its lag the reason.
+        until("C's lag grows past 2 s", lambda: (seconds(lag(driver, "C")) or 0) > 2.2, secs=45)
+        until("C lagging", lambda: state(driver, "C") == "lagging", secs=10)
+        reason = driver.find_element(By.CSS_SELECTOR, 'tr[data-dsa="C"] td.reason').text
+        if "replication lag" not in reason:
+            raise SystemExit(f"C lagging for {reason!r}")
+        print(f"page: lag column P {lag(driver, 'P')}, C grew from {first} to {lag(driver, 'C')}: C lagging ({reason})")
+        os.kill(int(c_pid), signal.SIGSTOP)
+        try:
+            until("C's lag unknown while C is stopped", lambda: lag(driver, "C") == "unknown", secs=15)
+            print("page: C stopped (SIGSTOP): lag unknown")
+        finally:
+            os.kill(int(c_pid), signal.SIGCONT)
+        until("C's lag a number again after SIGCONT", lambda: seconds(lag(driver, "C")) is not None, secs=15)
+        print(f"page: C continued: lag {lag(driver, 'C')}")
+    finally:
+        stop_writes.set()
 
 
 def main():
@@ -176,6 +245,10 @@ def main():
         driver.find_element(By.CSS_SELECTOR, 'button[data-dsa="__proto__"][data-action="enable"]').click()
         until("__proto__ up (no token)", lambda: state(driver, "__proto__") == "up")
         print("page without a token: __proto__ drained and enabled")
+
+        replica = os.environ.get("DSA_PAGE_REPLICA")
+        if replica:
+            replication_lag(driver, work, *replica.split())
 
         logs = driver.get_log("browser")
         csp = [e["message"] for e in logs if "Content Security Policy" in e["message"] or "Refused to" in e["message"]]

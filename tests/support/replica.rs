@@ -113,7 +113,10 @@ pub fn pair(suffix: &str, mode: Mode) -> (Slapd, Slapd) {
     let text = std::fs::read_to_string(&conf).unwrap();
     let with = text.replacen(
         SYNCPROV,
-        &format!("{}multiprovider on\n{SYNCPROV}", syncrepl(2, b.port, suffix, mode)),
+        &format!(
+            "{}multiprovider on\n{SYNCPROV}",
+            syncrepl(2, b.port, suffix, mode)
+        ),
         1,
     );
     assert_ne!(text, with, "A's slapd.conf has no syncprov section");
