@@ -280,6 +280,10 @@ SECTIONS = [
     ("span-", "A subtree search at c=AU spanning two partitions"),
     ("pos-", "Replication positions: dsa-router reading contextCSN (default --csn-interval) against --csn-interval 0"),
 ]
+# Runs without the positions group point to its own report.
+POSITIONS_POINTER = ("The cost of replication positions (CPU per operation with and without, "
+                     "the readings' traffic per DSA) is measured by `ROW_GROUPS=positions "
+                     "bench/compare.sh`, which writes [benchmarks-positions.md](benchmarks-positions.md).")
 SECTION_ORDER = ["direct", "meta", "haproxy", "haproxy-1t", "router-off", "router"]
 
 
@@ -637,6 +641,8 @@ def cmd_report(work, out_path):
                   "spanning rows, the two partitions' slapd):\n")
         md.append(render_table(detail_headers, detail, True))
         md.append("")
+        if not any(section_prefix(r["key"]) == "pos-" for r in all_rows):
+            md.append(POSITIONS_POINTER + "\n")
         if targets:
             md.append("### Project targets\n")
             md.append("Each target is judged on the median over the rounds of the ratio between "
