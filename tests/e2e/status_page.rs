@@ -28,7 +28,8 @@ fn the_status_page_shows_dsas_going_down_and_drains_them_in_chromium() {
         );
     }
     let dir = tempfile::tempdir().unwrap();
-    // DSA_ROUTER_PAGE_SHOT=docs/status-page.png keeps the screenshot.
+    // DSA_ROUTER_PAGE_SHOT=docs/status-page.png keeps the screenshots (and
+    // docs/status-page-lag.png, the lag column).
     let shot = std::env::var("DSA_ROUTER_PAGE_SHOT")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|_| dir.path().join("status-page.png"));
@@ -63,6 +64,7 @@ fn the_status_page_shows_dsas_going_down_and_drains_them_in_chromium() {
         "__proto__ and constructor up",
         "constructor down and up again with T2",
         "page without a token: __proto__ drained and enabled",
+        "page: positions read, no operations shown",
         "page: lag column P 0.000 s, C grew from",
         "page: C stopped (SIGSTOP): lag unknown",
         "page: C continued: lag",

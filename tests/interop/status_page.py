@@ -18,7 +18,8 @@ router in front of them with an admin token; then, in the page:
   --max-replication-lag 2s) while P takes a write every 0.2 s: the lag
   column shows P at 0 and C's lag growing until C shows `lagging`; C
   stopped (SIGSTOP) shows an unknown lag, and continued (SIGCONT) a number
-  again;
+  again; a screenshot with C lagging is saved beside the first one
+  (NAME-lag.png);
 * the browser logged no Content-Security-Policy violation.
 
 Usage: status_page.py ROUTER_BINARY SCREENSHOT_PNG
@@ -95,6 +96,28 @@ def state(driver, dsa):
     return cells[0].get_attribute("data-state") if cells else None
 
 
+def press(driver, dsa, action, want, what, secs=15):
+    """Clicks `dsa`'s `action` button until its state is `want`: the page
+    re-renders its rows every 2 s, and a click landing on a row being
+    replaced is lost (seen on a loaded machine)."""
+    end = time.time() + secs
+    while time.time() < end:
+        try:
+            driver.find_element(By.CSS_SELECTOR, f'button[data-dsa="{dsa}"][data-action="{action}"]').click()
+        except Exception:  # the row was replaced under us: again
+            time.sleep(0.1)
+            continue
+        wait = time.time() + 3
+        while time.time() < wait:
+            try:
+                if state(driver, dsa) == want:
+                    return
+            except Exception:  # re-rendered while read
+                pass
+            time.sleep(0.1)
+    raise SystemExit(f"not seen within {secs} s: {what}")
+
+
 def lag(driver, dsa):
     """The lag cell's text of `dsa`: seconds, 'unknown', or None (none)."""
     cells = driver.find_elements(By.CSS_SELECTOR, f'tr[data-dsa="{dsa}"] td[data-lag]')
@@ -136,15 +159,37 @@ def replication_lag(driver, work, p_port, c_port, c_pid):
         driver.get(f"http://127.0.0.1:{admin3}/")
         until("P's lag shown as 0", lambda: seconds(lag(driver, "P")) == 0.0)
         until("C's lag shown", lambda: seconds(lag(driver, "C")) is not None)
-        first = seconds(lag(driver, "C"))
-        # Between C's refreshes its lag grows with P's writes: past the
-        # 2 s bound C is out of reads (lagging), its lag the reason.
-        until("C's lag grows past 2 s", lambda: (seconds(lag(driver, "C")) or 0) > 2.2, secs=45)
+        # Nobody sends this router operations: the readings (10 a second
+        # per DSA) are not counted as served operations.
+        time.sleep(4.5)  # two refreshes of the page, at least
+        ops = {n: driver.find_element(By.CSS_SELECTOR, f'tr[data-dsa="{n}"] td[data-label="ops/s"]').text
+               for n in ["P", "C"]}
+        if ops != {"P": "0.0", "C": "0.0"}:
+            raise SystemExit(f"the position readings show as operations: ops/s {ops}")
+        print(f"page: positions read, no operations shown: ops/s {ops}")
+        # Between C's refreshes its lag grows with P's writes (a CSN-time
+        # lag: from P's first write on, the time between the newest CSN C
+        # has and P's newest): seen rising by over a second; past the 2 s
+        # bound C is out of reads (lagging), its lag the reason.
+        seen = {"low": None, "now": None}
+
+        def grew():
+            now = seconds(lag(driver, "C"))
+            if now is None:
+                return False
+            if seen["low"] is None or now < seen["low"]:  # first, or C refreshed
+                seen["low"] = now
+            seen["now"] = now
+            return now > seen["low"] + 1.0 and now > 2.2
+
+        until("C's lag grows by a second, past 2 s", grew, secs=45)
         until("C lagging", lambda: state(driver, "C") == "lagging", secs=10)
         reason = driver.find_element(By.CSS_SELECTOR, 'tr[data-dsa="C"] td.reason').text
         if "replication lag" not in reason:
             raise SystemExit(f"C lagging for {reason!r}")
-        print(f"page: lag column P {lag(driver, 'P')}, C grew from {first} to {lag(driver, 'C')}: C lagging ({reason})")
+        print(f"page: lag column P {lag(driver, 'P')}, C grew from {seen['low']:.3f} s to {seen['now']:.3f} s: "
+              f"C lagging ({reason})")
+        driver.save_screenshot(SHOT.replace(".png", "-lag.png"))
         os.kill(int(c_pid), signal.SIGSTOP)
         try:
             until("C's lag unknown while C is stopped", lambda: lag(driver, "C") == "unknown", secs=15)
@@ -224,11 +269,9 @@ def main():
         print("page: T2 up again")
         print("page: constructor down and up again with T2")
 
-        driver.find_element(By.CSS_SELECTOR, 'button[data-dsa="T1"][data-action="drain"]').click()
-        until("T1 draining after the drain button", lambda: state(driver, "T1") == "draining")
+        press(driver, "T1", "drain", "draining", "T1 draining after the drain button")
         print("page: T1 draining (drain button)")
-        driver.find_element(By.CSS_SELECTOR, 'button[data-dsa="T1"][data-action="enable"]').click()
-        until("T1 up after the enable button", lambda: state(driver, "T1") == "up")
+        press(driver, "T1", "enable", "up", "T1 up after the enable button")
         print("page: T1 enabled again")
 
         # A router without a token: the page works as is (same origin,
@@ -240,10 +283,8 @@ def main():
         listening(admin2)
         driver.get(f"http://127.0.0.1:{admin2}/")
         until("T1 up on the page of the router without a token", lambda: state(driver, "T1") == "up")
-        driver.find_element(By.CSS_SELECTOR, 'button[data-dsa="__proto__"][data-action="drain"]').click()
-        until("__proto__ draining (no token)", lambda: state(driver, "__proto__") == "draining")
-        driver.find_element(By.CSS_SELECTOR, 'button[data-dsa="__proto__"][data-action="enable"]').click()
-        until("__proto__ up (no token)", lambda: state(driver, "__proto__") == "up")
+        press(driver, "__proto__", "drain", "draining", "__proto__ draining (no token)")
+        press(driver, "__proto__", "enable", "up", "__proto__ up (no token)")
         print("page without a token: __proto__ drained and enabled")
 
         replica = os.environ.get("DSA_PAGE_REPLICA")
