@@ -278,8 +278,13 @@ SECTIONS = [
     ("bind-", "Binds as random users on persistent connections"),
     ("bulk-", "One large search streamed (ops/s: entries per second; CPU per entry)"),
     ("span-", "A subtree search at c=AU spanning two partitions"),
+    ("pos-", "Replication positions: dsa-router reading contextCSN (default --csn-interval) against --csn-interval 0"),
 ]
-SECTION_ORDER = ["direct", "meta", "haproxy", "haproxy-1t", "router"]
+# Runs without the positions group point to its own report.
+POSITIONS_POINTER = ("The cost of replication positions (CPU per operation with and without, "
+                     "the readings' traffic per DSA) is measured by `ROW_GROUPS=positions "
+                     "bench/compare.sh`, which writes [benchmarks-positions.md](benchmarks-positions.md).")
+SECTION_ORDER = ["direct", "meta", "haproxy", "haproxy-1t", "router-off", "router"]
 
 
 def section_prefix(key):
@@ -374,9 +379,10 @@ def section_tables(rows, by):
         if not keys:
             continue
         is_lat = pfx.startswith("lat")
-        # The bulk stream's target is against direct; the others' against
-        # the cheaper HAProxy (spanning: back-meta).
-        ref = by.get(pfx + "direct") if pfx == "bulk-" else (
+        # The bulk stream's target is against direct; positions' against
+        # the router without them; the others' against the cheaper
+        # HAProxy (spanning: back-meta).
+        ref = by.get(pfx + "direct") if pfx == "bulk-" else by.get(pfx + "router-off") if pfx == "pos-" else (
             cheaper(by, pfx + "haproxy", pfx + "haproxy-1t") or by.get(pfx + "meta"))
         direct = by.get(pfx + "direct")
         headers = ["path", "ops/s", "p50 ms", "p99 ms", "p99.9 ms"]
@@ -635,6 +641,8 @@ def cmd_report(work, out_path):
                   "spanning rows, the two partitions' slapd):\n")
         md.append(render_table(detail_headers, detail, True))
         md.append("")
+        if not any(section_prefix(r["key"]) == "pos-" for r in all_rows):
+            md.append(POSITIONS_POINTER + "\n")
         if targets:
             md.append("### Project targets\n")
             md.append("Each target is judged on the median over the rounds of the ratio between "

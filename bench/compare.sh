@@ -26,6 +26,14 @@
 #   spanning  a subtree search at c=AU (uid=userNNNN) over two partitions
 #             (two slapd, o=DEMOCORP,c=AU and o=OTHERCORP,c=AU): dsa-router
 #             with two partitions against back-meta with two targets
+#   positions (not run by default) the cost of replication positions: two
+#             more slapd, a provider (syncprov) and a consumer (syncrepl
+#             refreshAndPersist), behind two dsa-router, one reading
+#             positions at the default --csn-interval and one with
+#             --csn-interval 0 (off): CPU per operation with and without,
+#             and, idle for POSITIONS_IDLE seconds, the readings' traffic
+#             per DSA (the router's /metrics counters) and the CPU they
+#             cost the router and each slapd
 # Then the extras: 10,000 idle client connections to dsa-router (its RSS),
 # and a 100,000-entry search streamed through it (its peak RSS growth).
 # Writes docs/benchmarks.md (machine, versions, command, tables, targets).
@@ -59,6 +67,7 @@
 #                              same round (the plain group's row, else a run
 #                              of its own)
 #   BULK_STREAM_ENTRIES [1000000, quick 10000]   the bulk group's entries
+#   POSITIONS_IDLE [30, quick 3]   the positions group's idle measurement, s
 #   ROUNDS [1]                 repeat the whole sequence of paths; the table
 #                              shows per-path medians (for a noisy machine)
 #   USERS [2000]               uid=user0000.. entries in each slapd
@@ -93,7 +102,9 @@
 #                              (e.g. "--client-queue 100000")
 #   NOFILE [65536]             fd limit asked for dsa-router and the idle
 #                              client (capped at the hard limit)
-#   OUT [docs/benchmarks.md; quick: none]   markdown output ('-': none)
+#   OUT [docs/benchmarks.md; ROW_GROUPS=positions alone:
+#                              docs/benchmarks-positions.md; quick: none]
+#                              markdown output ('-': none)
 #   CHECK [1; quick 0]         1: exit 1 when a path fails or has errors,
 #                              3 when a project target FAILs
 #   NO_BUILD [0]               1: do not build; else `cargo build --release
@@ -136,7 +147,7 @@ done
 
 # Which settings were given explicitly (recorded in the report's command).
 ENV_GIVEN=()
-for v in ROW_GROUPS CONNECTIONS DEPTH DURATION WARMUP MIX MIX_BIND LOAD_PCTS BULK_STREAM_ENTRIES ROUNDS USERS \
+for v in ROW_GROUPS CONNECTIONS DEPTH DURATION WARMUP MIX MIX_BIND LOAD_PCTS BULK_STREAM_ENTRIES POSITIONS_IDLE ROUNDS USERS \
     HAPROXY_NBTHREAD META_LAYOUT EXTRAS IDLE_CONNS BULK_ENTRIES BULK_ROUTER_ARGS ROUTER_ARGS PATHS NOFILE CHECK \
     DSA_ROUTER DSA_BENCH DSA_ROUTER_BASELINE; do
     if [ -n "${!v+x}" ]; then ENV_GIVEN+=("$v=$(printf %q "${!v}")"); fi
@@ -148,6 +159,7 @@ if [ "$QUICK" = 1 ]; then
     IDLE_CONNS=${IDLE_CONNS:-1000}
     BULK_ENTRIES=${BULK_ENTRIES:-10000}
     BULK_STREAM_ENTRIES=${BULK_STREAM_ENTRIES:-10000}
+    POSITIONS_IDLE=${POSITIONS_IDLE:-3}
     CHECK=${CHECK:-0}
     OUT=${OUT:--}
 fi
@@ -161,13 +173,14 @@ LOAD_PCTS=${LOAD_PCTS:-50 80}
 BULK_STREAM_ENTRIES=${BULK_STREAM_ENTRIES:-1000000}
 ROW_GROUPS=${ROW_GROUPS:-plain latency tls bind bulk spanning}
 for g in $ROW_GROUPS; do
-    case "$g" in plain | latency | tls | bind | bulk | spanning) ;; *)
-        echo "compare.sh: unknown group '$g' in ROW_GROUPS (plain latency tls bind bulk spanning)" >&2
+    case "$g" in plain | latency | tls | bind | bulk | spanning | positions) ;; *)
+        echo "compare.sh: unknown group '$g' in ROW_GROUPS (plain latency tls bind bulk spanning positions)" >&2
         exit 2
         ;;
     esac
 done
 has_group() { [[ " $ROW_GROUPS " == *" $1 "* ]]; }
+POSITIONS_IDLE=${POSITIONS_IDLE:-30}
 ROUNDS=${ROUNDS:-1}
 USERS=${USERS:-2000}
 HAPROXY_NBTHREAD=${HAPROXY_NBTHREAD:-$(nproc)}
@@ -177,6 +190,7 @@ IDLE_CONNS=${IDLE_CONNS:-10000}
 if has_group bulk; then BULK_ENTRIES=${BULK_ENTRIES:-100000}; else BULK_ENTRIES=${BULK_ENTRIES:-100000 1000000}; fi
 NOFILE=${NOFILE:-65536}
 CHECK=${CHECK:-1}
+if [ "$(echo $ROW_GROUPS)" = positions ]; then OUT=${OUT:-$ROOT/docs/benchmarks-positions.md}; fi
 OUT=${OUT:-$ROOT/docs/benchmarks.md}
 NO_BUILD=${NO_BUILD:-0}
 KEEP=${KEEP:-0}
@@ -435,7 +449,9 @@ config_file() { printf '%s\t%s\n' "$1" "$2" >>"$WORK/configs.tsv"; }
 log "generating $USERS users"
 "$PY" "$LIB" ldif-people "$USERS" >"$WORK/people.ldif"
 
-# write_slapd_conf DIR KIND [URI...]: KIND mdb (data in DIR/db), meta,
+# write_slapd_conf DIR KIND [URI...]: KIND mdb (data in DIR/db), mdbsync
+# (mdb with syncprov, publishing contextCSN; with CONF_SYNC_FROM=PORT a
+# syncrepl consumer, refreshAndPersist, of the slapd on PORT), meta,
 # asyncmeta, metaspan (back-meta at c=AU, each URI a target of its own with
 # its naming context); the suffix is CONF_SUFFIX (default SUFFIX); with
 # CONF_TLS=1 the server certificate (for an ldaps:// listener)
@@ -452,6 +468,7 @@ write_slapd_conf() {
             # back-meta and back-asyncmeta need back-ldap loaded first
             meta | metaspan) printf 'moduleload back_ldap\nmoduleload back_meta\n' ;;
             asyncmeta) printf 'moduleload back_ldap\nmoduleload back_asyncmeta\n' ;;
+            mdbsync) echo "moduleload syncprov" ;;
         esac
         echo "pidfile $dir/slapd.pid"
         echo "argsfile $dir/slapd.args"
@@ -465,7 +482,7 @@ write_slapd_conf() {
         fi
         echo
         case "$kind" in
-            mdb)
+            mdb | mdbsync)
                 mkdir -p "$dir/db"
                 cat <<EOF
 database mdb
@@ -483,6 +500,13 @@ access to attrs=userPassword
 access to *
   by * read
 EOF
+                if [ "$kind" = mdbsync ]; then
+                    echo "index entryCSN,entryUUID eq"
+                    if [ -n "${CONF_SYNC_FROM:-}" ]; then
+                        echo "syncrepl rid=001 provider=ldap://127.0.0.1:$CONF_SYNC_FROM bindmethod=simple binddn=\"cn=admin,$sfx\" credentials=secret searchbase=\"$sfx\" type=refreshAndPersist retry=\"1 +\" timeout=3"
+                    fi
+                    printf 'overlay syncprov\nsyncprov-checkpoint 100 1\n'
+                fi
                 ;;
             meta | asyncmeta | metaspan)
                 echo "database ${kind%span}"
@@ -771,7 +795,7 @@ ROUTER_NAME=""
 launch_router() {
     SVC_LOG="$WORK/router/$ROUTER_NAME.log"
     spawn "$SVC_LOG" "$NOFILE" "$BIN" serve --knowledge "$ROUTER_KNOW" --listen "127.0.0.1:$PORT" \
-        --admin none --probe-interval 1 "${ROUTER_EXTRA[@]}"
+        --admin "${ROUTER_ADMIN:-none}" --probe-interval 1 "${ROUTER_EXTRA[@]}"
 }
 router_ready() { one_entry "$1"; }
 new_router() { # NAME KNOWLEDGE READY_FN EXTRA_ARGS...
@@ -810,7 +834,7 @@ fi
 # The other groups' servers (bench/groups.sh).
 # shellcheck source=bench/groups.sh
 source "$ROOT/bench/groups.sh"
-for g in tls bulk spanning; do
+for g in tls bulk spanning positions; do
     if has_group "$g"; then "setup_$g"; fi
 done
 
@@ -964,11 +988,12 @@ for ((round = 1; round <= ROUNDS; round++)); do
     [ "$ROUNDS" -gt 1 ] && log "round $round of $ROUNDS"
     ROUND_START=$(wc -l <"$WORK/results.jsonl")
     export BENCH_ROUND=$round # recorded in each row (benchlib.py pairs rows by it)
-    for g in plain latency tls bind bulk spanning; do
+    for g in plain latency tls bind bulk spanning positions; do
         if has_group "$g"; then "round_$g"; fi
     done
 done
 ACCESS_LINES=$(wc -l <"$ACCESS_LOG_FILE" || echo 0)
+has_group positions && positions_idle
 
 LOADAVG_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 
@@ -1111,7 +1136,7 @@ fi
 
 # The rows each group must have produced (within PATHS, when given).
 EXPECTED=""
-for g in plain latency tls bind bulk spanning; do
+for g in plain latency tls bind bulk spanning positions; do
     has_group "$g" || continue
     case $g in
         plain) keys="direct haproxy haproxy-1t meta asyncmeta router router-1thread router-accesslog haproxy-churn haproxy-1t-churn router-churn" ;;
@@ -1120,6 +1145,7 @@ for g in plain latency tls bind bulk spanning; do
         bind) keys="bind-haproxy bind-haproxy-1t bind-router" ;;
         bulk) keys="bulk-direct bulk-haproxy bulk-haproxy-1t bulk-router" ;;
         spanning) keys="span-meta span-router" ;;
+        positions) keys="pos-router-off pos-router" ;;
     esac
     for k in $keys; do
         if [ -z "${PATHS:-}" ] || [[ " $PATHS " == *" $k "* ]]; then EXPECTED+="$k "; fi
@@ -1129,6 +1155,7 @@ has_group latency && note "Group latency: each round, fixed offered loads of $LO
 has_group tls && note "Group tls: a CA and one RSA 2048 server certificate for 127.0.0.1 (openssl). HAProxy terminates LDAPS with \`bind ... ssl crt\` (OpenSSL, its session cache and tickets on by default) to the plain slapd; dsa-router with --tls-cert/--tls-key --ldaps-listen (rustls, its default session cache and tickets). dsa-bench verifies the certificate (--ca-file); 'connection per op' makes a full handshake per connection, 'resumed' shares one client session cache across its connections (--tls-resume, as a client library's process does; the JSON counts the resumed handshakes). The rows 'LDAPS to LDAPS slapd': slapd #1 and #2 also listen on ldaps:// with the same certificate; HAProxy \`server ... ssl verify required ca-file\`, dsa-router \`link-flags = dsp-ldap, ssl-encryption\` with --dsa-ca."
 has_group bind && note "Group bind: \`dsa-bench --mix $MIX_BIND --depth 1\` on $CONNECTIONS persistent connections: each bind is a simple bind as a random user (password pw), then searches follow as that user."
 has_group bulk && note "Group bulk: a slapd holding $BULK_STREAM_ENTRIES entries under ou=bulk,$SUFFIX; each round one \`ldapsearch -z 0 '(objectClass=*)' dn\` into a file, direct, through both HAProxy (a frontend of their own to that slapd) and through a dsa-router with that slapd as its only DSA; 'ops/s' is entries per second, CPU per entry."
+has_group positions && note "Group positions: two more slapd with the users, a provider (syncprov, syncprov-checkpoint 100 1) and a consumer (syncrepl refreshAndPersist from it, bound as its rootdn), both publishing contextCSN; two dsa-router with both in one load-share group, one reading positions at the default --csn-interval (100 ms: a base read of contextCSN per DSA on a connection of its own, bound as the router's identity, here anonymous) and one with --csn-interval 0; \`dsa-bench --mix $MIX\` (reads only: the cost measured is the poller's and the read gate's, not read-your-writes' per write). 'CPU/op vs ref' is the router with positions over the one without, per round. The extra row: both idle for $POSITIONS_IDLE s, the readings per DSA (requests and bytes, the router's counters) and the CPU meanwhile."
 has_group spanning && note "Group spanning: two more slapd, one holding $SUFFIX (users 0..$((USERS / 2 - 1))) and one o=OTHERCORP,c=AU (the rest), each with ou=people; \`dsa-bench --base c=AU --mix eq=100\`: a subtree search at c=AU for (uid=userNNNN), found in one partition. back-meta: suffix c=AU, one target per partition (uri ldap://.../o=DEMOCORP,c=AU and .../o=OTHERCORP,c=AU); dsa-router: knowledge with the two partitions. HAProxy cannot split a search between servers."
 
 RUNTIME="$(($(date +%s) - T_START)) s (plus ${BUILD_SECS} s for checks and the build)"

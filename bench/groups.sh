@@ -231,3 +231,89 @@ round_spanning() {
     done
 }
 
+
+# Group positions: a provider (syncprov) and a consumer (syncrepl
+# refreshAndPersist) of the users, each publishing contextCSN, behind two
+# routers: positions read at the default --csn-interval (with an admin
+# API, for the readings' counters) and positions off (--csn-interval 0).
+setup_positions() {
+    new_slapd slapd-posP mdbsync "$WORK/people.ldif"
+    P_POSP=$S_PORT PID_POSP=$S_PID
+    config_file "slapd provider of the positions group (slapd.conf)" "$S_DIR/slapd.conf"
+    CONF_SYNC_FROM=$P_POSP new_slapd slapd-posC mdbsync -
+    P_POSC=$S_PORT PID_POSC=$S_PID
+    config_file "slapd consumer of the positions group (slapd.conf)" "$S_DIR/slapd.conf"
+    local last end
+    last="(uid=user$(printf %04d $((USERS - 1))))"
+    end=$(($(date +%s) + 120))
+    until [ "$(count_entries "ldap://127.0.0.1:$P_POSC/" "$SUFFIX" "$last" uid || echo 0)" = 1 ]; do
+        [ "$(date +%s)" -lt "$end" ] || die "the positions group's consumer did not replicate $last within 120 s"
+        sleep 0.2
+    done
+    write_knowledge "$WORK/router/pos.dxg" "P:$P_POSP" "C:$P_POSC"
+    pick_port
+    P_POS_ADMIN=$PORT
+    # shellcheck disable=SC2086
+    ROUTER_ADMIN=127.0.0.1:$P_POS_ADMIN new_router router-pos "$WORK/router/pos.dxg" router_ready --no-access-log ${ROUTER_ARGS:-}
+    P_RPOS=$S_PORT PID_RPOS=$S_PID
+    # shellcheck disable=SC2086
+    new_router router-posoff "$WORK/router/pos.dxg" router_ready --no-access-log --csn-interval 0 ${ROUTER_ARGS:-}
+    P_RPOSOFF=$S_PORT PID_RPOSOFF=$S_PID
+    # Positions are read: the router shows both DSAs' lag.
+    end=$(($(date +%s) + 30))
+    until [ "$(pos_metrics | awk '/^dsa_router_dsa_replication_lag_seconds\{/ && $2 >= 0 {n++} END {print n + 0}')" = 2 ]; do
+        [ "$(date +%s)" -lt "$end" ] || die "router-pos shows no replication lag for its two DSAs within 30 s"
+        sleep 0.2
+    done
+}
+
+# pos_metrics: router-pos's /metrics
+pos_metrics() {
+    "$PY" -c "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen('http://127.0.0.1:$P_POS_ADMIN/metrics', timeout=5).read().decode())"
+}
+
+round_positions() {
+    local key set="2 DSAs in one load-share group: a slapd provider (syncprov) and a consumer (syncrepl refreshAndPersist), ${ROUTER_ARGS:-defaults}"
+    for key in $(ordered pos-router-off pos-router); do
+        case $key in
+            pos-router-off) M_B1=$PID_POSP M_B2=$PID_POSC measure "$key" "dsa-router, positions off" "$P_RPOSOFF" "$PID_RPOSOFF" "--csn-interval 0; $set" ;;
+            pos-router) M_B1=$PID_POSP M_B2=$PID_POSC measure "$key" "dsa-router, positions on" "$P_RPOS" "$PID_RPOS" "--csn-interval 100ms (default); $set" ;;
+        esac
+    done
+}
+
+# positions_idle: with no load for POSITIONS_IDLE s, the readings' requests
+# and bytes per second per DSA (router-pos's counters) and the CPU of both
+# routers and both slapd (the positions-off router's CPU is the baseline).
+positions_idle() {
+    local m0 m1 t0 t1 c0 c1 o0 o1 p0 p1 q0 q1
+    log "positions: $POSITIONS_IDLE s idle, counting the readings"
+    m0=$(pos_metrics) t0=$(date +%s.%N)
+    c0=$(cpu_of "$PID_RPOS") o0=$(cpu_of "$PID_RPOSOFF") p0=$(cpu_of "$PID_POSP") q0=$(cpu_of "$PID_POSC")
+    sleep "$POSITIONS_IDLE"
+    m1=$(pos_metrics) t1=$(date +%s.%N)
+    c1=$(cpu_of "$PID_RPOS") o1=$(cpu_of "$PID_RPOSOFF") p1=$(cpu_of "$PID_POSP") q1=$(cpu_of "$PID_POSC")
+    local fig
+    fig=$("$PY" - "$t0" "$t1" "$CLK_TCK" "$c0" "$c1" "$o0" "$o1" "$p0" "$p1" "$q0" "$q1" 3<<<"$m0" 4<<<"$m1" <<'PYEOF'
+import os, sys
+t0, t1, tck = float(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
+c = [int(x) for x in sys.argv[4:]]
+def val(text, name):
+    for l in text.splitlines():
+        if l.startswith(name + " "):
+            return float(l.split()[1])
+    return 0.0
+m0, m1 = os.fdopen(3).read(), os.fdopen(4).read()
+secs = t1 - t0
+req = (val(m1, "dsa_router_replication_readings_total") - val(m0, "dsa_router_replication_readings_total")) / secs / 2
+byt = (val(m1, "dsa_router_replication_reading_bytes_total") - val(m0, "dsa_router_replication_reading_bytes_total")) / secs / 2
+ms = lambda a, b: (b - a) / tck * 1000 / secs
+print(f"{req:.1f}\t{byt:.0f}\t{ms(c[0], c[1]):.2f}\t{ms(c[2], c[3]):.2f}\t{ms(c[4], c[5]):.2f}\t{ms(c[6], c[7]):.2f}\t{secs:.1f}")
+PYEOF
+    )
+    local req byt rcpu ocpu pcpu qcpu secs
+    IFS=$'\t' read -r req byt rcpu ocpu pcpu qcpu secs <<<"$fig"
+    extra "Replication positions' probe traffic per DSA (group positions, idle, --csn-interval 100ms)" "$req requests/s, $byt bytes/s" \
+        "router-pos's dsa_router_replication_readings_total and _reading_bytes_total over ${secs} s without load, divided by its 2 DSAs; CPU meanwhile (ms per second, CLK_TCK $CLK_TCK resolution): router with positions $rcpu, router with --csn-interval 0 $ocpu, provider slapd $pcpu, consumer slapd $qcpu"
+    log "positions idle: $req requests/s and $byt bytes/s per DSA; CPU ms/s: router on $rcpu, off $ocpu, provider $pcpu, consumer $qcpu"
+}

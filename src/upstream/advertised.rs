@@ -95,7 +95,7 @@ pub(crate) async fn collect(
     });
     let id = conn
         .submit(
-            Pending::new(Sink::To(c), Op::fixed()),
+            Pending::new(Sink::To(c), Op::fixed()).own(),
             pdu,
             &h,
             None,

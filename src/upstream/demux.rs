@@ -116,9 +116,10 @@ fn refused_by_dsa(conn: &Conn, code: Option<u8>, pdu: &[u8], h: &Header) -> Opti
 }
 
 /// Count an operation that ended with `code` after `took`: its DSA's
-/// served and read latencies, the router's metrics.
+/// served and read latencies, the router's metrics (not the router's own
+/// requests: positions read ten times a second would show as operations).
 fn account(conn: &Conn, p: &Pending, code: Option<u8>, took: Duration) {
-    if p.for_client() {
+    if p.for_client() && !p.is_own() {
         conn.dsa.served.fetch_add(1, Ordering::Relaxed);
         p.record(code.unwrap_or(Code::Other as u8), took);
         if !p.is_write() && !p.is_persistent() {

@@ -127,6 +127,9 @@ impl Held {
 const MAX_HELD: usize = 4;
 
 /// An operation awaiting its responses.
+/// `Pending::op` of the router's own requests (no operation kind).
+const OWN: u8 = u8::MAX;
+
 pub struct Pending {
     sink: Sink,
     kind: Kind,
@@ -165,6 +168,20 @@ impl Pending {
         self.op = op;
         self.metrics = Some(metrics);
         self
+    }
+
+    /// A request of the router's own (a `contextCSN` reading, the
+    /// advertised features): delivered like a client's, but neither its
+    /// DSA's served count nor its read latencies count it.
+    pub fn own(mut self) -> Pending {
+        self.op = OWN;
+        self.metrics = None;
+        self
+    }
+
+    /// Whether it is a request of the router's own ([`Pending::own`]).
+    pub fn is_own(&self) -> bool {
+        self.op == OWN
     }
 
     /// It now holds its DSA's in-flight slot (dropped when it ends).

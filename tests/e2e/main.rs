@@ -42,6 +42,7 @@ mod pipelining;
 mod proxied_authorization;
 mod proxy_protocol;
 mod replication;
+mod replication_pair;
 mod root_dse;
 mod router_dsa_name;
 mod routing;

@@ -9,165 +9,38 @@
 use crate::inproc_checks::sees;
 use crate::support;
 use crate::support::inproc::*;
-use ldap3::{Ldap, LdapConnAsync, Scope, SearchEntry};
+use ldap3::{Ldap, Scope};
 use serde_json::Value;
-use std::collections::{HashMap, HashSet};
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
-use support::replica::{self, Mode};
-use support::router::Router;
-use support::slapd::{pick_port, writer_dn, Slapd, ROUTER_PW, WRITER_PW};
+use support::replica::{self, csn, dsa, metric, read, reads_by_dn, router, status, wait_for, Mode};
+use support::slapd::{Slapd, ROUTER_PW};
 
 const SUFFIX: &str = "o=DEMOCORP,c=AU";
 
 /// Knowledge: `P` (writes) and `C` (read-only) in load-share group `R`.
 fn knowledge(dir: &Path, p: &Slapd, c: &Slapd) -> PathBuf {
-    let mut k = String::new();
-    for (name, port, flags) in [("P", p.port, "multi-write"), ("C", c.port, "read-only")] {
-        k += &format!(
-            "set dsa \"{name}\" = {{\n prefix = <c AU><o DEMOCORP>\n \
-             ldap-dsa-name = <c AU><o DEMOCORP><cn router>\n ldap-dsa-password = \"{ROUTER_PW}\"\n \
-             address = tcp \"127.0.0.1\" port {port}\n dsa-flags = load-share, {flags}\n \
-             load-share-group = \"R\"\n trust-flags = trust-conveyed-originator\n}};\n"
-        );
-    }
-    let path = dir.join("router.dxg");
-    std::fs::write(&path, k).unwrap();
-    path
-}
-
-/// A router in front of `P` and `C` with an admin API; its admin address.
-fn router(dir: &Path, k: &Path, extra: &[&str]) -> (Router, String) {
-    let admin = format!("127.0.0.1:{}", pick_port());
-    let mut args = vec!["--admin", admin.as_str()];
-    args.extend_from_slice(extra);
-    (Router::start_with(k, dir, &args), admin)
-}
-
-/// The body of `GET path` on the admin API.
-fn get(admin: &str, path: &str) -> String {
-    let mut s = TcpStream::connect(admin).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {admin}\r\n\r\n").unwrap();
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).unwrap();
-    raw.split_once("\r\n\r\n").unwrap().1.to_string()
-}
-
-/// `/status` as JSON.
-fn status(admin: &str) -> Value {
-    serde_json::from_str(&get(admin, "/status")).unwrap()
-}
-
-/// A counter of `/metrics`.
-fn metric(admin: &str, name: &str) -> f64 {
-    get(admin, "/metrics")
-        .lines()
-        .find_map(|l| l.strip_prefix(&format!("{name} ")))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(-1.0)
-}
-
-/// DSA `name`'s report in `/status`.
-fn dsa(st: &Value, name: &str) -> Value {
-    st["partitions"][0]["dsas"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|d| d["name"] == name)
-        .cloned()
-        .unwrap()
+    replica::knowledge(
+        dir,
+        &[("P", p.port, "multi-write"), ("C", c.port, "read-only")],
+    )
 }
 
 /// DSA `name`'s position for server ID 000, as `/status` shows it.
 fn position(admin: &str, name: &str) -> Option<String> {
-    dsa(&status(admin), name)["replication"]["positions"]["000"]
-        .as_str()
-        .map(str::to_string)
-}
-
-fn wait_for(what: &str, within: Duration, mut f: impl FnMut() -> bool) -> Duration {
-    let t = Instant::now();
-    while !f() {
-        assert!(t.elapsed() < within, "{what}: not within {within:?}");
-        thread::sleep(Duration::from_millis(10));
-    }
-    t.elapsed()
+    replica::position_of(admin, name, "000")
 }
 
 async fn writer(url: &str) -> Ldap {
-    let (conn, mut l) = LdapConnAsync::new(url).await.unwrap();
-    ldap3::drive!(conn);
-    l.simple_bind(&writer_dn(SUFFIX), WRITER_PW)
-        .await
-        .unwrap()
-        .success()
-        .unwrap();
-    l
+    replica::writer(url, SUFFIX).await
 }
 
 async fn add(l: &mut Ldap, uid: &str) -> String {
-    let dn = format!("uid={uid},ou=people,{SUFFIX}");
-    let s = |v: &str| HashSet::from([v.to_string()]);
-    l.add(
-        &dn,
-        vec![
-            ("objectClass".to_string(), s("inetOrgPerson")),
-            ("cn".to_string(), s(uid)),
-            ("sn".to_string(), s(uid)),
-            ("uid".to_string(), s(uid)),
-        ],
-    )
-    .await
-    .unwrap()
-    .success()
-    .unwrap_or_else(|e| panic!("add {dn}: {e}"));
-    dn
-}
-
-/// The entry's `entryCSN`, `None` when it is not there (a stale read).
-async fn read(l: &mut Ldap, dn: &str, attrs: &[&str]) -> Option<SearchEntry> {
-    let ldap3::SearchResult(entries, res) = l
-        .search(dn, Scope::Base, "(objectClass=*)", attrs.to_vec())
-        .await
-        .unwrap();
-    match res.rc {
-        0 => entries.into_iter().next().map(SearchEntry::construct),
-        32 => None,
-        rc => panic!("read {dn}: result {rc} {}", res.text),
-    }
-}
-
-fn csn(e: &SearchEntry) -> String {
-    e.attrs["entryCSN"][0].clone()
-}
-
-/// The DSA of each search access-log line, per DN, in order.
-fn reads_by_dn(r: &Router) -> HashMap<String, Vec<String>> {
-    let mut m: HashMap<String, Vec<String>> = HashMap::new();
-    for l in r.log_text().lines() {
-        if !(l.contains("access") && l.contains("op=\"search\"")) {
-            continue;
-        }
-        let field = |k: &str| {
-            let i = l.find(&format!(" {k}="))? + k.len() + 2;
-            let rest = &l[i..];
-            Some(if let Some(q) = rest.strip_prefix('"') {
-                q[..q.find('"')?].to_string()
-            } else {
-                rest.split_whitespace().next()?.to_string()
-            })
-        };
-        if let (Some(dn), Some(d)) = (field("dn"), field("dsa")) {
-            m.entry(dn).or_default().push(d);
-        }
-    }
-    m
+    replica::add(l, SUFFIX, uid).await
 }
 
 /// 500 add-then-read-back tries, 50 clients at once, against `P` and a

@@ -12,6 +12,14 @@ router in front of them with an admin token; then, in the page:
 * the `drain` button drains the other DSA through the API;
 * a second router without a token (loopback, same-origin, the page sends
   X-Dsa-Router): its page drains and enables too;
+* replication lag (with DSA_PAGE_REPLICA="P_PORT C_PORT C_PID": a slapd
+  provider and a refreshOnly consumer of o=DEMOCORP,c=AU the caller runs):
+  a third router in front of both (--csn-interval 100ms,
+  --max-replication-lag 2s) while P takes a write every 0.2 s: the lag
+  column shows P at 0 and C's lag growing until C shows `lagging`; C
+  stopped (SIGSTOP) shows an unknown lag, and continued (SIGCONT) a number
+  again; a screenshot with C lagging is saved beside the first one
+  (NAME-lag.png);
 * the browser logged no Content-Security-Policy violation.
 
 Usage: status_page.py ROUTER_BINARY SCREENSHOT_PNG
@@ -88,6 +96,112 @@ def state(driver, dsa):
     return cells[0].get_attribute("data-state") if cells else None
 
 
+def press(driver, dsa, action, want, what, secs=15):
+    """Clicks `dsa`'s `action` button until its state is `want`: the page
+    re-renders its rows every 2 s, and a click landing on a row being
+    replaced is lost (seen on a loaded machine)."""
+    end = time.time() + secs
+    while time.time() < end:
+        try:
+            driver.find_element(By.CSS_SELECTOR, f'button[data-dsa="{dsa}"][data-action="{action}"]').click()
+        except Exception:  # the row was replaced under us: again
+            time.sleep(0.1)
+            continue
+        wait = time.time() + 3
+        while time.time() < wait:
+            try:
+                if state(driver, dsa) == want:
+                    return
+            except Exception:  # re-rendered while read
+                pass
+            time.sleep(0.1)
+    raise SystemExit(f"not seen within {secs} s: {what}")
+
+
+def lag(driver, dsa):
+    """The lag cell's text of `dsa`: seconds, 'unknown', or None (none)."""
+    cells = driver.find_elements(By.CSS_SELECTOR, f'tr[data-dsa="{dsa}"] td[data-lag]')
+    return cells[0].text if cells else None
+
+
+def seconds(text):
+    m = re.fullmatch(r"(\d+\.\d{3}) s", text or "")
+    return float(m.group(1)) if m else None
+
+
+def replication_lag(driver, work, p_port, c_port, c_pid):
+    """The lag column with a provider P and a consumer C behind a router."""
+    know = os.path.join(work, "replica.dxg")
+    with open(know, "w") as f:
+        for n, p in [("P", p_port), ("C", c_port)]:
+            f.write(f'set dsa "{n}" = {{ prefix = <c AU><o DEMOCORP> address = tcp "127.0.0.1" port {p} '
+                    f'dsa-flags = load-share load-share-group = "R" }};\n')
+    admin3 = port()
+    spawn([BIN, "serve", "--knowledge", know, "--listen", f"127.0.0.1:{port()}",
+           "--admin", f"127.0.0.1:{admin3}", "--csn-interval", "100ms", "--max-replication-lag", "2s"],
+          open(os.path.join(work, "router3.log"), "w"))
+    listening(admin3)
+    # P takes a write every 0.2 s; C pulls only every 30 s (refreshOnly).
+    stop_writes = threading.Event()
+
+    def writes():
+        i = 0
+        while not stop_writes.is_set():
+            i += 1
+            ldif = f"dn: uid=user0001,ou=people,o=DEMOCORP,c=AU\nchangetype: modify\nreplace: description\ndescription: {i}\n"
+            subprocess.run(["ldapmodify", "-x", "-H", f"ldap://127.0.0.1:{p_port}", "-D", "cn=admin,o=DEMOCORP,c=AU",
+                            "-w", "secret"], input=ldif.encode(), stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, timeout=10)
+            time.sleep(0.2)
+
+    threading.Thread(target=writes, daemon=True).start()
+    try:
+        driver.get(f"http://127.0.0.1:{admin3}/")
+        until("P's lag shown as 0", lambda: seconds(lag(driver, "P")) == 0.0)
+        until("C's lag shown", lambda: seconds(lag(driver, "C")) is not None)
+        # Nobody sends this router operations: the readings (10 a second
+        # per DSA) are not counted as served operations.
+        time.sleep(4.5)  # two refreshes of the page, at least
+        ops = {n: driver.find_element(By.CSS_SELECTOR, f'tr[data-dsa="{n}"] td[data-label="ops/s"]').text
+               for n in ["P", "C"]}
+        if ops != {"P": "0.0", "C": "0.0"}:
+            raise SystemExit(f"the position readings show as operations: ops/s {ops}")
+        print(f"page: positions read, no operations shown: ops/s {ops}")
+        # Between C's refreshes its lag grows with P's writes (a CSN-time
+        # lag: from P's first write on, the time between the newest CSN C
+        # has and P's newest): seen rising by over a second; past the 2 s
+        # bound C is out of reads (lagging), its lag the reason.
+        seen = {"low": None, "now": None}
+
+        def grew():
+            now = seconds(lag(driver, "C"))
+            if now is None:
+                return False
+            if seen["low"] is None or now < seen["low"]:  # first, or C refreshed
+                seen["low"] = now
+            seen["now"] = now
+            return now > seen["low"] + 1.0 and now > 2.2
+
+        until("C's lag grows by a second, past 2 s", grew, secs=45)
+        until("C lagging", lambda: state(driver, "C") == "lagging", secs=10)
+        reason = driver.find_element(By.CSS_SELECTOR, 'tr[data-dsa="C"] td.reason').text
+        if "replication lag" not in reason:
+            raise SystemExit(f"C lagging for {reason!r}")
+        print(f"page: lag column P {lag(driver, 'P')}, C grew from {seen['low']:.3f} s to {seen['now']:.3f} s: "
+              f"C lagging ({reason})")
+        driver.save_screenshot(SHOT.replace(".png", "-lag.png"))
+        os.kill(int(c_pid), signal.SIGSTOP)
+        try:
+            until("C's lag unknown while C is stopped", lambda: lag(driver, "C") == "unknown", secs=15)
+            print("page: C stopped (SIGSTOP): lag unknown")
+        finally:
+            os.kill(int(c_pid), signal.SIGCONT)
+        until("C's lag a number again after SIGCONT", lambda: seconds(lag(driver, "C")) is not None, secs=15)
+        print(f"page: C continued: lag {lag(driver, 'C')}")
+    finally:
+        stop_writes.set()
+
+
 def main():
     work = tempfile.mkdtemp(prefix="dsa-router-page.")
     ports = {"T1": port(), "T2": port()}
@@ -155,11 +269,9 @@ def main():
         print("page: T2 up again")
         print("page: constructor down and up again with T2")
 
-        driver.find_element(By.CSS_SELECTOR, 'button[data-dsa="T1"][data-action="drain"]').click()
-        until("T1 draining after the drain button", lambda: state(driver, "T1") == "draining")
+        press(driver, "T1", "drain", "draining", "T1 draining after the drain button")
         print("page: T1 draining (drain button)")
-        driver.find_element(By.CSS_SELECTOR, 'button[data-dsa="T1"][data-action="enable"]').click()
-        until("T1 up after the enable button", lambda: state(driver, "T1") == "up")
+        press(driver, "T1", "enable", "up", "T1 up after the enable button")
         print("page: T1 enabled again")
 
         # A router without a token: the page works as is (same origin,
@@ -171,11 +283,13 @@ def main():
         listening(admin2)
         driver.get(f"http://127.0.0.1:{admin2}/")
         until("T1 up on the page of the router without a token", lambda: state(driver, "T1") == "up")
-        driver.find_element(By.CSS_SELECTOR, 'button[data-dsa="__proto__"][data-action="drain"]').click()
-        until("__proto__ draining (no token)", lambda: state(driver, "__proto__") == "draining")
-        driver.find_element(By.CSS_SELECTOR, 'button[data-dsa="__proto__"][data-action="enable"]').click()
-        until("__proto__ up (no token)", lambda: state(driver, "__proto__") == "up")
+        press(driver, "__proto__", "drain", "draining", "__proto__ draining (no token)")
+        press(driver, "__proto__", "enable", "up", "__proto__ up (no token)")
         print("page without a token: __proto__ drained and enabled")
+
+        replica = os.environ.get("DSA_PAGE_REPLICA")
+        if replica:
+            replication_lag(driver, work, *replica.split())
 
         logs = driver.get_log("browser")
         csp = [e["message"] for e in logs if "Content Security Policy" in e["message"] or "Refused to" in e["message"]]
