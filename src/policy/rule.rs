@@ -143,15 +143,29 @@ pub struct Rule {
 impl Rule {
     /// Whether the rule applies to `c`.
     pub fn matches(&self, c: &Client<'_>) -> bool {
-        (self.clients.is_empty() || self.clients.iter().any(|n| n.contains(c.addr)))
-            && self.bound.is_none_or(|b| b == c.bound)
-            && self.tls.is_none_or(|t| t == c.tls)
-            && (self.identities.is_empty()
-                || c.identity
-                    .is_some_and(|d| self.identities.iter().any(|s| s.is_ancestor_or_self_of(d))))
-            && (self.sasl.is_empty()
-                || c.sasl
-                    .is_some_and(|m| self.sasl.iter().any(|s| s.eq_ignore_ascii_case(m))))
+        self.mismatch(c).is_none()
+    }
+
+    /// The first criterion `c` does not meet (`None`: the rule applies).
+    pub fn mismatch(&self, c: &Client<'_>) -> Option<&'static str> {
+        if !(self.clients.is_empty() || self.clients.iter().any(|n| n.contains(c.addr))) {
+            return Some("client address");
+        }
+        if self.bound.is_some_and(|b| b != c.bound) {
+            return Some("bound");
+        }
+        if self.tls.is_some_and(|t| t != c.tls) {
+            return Some("tls");
+        }
+        let under = |d: &Dn| self.identities.iter().any(|s| s.is_ancestor_or_self_of(d));
+        if !(self.identities.is_empty() || c.identity.is_some_and(under)) {
+            return Some("identity");
+        }
+        let mech = |m: &str| self.sasl.iter().any(|s| s.eq_ignore_ascii_case(m));
+        if !(self.sasl.is_empty() || c.sasl.is_some_and(mech)) {
+            return Some("sasl");
+        }
+        None
     }
 
     /// Whether the rule lets everything through untouched (the check per

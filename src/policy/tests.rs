@@ -426,3 +426,11 @@ fn compares_name_their_attribute() {
         Some("userPassword")
     );
 }
+
+#[test]
+fn the_packaged_example_parses() {
+    let p = Policy::parse(include_str!("../../packaging/policy.toml")).unwrap();
+    let names: Vec<&str> = p.rules.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["partners", "admins", "services", "anonymous"]);
+    assert!(p.rates.identity_binds.is_some());
+}

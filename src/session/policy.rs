@@ -190,7 +190,9 @@ impl Session {
             dn: parsed.as_deref(),
             scope,
         })?;
+        let attrs = !rule.hide.is_empty() || !rule.refuse_filters_on.is_empty();
         let named = match op {
+            _ if !attrs => Vec::new(),
             OpType::Search => wire::filter_attrs(pdu, h).unwrap_or_default(),
             OpType::Compare => wire::compare_attr(pdu, h).into_iter().collect(),
             _ => Vec::new(),

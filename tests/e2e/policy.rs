@@ -257,6 +257,40 @@ fn a_rule_limits_one_address_range_to_people_with_clamped_size_and_hidden_mail()
     let status: serde_json::Value = serde_json::from_str(&get(&admin, "/status")).unwrap();
     assert_eq!(status["policy"]["refusals"]["partners"], 3, "{status}");
 
+    // `explain` names the rule that decides, and its verdict.
+    let explain = |client: &str| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_dsa-router"))
+            .arg("explain")
+            .arg(dir.path().join("router.dxg"))
+            .args([
+                DEMOCORP, "--op", "search", "--scope", "sub", "--client", client,
+            ])
+            .arg("--policy")
+            .arg(dir.path().join("policy.toml"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let text = explain("127.0.0.2");
+    assert!(text.contains("policy rule: partners"), "{text}");
+    assert!(
+        text.contains("refused: 50 dsa-router: refused by policy rule \"partners\""),
+        "{text}"
+    );
+    assert!(text.contains("hidden attributes: mail"), "{text}");
+    let text = explain("127.0.0.1");
+    assert!(text.contains("policy rule: default"), "{text}");
+    assert!(
+        text.contains("passed over: partners (its client address does not match)"),
+        "{text}"
+    );
+    assert!(text.contains("  allowed"), "{text}");
+
     // Re-read with the knowledge: a size limit of 10 from now on.
     std::fs::write(
         dir.path().join("policy.toml"),
