@@ -46,6 +46,8 @@ pub struct Config {
     pub replication: crate::replication::Config,
     /// Failed-bind defence: limits, window, back-off.
     pub failed_binds: crate::guard::Config,
+    /// Client policies and rates (`--policy FILE`), re-read on reload.
+    pub policy: Option<std::path::PathBuf>,
     /// Tail latency: hedged reads and outlier ejection.
     pub tail: TailConfig,
     /// Response PDUs queued for one client before it counts as stalled.
@@ -139,6 +141,7 @@ impl Default for Config {
             affinity_scope: AffinityScope::Connection,
             replication: crate::replication::Config::standard(),
             failed_binds: crate::guard::Config::default(),
+            policy: None,
             tail: TailConfig::default(),
             client_queue: 1 << 20,
             client_queue_bytes: 16 << 20,

@@ -42,6 +42,8 @@ pub struct Context {
     pub replication: Arc<crate::replication::Replication>,
     /// Failed binds per DN and client address (`--failed-bind-limit`).
     pub failed_binds: Arc<crate::guard::Guard>,
+    /// Client policies and rates (`--policy`), swapped on reload.
+    pub policies: crate::policy::Policies,
     /// Bytes held by clients' large incomplete requests (see
     /// `--max-request-memory`).
     pub request_memory: std::sync::atomic::AtomicUsize,
@@ -90,6 +92,7 @@ impl Context {
         ));
         let response_memory = Arc::new(crate::outbox::Budget::new(cfg.max_response_memory));
         let cfg_failed_binds = cfg.failed_binds;
+        let policies = crate::policy::Policies::new(cfg.policy.clone()).map_err(Error::config)?;
         Ok(Context {
             throttle,
             cfg,
@@ -103,6 +106,7 @@ impl Context {
             affinity: dashmap::DashMap::new(),
             replication,
             failed_binds: Arc::new(crate::guard::Guard::new(cfg_failed_binds)),
+            policies,
             request_memory: std::sync::atomic::AtomicUsize::new(0),
             response_memory,
             workers: std::sync::OnceLock::new(),
@@ -233,8 +237,14 @@ impl Context {
             None => None,
         };
         let snap = crate::knowledge::load(root)?;
+        // The policy file too: all or nothing with the knowledge.
+        let policy = self.policies.read().map_err(Error::config)?;
         let ca = new_ca.clone().or(old_ca);
         let mut summary = self.reload_with(snap, ca.as_deref())?;
+        if let Some(p) = self.policies.store(policy) {
+            summary += "; ";
+            summary += &p;
+        }
         if let Some(ca) = new_ca {
             self.dsa_ca.store(Some(ca));
             summary += "; DSA CA certificates re-read";

@@ -67,6 +67,9 @@
 //!   poller, read-your-writes by position, their `/status` and `/metrics`.
 //! * [`guard`]: the failed-bind defence: bounded counts of failed binds
 //!   per bind DN and client address, and their back-off.
+//! * [`policy`]: client policies and rates (`--policy FILE`): ordered
+//!   rules of who may do what where, rate buckets; pure matching, the
+//!   session's hooks are `session::policy`.
 //! * `layout`: the module graph checks (a unit test: no import circle in
 //!   a folder, what may import what).
 //!
@@ -105,6 +108,7 @@ pub(crate) mod limits;
 pub mod logsafe;
 pub(crate) mod metrics;
 pub(crate) mod outbox;
+pub mod policy;
 pub mod proxy_protocol;
 pub mod replication;
 pub mod route;

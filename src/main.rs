@@ -25,7 +25,7 @@ enum Cmd {
         name: Option<String>,
     },
     /// Show where an operation on a DN would be routed, and why.
-    Explain(dsa_router::cli::ExplainArgs),
+    Explain(Box<dsa_router::cli::ExplainArgs>),
     /// Run the router.
     Serve(Box<dsa_router::cli::serve::ServeArgs>),
     /// Control a running router through its admin API.

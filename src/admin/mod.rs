@@ -94,6 +94,7 @@ pub fn metrics_text(router: &crate::context::Context) -> String {
     }
     status::dsa_metrics(router, &mut out);
     router.failed_binds.render(&mut out);
+    router.policies.render(&mut out);
     let budget = &router.response_memory;
     out.push_str(&format!(
         "# HELP dsa_router_queued_response_bytes Responses queued for clients that do not keep up (--max-response-memory).\n\

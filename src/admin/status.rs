@@ -75,6 +75,35 @@ pub struct Status {
     /// (failed-bind back-off).
     #[serde(default)]
     pub binds_refused: u64,
+    /// Client policies (`--policy`): refusals per rule, rates.
+    #[serde(default)]
+    pub policy: PolicyCounts,
+}
+
+/// What client policies refused (`--policy`).
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct PolicyCounts {
+    /// Whether a policy file is in force.
+    pub on: bool,
+    /// Operations refused, by rule name.
+    pub refusals: std::collections::BTreeMap<String, u64>,
+    /// Operations answered busy for the file's rates, per client address
+    /// and per identity (binds included).
+    pub rate_limited_address: u64,
+    pub rate_limited_identity: u64,
+}
+
+impl PolicyCounts {
+    fn of(router: &Context) -> PolicyCounts {
+        let p = &router.policies;
+        let (address, identity) = p.rate_refusals();
+        PolicyCounts {
+            on: p.is_on(),
+            refusals: p.refusals(),
+            rate_limited_address: address,
+            rate_limited_identity: identity,
+        }
+    }
 }
 
 /// Router CPU and memory: windowed averages and thresholds (0 = off).
@@ -220,6 +249,7 @@ pub fn status(router: &Context) -> Status {
         },
         draining: router.drain.is_draining(),
         binds_refused: router.failed_binds.refused(),
+        policy: PolicyCounts::of(router),
     }
 }
 

@@ -6,6 +6,7 @@
 mod after_csn;
 mod explain;
 pub mod hash;
+mod policy;
 mod scope;
 pub mod serve;
 
@@ -60,6 +61,23 @@ pub struct ExplainArgs {
     /// (`/status`), for `--after-write CSN`.
     #[arg(long, value_name = "ADMIN")]
     pub positions_from: Option<String>,
+    /// A client policy file (`serve --policy`): also show the rule that
+    /// decides for the client --client, --identity, --tls, --sasl
+    /// describe, and its verdict on this operation.
+    #[arg(long, value_name = "FILE")]
+    pub policy: Option<PathBuf>,
+    /// The client's address (with --policy).
+    #[arg(long, value_name = "ADDR")]
+    pub client: Option<String>,
+    /// The client's bound DN (with --policy; none: anonymous).
+    #[arg(long, value_name = "DN")]
+    pub identity: Option<String>,
+    /// The client is on TLS (with --policy).
+    #[arg(long)]
+    pub tls: bool,
+    /// The SASL mechanism the client bound with (with --policy).
+    #[arg(long, value_name = "MECH")]
+    pub sasl: Option<String>,
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
@@ -305,8 +323,19 @@ pub fn explain(args: &ExplainArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     }
+    let pol = match policy::explain(args) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
     if args.json {
-        match serde_json::to_string_pretty(&x) {
+        let mut v = serde_json::to_value(&x).unwrap_or_default();
+        if let (Some(p), Some(o)) = (&pol, v.as_object_mut()) {
+            o.insert("policy".into(), serde_json::to_value(p).unwrap_or_default());
+        }
+        match serde_json::to_string_pretty(&v) {
             Ok(s) => println!("{s}"),
             Err(e) => {
                 eprintln!("error: {e}");
@@ -315,6 +344,9 @@ pub fn explain(args: &ExplainArgs) -> ExitCode {
         }
     } else {
         print!("{}", x.render());
+        if let Some(p) = &pol {
+            print!("{}", p.render());
+        }
     }
     ExitCode::SUCCESS
 }

@@ -4,6 +4,7 @@
 //! placed on one DSA through [`dispatch`](super::dispatch).
 
 use super::logged::{LogCtx, Logged};
+use super::policy::Hide;
 use super::resend::Again;
 use super::{dispatch, out, Session};
 use crate::context::Routing;
@@ -228,15 +229,13 @@ impl Session {
                 affinity,
             )
         });
-        let delivery = Logged::new(
-            out::ToClient {
-                out: self.out.clone(),
-                msgid: req.msgid,
-                resp_tag: req.op.response_tag().unwrap_or(0x78),
-                rebind,
-            },
-            log,
-        );
+        let to_client = out::ToClient {
+            out: self.out.clone(),
+            msgid: req.msgid,
+            resp_tag: req.op.response_tag().unwrap_or(0x78),
+            rebind,
+        };
+        let delivery = Logged::new(Hide::wrap(to_client, self.pol.hide.clone()), log);
         let (delivery, mark) =
             crate::follow::ryw::watch(&self.router.replication, op.is_write, delivery);
         // A read may be hedged (when it may be re-sent: see

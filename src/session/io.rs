@@ -102,6 +102,7 @@ impl Session {
             rebind: None,
             next_rebind: None,
             tls,
+            pol: Default::default(),
         }
     }
 }

@@ -25,6 +25,7 @@ mod logged;
 pub mod out;
 mod own;
 mod paged_lost;
+mod policy;
 mod reading;
 mod resend;
 mod sasl;
@@ -123,6 +124,8 @@ struct Session {
     /// `client=ADDRESS` for the access log, formatted once (empty when the
     /// log is off): writing the address was a third of each line's work.
     log_client: crate::access::Head,
+    /// Client policies: the rule deciding, the attributes hidden.
+    pol: policy::State,
 }
 
 impl Session {
@@ -208,6 +211,9 @@ impl Session {
             );
             return self.malformed(&msg);
         }
+        let Some((pdu, h)) = self.police(pdu, h, &req).await else {
+            return Flow::Continue;
+        };
         match &req.op {
             Op::Unbind => Flow::Close(None),
             Op::Abandon { target } => {

@@ -84,6 +84,7 @@ impl Session {
                 super::resend::Again::first(&self.router, Arc::new(dn), sub.clone(), sub_h, false)
             });
             let want = dispatch::Want { resend, ..want };
+            let part = super::policy::Hide::wrap(part, self.pol.hide.clone());
             let via = self.via(own_conn);
             let pending = Pending::new(Sink::To(Logged::new(part, log)), Kind::fixed());
             let placed = dispatch::place(routing, p, want, via, &sub, &sub_h, |_| pending).await;

@@ -39,6 +39,7 @@ mod own_connections;
 mod paged_lost;
 mod paged_results;
 mod pipelining;
+mod policy;
 mod proxied_authorization;
 mod proxy_protocol;
 mod replication;

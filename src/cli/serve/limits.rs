@@ -62,6 +62,8 @@ pub struct LimitArgs {
     pub replication: crate::replication::Args,
     #[command(flatten)]
     pub failed_binds: crate::guard::Args,
+    #[command(flatten)]
+    pub policy: crate::policy::Args,
     /// Hedged reads: a read not answered within its partition's recent
     /// 95th-percentile latency (at least --hedge-floor) is also sent to
     /// another DSA of its group, the first answer wins. The budget caps
@@ -275,6 +277,7 @@ impl LimitArgs {
             affinity_scope: self.affinity_scope,
             replication: self.replication.config(parse_duration_or_zero)?,
             failed_binds: self.failed_binds.config(parse_duration)?,
+            policy: self.policy.policy.clone(),
             tail: self.tail()?,
             max_outstanding: self.max_outstanding.max(1),
             client_queue: self.client_queue.max(1),

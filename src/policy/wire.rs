@@ -1,0 +1,191 @@
+//! What policies read and rewrite in PDUs: the attributes a search filter
+//! or a compare names, a search's size and time limits (clamped), and the
+//! attributes of a search result entry (hidden ones removed). Anything
+//! that cannot be read is left alone here: the DSA rejects what is
+//! malformed.
+
+use crate::wire::ber::{self, put_len, Tlv};
+use crate::wire::frame::Header;
+use bytes::{BufMut, BytesMut};
+
+const SEARCH_REQUEST: u8 = 0x63;
+const COMPARE_REQUEST: u8 = 0x6e;
+const SEARCH_ENTRY: u8 = 0x64;
+
+/// The SearchRequest's fields after the base, scope and derefAliases:
+/// (offset of sizeLimit in the PDU, size, time, offset after timeLimit).
+fn limits_at(pdu: &[u8], h: &Header) -> Option<(usize, u32, u32, usize)> {
+    let op = pdu.get(h.op_start..h.op_end)?;
+    let body = ber::tlv(op).ok()?.body;
+    let body_start = h.op_end - body.len();
+    let mut at = body_start;
+    for _ in 0..3 {
+        at += ber::tlv(pdu.get(at..h.op_end)?).ok()?.len;
+    }
+    let size = ber::tlv(pdu.get(at..h.op_end)?).ok()?;
+    let time_at = at + size.len;
+    let time = ber::tlv(pdu.get(time_at..h.op_end)?).ok()?;
+    if size.tag != 0x02 || time.tag != 0x02 {
+        return None;
+    }
+    let v = |b: &[u8]| ber::uint(b).unwrap_or(0);
+    Some((at, v(size.body), v(time.body), time_at + time.len))
+}
+
+/// A search's size and time limits (0 = none).
+pub fn search_limits(pdu: &[u8], h: &Header) -> Option<(u32, u32)> {
+    if h.op_tag != SEARCH_REQUEST {
+        return None;
+    }
+    limits_at(pdu, h).map(|(_, s, t, _)| (s, t))
+}
+
+fn put_int(out: &mut Vec<u8>, v: u32) {
+    let bytes = v.to_be_bytes();
+    let skip = bytes.iter().take(3).take_while(|&&b| b == 0).count();
+    let mut content = bytes[skip..].to_vec();
+    if content[0] & 0x80 != 0 {
+        content.insert(0, 0);
+    }
+    out.push(0x02);
+    out.push(content.len() as u8);
+    out.extend_from_slice(&content);
+}
+
+/// The search request `pdu` with sizeLimit and timeLimit set to `size`
+/// and `time`; everything else copied.
+pub fn with_limits(pdu: &[u8], h: &Header, size: u32, time: u32) -> Option<BytesMut> {
+    let (size_at, _, _, after) = limits_at(pdu, h)?;
+    let op = ber::tlv(pdu.get(h.op_start..h.op_end)?).ok()?;
+    let body_start = h.op_end - op.body.len();
+    let mut body = Vec::with_capacity(op.body.len() + 4);
+    body.extend_from_slice(pdu.get(body_start..size_at)?);
+    put_int(&mut body, size);
+    put_int(&mut body, time);
+    body.extend_from_slice(pdu.get(after..h.op_end)?);
+    let id = pdu.get(header_len(pdu)?..h.op_start)?;
+    let rest = pdu.get(h.op_end..)?;
+    Some(wrap(id, SEARCH_REQUEST, &body, rest))
+}
+
+/// Offset of the message ID (after the outer SEQUENCE's tag and length).
+fn header_len(pdu: &[u8]) -> Option<usize> {
+    let (_, n) = ber::read_len(pdu.get(1..)?).ok()?;
+    Some(1 + n)
+}
+
+/// An LDAPMessage: `id` (the messageID TLV), an op of `tag` with `body`,
+/// then `rest` (controls).
+fn wrap(id: &[u8], tag: u8, body: &[u8], rest: &[u8]) -> BytesMut {
+    let op_len = 1 + ber::len_of_len(body.len()) + body.len();
+    let total = id.len() + op_len + rest.len();
+    let mut out = BytesMut::with_capacity(total + 6);
+    out.put_u8(0x30);
+    put_len(&mut out, total);
+    out.put_slice(id);
+    out.put_u8(tag);
+    put_len(&mut out, body.len());
+    out.put_slice(body);
+    out.put_slice(rest);
+    out
+}
+
+/// The attribute descriptions a search's filter names (`None`: not a
+/// search, or a filter that cannot be read).
+pub fn filter_attrs(pdu: &[u8], h: &Header) -> Option<Vec<String>> {
+    if h.op_tag != SEARCH_REQUEST {
+        return None;
+    }
+    let (_, _, _, after) = limits_at(pdu, h)?;
+    // typesOnly, then the filter.
+    let types_only = ber::tlv(pdu.get(after..h.op_end)?).ok()?;
+    let filter = ber::tlv(pdu.get(after + types_only.len..h.op_end)?).ok()?;
+    let mut out = Vec::new();
+    walk(filter, &mut out, 0)?;
+    Some(out)
+}
+
+/// Collect the attributes of one filter element (RFC 4511 4.5.1).
+fn walk(f: Tlv<'_>, out: &mut Vec<String>, depth: usize) -> Option<()> {
+    if depth > 64 {
+        return None;
+    }
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    match f.tag {
+        // and, or: a set of filters; not: one.
+        0xa0 | 0xa1 => {
+            let mut body = f.body;
+            while !body.is_empty() {
+                let sub = ber::tlv(body).ok()?;
+                walk(sub, out, depth + 1)?;
+                body = body.get(sub.len..)?;
+            }
+        }
+        0xa2 => walk(ber::tlv(f.body).ok()?, out, depth + 1)?,
+        // equality, substrings, >=, <=, approx: attribute first.
+        0xa3..=0xa6 | 0xa8 => out.push(text(ber::tlv(f.body).ok()?.body)),
+        // present: the attribute itself.
+        0x87 => out.push(text(f.body)),
+        // extensible: [2] type when given.
+        0xa9 => {
+            let mut body = f.body;
+            while !body.is_empty() {
+                let e = ber::tlv(body).ok()?;
+                if e.tag == 0x82 {
+                    out.push(text(e.body));
+                }
+                body = body.get(e.len..)?;
+            }
+        }
+        _ => return None,
+    }
+    Some(())
+}
+
+/// The attribute a compare asserts (`None`: not a compare, or unreadable).
+pub fn compare_attr(pdu: &[u8], h: &Header) -> Option<String> {
+    if h.op_tag != COMPARE_REQUEST {
+        return None;
+    }
+    let body = ber::tlv(pdu.get(h.op_start..h.op_end)?).ok()?.body;
+    let entry = ber::tlv(body).ok()?;
+    let ava = ber::tlv(body.get(entry.len..)?).ok()?;
+    let attr = ber::tlv(ava.body).ok()?;
+    Some(String::from_utf8_lossy(attr.body).into_owned())
+}
+
+/// A search result entry without the attributes `hide` says; `None` when
+/// it is not an entry or nothing is hidden in it.
+pub fn strip_entry(pdu: &[u8], h: &Header, hide: impl Fn(&[u8]) -> bool) -> Option<BytesMut> {
+    if h.op_tag != SEARCH_ENTRY {
+        return None;
+    }
+    let op = ber::tlv(pdu.get(h.op_start..h.op_end)?).ok()?;
+    let name = ber::tlv(op.body).ok()?;
+    let attrs = ber::tlv(op.body.get(name.len..)?).ok()?;
+    let mut kept = Vec::with_capacity(attrs.body.len());
+    let mut dropped = false;
+    let mut rest = attrs.body;
+    while !rest.is_empty() {
+        let a = ber::tlv(rest).ok()?;
+        let ty = ber::tlv(a.body).ok()?;
+        if hide(ty.body) {
+            dropped = true;
+        } else {
+            kept.extend_from_slice(&rest[..a.len]);
+        }
+        rest = rest.get(a.len..)?;
+    }
+    if !dropped {
+        return None;
+    }
+    let mut body = Vec::with_capacity(name.len + kept.len() + 6);
+    body.extend_from_slice(&op.body[..name.len]);
+    body.push(0x30);
+    let mut len = BytesMut::new();
+    put_len(&mut len, kept.len());
+    body.extend_from_slice(&len);
+    body.extend_from_slice(&kept);
+    let id = pdu.get(header_len(pdu)?..h.op_start)?;
+    Some(wrap(id, SEARCH_ENTRY, &body, pdu.get(h.op_end..)?))
+}

@@ -1,0 +1,307 @@
+//! The session's hooks for client policies and rates ([`crate::policy`]):
+//! each request is checked against the rule that decides for this client
+//! (cached until its identity, TLS or the policy changes) and against the
+//! rates, before it is dispatched; a search goes on with its limits
+//! clamped, and its entries lose the attributes the rule hides
+//! ([`Hide`], wrapped round the search's delivery).
+
+use super::{Identity, Session};
+use crate::policy::rate::Over;
+use crate::policy::rule::{hidden, Ask, Client, OpType, Refusal, Rule, INSUFFICIENT_ACCESS};
+use crate::policy::{wire, Policy};
+use crate::upstream::batch::Batch;
+use crate::upstream::conn::Conn;
+use crate::upstream::hedge::Race;
+use crate::upstream::{Delivery, Source};
+use crate::wire::frame::{self, Header};
+use crate::wire::request::{Op, Request, OID_START_TLS, OID_WHOAMI};
+use crate::wire::response::Code;
+use bytes::Bytes;
+use std::sync::Arc;
+
+/// What a session keeps for policies.
+#[derive(Default)]
+pub(super) struct State {
+    /// The SASL mechanism of the last bind (`None`: simple).
+    mech: Option<String>,
+    /// The rule that decided last, and for whom.
+    cached: Option<Cached>,
+    /// The attributes the current request's rule hides (set per request).
+    pub hide: Option<Arc<[String]>>,
+}
+
+struct Cached {
+    policy: Arc<Policy>,
+    /// Index into the rules; `usize::MAX`: the default.
+    rule: usize,
+    dn: String,
+    tls: bool,
+    mech: Option<String>,
+    /// The bound identity, normalized (rates per identity).
+    key: Option<String>,
+}
+
+fn rule_at(p: &Policy, i: usize) -> &Rule {
+    p.rules.get(i).unwrap_or(&p.default)
+}
+
+impl Session {
+    /// Check `req` against the policy and rates: `None` when the router
+    /// answered it (refused), else the PDU to go on with (a search's
+    /// limits clamped).
+    pub(super) async fn police(
+        &mut self,
+        pdu: Bytes,
+        h: Header,
+        req: &Request,
+    ) -> Option<(Bytes, Header)> {
+        self.pol.hide = None;
+        let policy = self.router.policies.current()?;
+        match &req.op {
+            Op::Unbind | Op::Abandon { .. } => return Some((pdu, h)),
+            Op::Bind { dn, sasl, .. } => {
+                self.pol.mech = sasl.clone();
+                if !self.bind_rate(&policy, dn, req).await {
+                    self.become_anonymous();
+                    return None;
+                }
+                return Some((pdu, h));
+            }
+            _ => {}
+        }
+        let (idx, key) = self.decided(&policy);
+        if let Err(over) = self.router.policies.meter.take(
+            &policy.rates,
+            false,
+            self.peer.ip(),
+            key.as_deref(),
+            std::time::Instant::now(),
+        ) {
+            self.over_rate(req, false, over).await;
+            return None;
+        }
+        let rule = rule_at(&policy, idx);
+        if rule.is_open() {
+            return Some((pdu, h));
+        }
+        match self.judge(rule, &pdu, &h, req) {
+            Ok(None) => Some((pdu, h)),
+            Ok(Some((b, bh))) => Some((b, bh)),
+            Err(r) => {
+                self.router.policies.refused(&rule.name);
+                tracing::debug!(client = %self.peer, rule = %rule.name, "refused by policy");
+                let code = if r.code == INSUFFICIENT_ACCESS {
+                    Code::InsufficentAccessRights
+                } else {
+                    Code::UnwillingToPerform
+                };
+                self.reply(req, code, "", &r.message).await;
+                None
+            }
+        }
+    }
+
+    /// The rule deciding for this client now (index), and its identity
+    /// normalized.
+    fn decided(&mut self, policy: &Arc<Policy>) -> (usize, Option<String>) {
+        let (dn, bound) = match &self.identity {
+            Identity::Anonymous => ("", false),
+            Identity::Bound(b) => (b.dn.as_str(), true),
+        };
+        let mech = if bound {
+            self.pol.mech.as_deref()
+        } else {
+            None
+        };
+        if let Some(c) = &self.pol.cached {
+            if Arc::ptr_eq(&c.policy, policy)
+                && c.dn == dn
+                && c.tls == self.tls
+                && c.mech.as_deref() == mech
+            {
+                return (c.rule, c.key.clone());
+            }
+        }
+        let parsed = (!dn.is_empty())
+            .then(|| crate::dn::Dn::parse_ldap(dn).ok())
+            .flatten();
+        let client = Client {
+            addr: self.peer.ip(),
+            identity: parsed.as_ref(),
+            bound,
+            tls: self.tls,
+            sasl: mech,
+        };
+        let rule = policy
+            .rules
+            .iter()
+            .position(|r| r.matches(&client))
+            .unwrap_or(usize::MAX);
+        let key = bound.then(|| {
+            parsed
+                .as_ref()
+                .map_or_else(|| dn.to_string(), |d| d.normalized())
+        });
+        self.pol.cached = Some(Cached {
+            policy: policy.clone(),
+            rule,
+            dn: dn.to_string(),
+            tls: self.tls,
+            mech: mech.map(str::to_string),
+            key: key.clone(),
+        });
+        (rule, key)
+    }
+
+    /// Whether `rule` allows `req`; the PDU rewritten when its limits are
+    /// clamped. Sets the attributes to hide.
+    fn judge(
+        &mut self,
+        rule: &Rule,
+        pdu: &Bytes,
+        h: &Header,
+        req: &Request,
+    ) -> Result<Option<(Bytes, Header)>, Refusal> {
+        let (op, dn, scope) = match &req.op {
+            // The root DSE is the router's own, for every client.
+            Op::Search { base, scope: 0, .. } if base.is_empty() => return Ok(None),
+            Op::Search { base, scope, .. } => (OpType::Search, base.as_str(), Some(*scope)),
+            Op::Compare { dn } => (OpType::Compare, dn.as_str(), None),
+            Op::Add { dn } => (OpType::Add, dn.as_str(), None),
+            Op::Delete { dn } => (OpType::Delete, dn.as_str(), None),
+            Op::Modify { dn } => (OpType::Modify, dn.as_str(), None),
+            Op::ModDn { dn } => (OpType::ModDn, dn.as_str(), None),
+            Op::Extended { oid, .. } if oid == OID_START_TLS || oid == OID_WHOAMI => {
+                return Ok(None)
+            }
+            Op::Extended { .. } => (OpType::Extended, "", None),
+            _ => return Ok(None),
+        };
+        // An unparsable DN is the forwarding's to answer (invalidDNSyntax).
+        let parsed = match op {
+            OpType::Extended => None,
+            _ => match self.parsed(dn) {
+                Ok(d) => Some(d),
+                Err(_) => return Ok(None),
+            },
+        };
+        rule.check(&Ask {
+            op,
+            dn: parsed.as_deref(),
+            scope,
+        })?;
+        let attrs = !rule.hide.is_empty() || !rule.refuse_filters_on.is_empty();
+        let named = match op {
+            _ if !attrs => Vec::new(),
+            OpType::Search => wire::filter_attrs(pdu, h).unwrap_or_default(),
+            OpType::Compare => wire::compare_attr(pdu, h).into_iter().collect(),
+            _ => Vec::new(),
+        };
+        for a in &named {
+            rule.check_attr(a)?;
+        }
+        if op != OpType::Search {
+            return Ok(None);
+        }
+        self.pol.hide = (!rule.hide.is_empty()).then(|| rule.hide.clone());
+        Ok(clamped(rule, pdu, h))
+    }
+
+    /// Take a bind's token; false when it was over its rate (answered).
+    async fn bind_rate(&mut self, policy: &Policy, dn: &str, req: &Request) -> bool {
+        let r = &policy.rates;
+        if r.address_binds.is_none() && r.identity_binds.is_none() {
+            return true;
+        }
+        let key = crate::dn::Dn::parse_ldap(dn)
+            .map_or_else(|_| dn.to_ascii_lowercase(), |d| d.normalized());
+        let key = (!dn.is_empty()).then_some(key);
+        let now = std::time::Instant::now();
+        match self
+            .router
+            .policies
+            .meter
+            .take(r, true, self.peer.ip(), key.as_deref(), now)
+        {
+            Ok(()) => true,
+            Err(over) => {
+                self.over_rate(req, true, over).await;
+                false
+            }
+        }
+    }
+
+    /// Answer an operation over its rate: busy, saying which rate.
+    async fn over_rate(&self, req: &Request, bind: bool, over: Over) {
+        self.router.policies.rate_refused(bind, over);
+        let (what, of) = match (bind, over) {
+            (true, Over::Address) => ("binds", "this client address"),
+            (true, Over::Identity) => ("binds", "this bind DN"),
+            (false, Over::Address) => ("operations", "this client address"),
+            (false, Over::Identity) => ("operations", "this identity"),
+        };
+        let msg = format!("dsa-router: too many {what} from {of}: over the policy file's rate; slow down and retry");
+        self.reply(req, Code::Busy, "", &msg).await;
+    }
+}
+
+/// A search's PDU with its limits clamped to `rule`'s, when they change.
+fn clamped(rule: &Rule, pdu: &Bytes, h: &Header) -> Option<(Bytes, Header)> {
+    if rule.size_limit.is_none() && rule.time_limit.is_none() {
+        return None;
+    }
+    let (size, time) = wire::search_limits(pdu, h)?;
+    let (s, t) = rule.clamp(size, time);
+    if (s, t) == (size, time) {
+        return None;
+    }
+    let b = wire::with_limits(pdu, h, s, t)?.freeze();
+    let bh = frame::header(&b).ok()?;
+    Some((b, bh))
+}
+
+/// A delivery whose search entries lose the attributes a rule hides.
+pub(super) struct Hide<D> {
+    inner: D,
+    hide: Option<Arc<[String]>>,
+}
+
+impl<D: Delivery> Hide<D> {
+    pub(super) fn wrap(inner: D, hide: Option<Arc<[String]>>) -> Hide<D> {
+        Hide { inner, hide }
+    }
+}
+
+impl<D: Delivery> Delivery for Hide<D> {
+    fn deliver(&self, pdu: &[u8], h: &Header, batch: &mut Batch) {
+        let stripped = self.hide.as_ref().and_then(|hide| {
+            let b = wire::strip_entry(pdu, h, |a| hidden(hide, a))?.freeze();
+            let bh = frame::header(&b).ok()?;
+            Some((b, bh))
+        });
+        match stripped {
+            Some((b, bh)) => self.inner.deliver(&b, &bh, batch),
+            None => self.inner.deliver(pdu, h, batch),
+        }
+    }
+
+    fn finish(&self, pdu: Bytes, h: &Header, from: Source<'_>, batch: &mut Batch) {
+        self.inner.finish(pdu, h, from, batch);
+    }
+
+    fn fail(&self, e: &crate::error::Error, at: Source<'_>) {
+        self.inner.fail(e, at);
+    }
+
+    fn placed(&self, conn: &Arc<Conn>, id: i32) -> bool {
+        self.inner.placed(conn, id)
+    }
+
+    fn expires(&self) -> bool {
+        self.inner.expires()
+    }
+
+    fn raced(&self, race: &Arc<Race>, conn: &Arc<Conn>, id: i32) -> bool {
+        self.inner.raced(race, conn, id)
+    }
+}
