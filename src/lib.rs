@@ -80,7 +80,9 @@
 //! * `crates/bench` (`dsa-bench`): the load generator, a binary of its own
 //!   (`cargo run --release -p dsa-bench -- --url ...`).
 
-#![forbid(unsafe_code)]
+// No unsafe code, but in one module: passing descriptors with SCM_RIGHTS
+// (`handover::fds`, which allows it and says why each block is sound).
+#![deny(unsafe_code)]
 #![warn(unreachable_pub)]
 
 pub mod access;
@@ -99,6 +101,7 @@ pub mod follow;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod guard;
+pub mod handover;
 pub(crate) mod health;
 pub mod knowledge;
 pub(crate) mod limits;
@@ -112,6 +115,7 @@ pub mod server;
 pub mod session;
 pub(crate) mod tail;
 pub mod tls;
+pub mod upgrade;
 pub(crate) mod upstream;
 pub mod wire;
 pub mod workers;

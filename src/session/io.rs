@@ -3,6 +3,7 @@
 //! could not be written at once is [`super::writer`]. Requests go to
 //! [`Session::handle`].
 
+use super::handover::Leave;
 use super::reading::{far_future, Reading};
 use super::{out::ClientOut, writer, Flow, Identity, Session};
 use crate::context::Context;
@@ -44,6 +45,27 @@ pub async fn serve(
     drive(Start::new(s, stream, shutdown, seat)).await
 }
 
+/// Resume a session handed over by the old process in a hot upgrade
+/// ([`crate::handover`]) from its state, on this process's worker.
+pub async fn serve_handed(
+    router: Arc<Context>,
+    stream: crate::tls::ClientStream,
+    state: crate::handover::state::SessionState,
+    shutdown: watch::Receiver<bool>,
+    seat: Option<Seat>,
+) -> Option<Box<Moving>> {
+    let (s, buf) = Session::from_state(router, state);
+    drive(Box::new(Start {
+        s,
+        stream,
+        buf,
+        shutdown,
+        seat,
+        moved: true,
+    }))
+    .await
+}
+
 /// What [`drive`] starts from, in one box: an async function's arguments
 /// are kept in its future beside the locals they are moved into, so a
 /// session passed by value would be held twice for the connection's life.
@@ -81,7 +103,7 @@ impl Start {
 }
 
 impl Session {
-    fn new(router: Arc<Context>, peer: SocketAddr, tls: bool) -> Session {
+    pub(super) fn new(router: Arc<Context>, peer: SocketAddr, tls: bool) -> Session {
         let out = ClientOut::new(
             router.cfg.client_queue,
             router.cfg.client_queue_bytes,
@@ -184,7 +206,29 @@ async fn drive(start: Box<Start>) -> Option<Box<Moving>> {
     // The loop waits on `shutdown`; a session that moves takes a copy.
     let onward = shutdown.clone();
     let mut shut = std::pin::pin!(shutdown.changed());
+    // A hot upgrade: since when the session is asked to leave for the new
+    // process (session::handover).
+    let mut leaving: Option<std::time::Instant> = None;
     let notice = 'conn: loop {
+        if let Some(since) = leaving {
+            match s.leave_step(&r, since) {
+                Leave::Wait => {}
+                Leave::Drain(left) => break Some(super::drain::drain(&out, left).await),
+                Leave::Now => {
+                    pause.cancel();
+                    match detach(rd, &mut writer, peer).await {
+                        Some(crate::tls::Detached::Plain(sock)) => {
+                            s.export(sock, r.into_buf()).await;
+                            return None;
+                        }
+                        _ => {
+                            writer = tokio::spawn(async { None });
+                            break None;
+                        }
+                    }
+                }
+            }
+        }
         // A request came in: its worker may ask the session to move
         // (not right after it did).
         let asked = !r.buf.is_empty()
@@ -250,7 +294,14 @@ async fn drive(start: Box<Start>) -> Option<Box<Moving>> {
                 break Some(n);
             },
             _ = &mut killed => break None,
-            _ = &mut shut => break Some(super::drain::drain(&out, cfg.drain_timeout).await),
+            _ = &mut shut, if leaving.is_none() => {
+                if router.handover.exporting().is_none() {
+                    break Some(super::drain::drain(&out, cfg.drain_timeout).await);
+                }
+                leaving = Some(std::time::Instant::now());
+            }
+            // Leaving: look again soon whether the session may go.
+            _ = tokio::time::sleep(std::time::Duration::from_millis(10)), if leaving.is_some() => {}
         }
     };
     drop(r);
