@@ -36,6 +36,10 @@
 //! * [`drain`]: graceful drain on SIGTERM or `ctl shutdown`: no new
 //!   connections, operations in flight answered, each connection closed
 //!   between operations with a Notice of Disconnection.
+//! * [`upgrade`]: hot upgrade (`ctl upgrade`, SIGUSR2): the new process
+//!   takes the listening sockets and every plain-LDAP session between
+//!   operations; [`handover`]: what the two processes pass each other
+//!   (descriptors with SCM_RIGHTS, the messages, a session's state).
 //! * [`proxy_protocol`]: PROXY protocol v1/v2 headers from the load
 //!   balancers listed in `--proxy-protocol-from` (the client's address).
 //! * `demo`: `dsa-router demo`, the seed setup on loopback with test DSAs

@@ -206,27 +206,17 @@ async fn drive(start: Box<Start>) -> Option<Box<Moving>> {
     // The loop waits on `shutdown`; a session that moves takes a copy.
     let onward = shutdown.clone();
     let mut shut = std::pin::pin!(shutdown.changed());
-    // A hot upgrade: since when the session is asked to leave for the new
-    // process (session::handover).
+    // Hot upgrade: since when it is asked to leave (session::handover).
     let mut leaving: Option<std::time::Instant> = None;
     let notice = 'conn: loop {
         if let Some(since) = leaving {
             match s.leave_step(&r, since) {
                 Leave::Wait => {}
                 Leave::Drain(left) => break Some(super::drain::drain(&out, left).await),
-                Leave::Now => {
-                    pause.cancel();
-                    match detach(rd, &mut writer, peer).await {
-                        Some(crate::tls::Detached::Plain(sock)) => {
-                            s.export(sock, r.into_buf()).await;
-                            return None;
-                        }
-                        _ => {
-                            writer = tokio::spawn(async { None });
-                            break None;
-                        }
-                    }
-                }
+                Leave::Now => match leave_now(&s, rd, &mut writer, &pause, &mut r.buf).await {
+                    true => return None,
+                    false => break None,
+                },
             }
         }
         // A request came in: its worker may ask the session to move
@@ -294,12 +284,10 @@ async fn drive(start: Box<Start>) -> Option<Box<Moving>> {
                 break Some(n);
             },
             _ = &mut killed => break None,
-            _ = &mut shut, if leaving.is_none() => {
-                if router.handover.exporting().is_none() {
-                    break Some(super::drain::drain(&out, cfg.drain_timeout).await);
-                }
-                leaving = Some(std::time::Instant::now());
-            }
+            _ = &mut shut, if leaving.is_none() => match router.handover.exporting() {
+                None => break Some(super::drain::drain(&out, cfg.drain_timeout).await),
+                Some(_) => leaving = Some(std::time::Instant::now()),
+            },
             // Leaving: look again soon whether the session may go.
             _ = tokio::time::sleep(std::time::Duration::from_millis(10)), if leaving.is_some() => {}
         }
@@ -338,6 +326,28 @@ async fn requests(s: &mut Session, r: &mut Reading<'_>, handled: &mut bool) -> F
             Flow::Continue => {}
             Flow::Close(n) => return Framed::Close(n),
             Flow::StartTls(msgid) => return Framed::StartTls(msgid),
+        }
+    }
+}
+
+/// A hot upgrade: the idle session's writer paused, it leaves for the new
+/// process (true), or its writer ended first (false: closed).
+async fn leave_now(
+    s: &Session,
+    rd: crate::tls::ClientRead,
+    writer: &mut JoinHandle<writer::Paused>,
+    pause: &CancellationToken,
+    buf: &mut BytesMut,
+) -> bool {
+    pause.cancel();
+    match detach(rd, writer, s.peer).await {
+        Some(crate::tls::Detached::Plain(sock)) => {
+            s.export(sock, std::mem::take(buf)).await;
+            true
+        }
+        _ => {
+            *writer = tokio::spawn(async { None });
+            false
         }
     }
 }
