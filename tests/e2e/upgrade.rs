@@ -65,8 +65,20 @@ fn install(to: &Path) {
 }
 
 fn start_router(bin: &Path, knowledge: &Path, port: u16, admin: &str, log: &Path) -> Child {
+    start_router_with(bin, knowledge, port, admin, log, &[])
+}
+
+fn start_router_with(
+    bin: &Path,
+    knowledge: &Path,
+    port: u16,
+    admin: &str,
+    log: &Path,
+    extra: &[&str],
+) -> Child {
     let child = Command::new(bin)
         .args(["serve", "--knowledge", knowledge.to_str().unwrap()])
+        .args(extra)
         .args(["--listen", &format!("127.0.0.1:{port}"), "--admin", admin])
         .args(["--failback-hold", "0", "--drain-timeout", "20"])
         .env("DSA_ROUTER_LOG", "info")
@@ -234,6 +246,99 @@ fn ctl_upgrade_hands_over_every_plain_session_under_load_and_refuses_a_binary_wi
         ))
         .count()
             == 2,
+        "{logs}"
+    );
+}
+
+/// Wait until the child exits; its status.
+fn exited(c: &mut Child) -> std::process::ExitStatus {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(s) = c.try_wait().unwrap() {
+            return s;
+        }
+        assert!(Instant::now() < deadline, "the old router did not exit");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// TLS sessions cannot move (rustls has no safe export of a live session
+/// to another process): an LDAPS client is drained with a Notice of
+/// Disconnection and reconnects to the LDAPS listener, which the new
+/// process took over; a plain client beside it moves and goes on on the
+/// same connection.
+#[test]
+fn ldaps_sessions_drain_and_reconnect_to_the_listener_the_new_process_took_over() {
+    use ldap3::{Ldap, LdapConnAsync, LdapConnSettings, Scope};
+    let slapd = Slapd::start(SlapdConfig::seeded("UPGTLS", &["o=DEMOCORP,c=AU"]));
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let knowledge = one_dsa_knowledge(d, slapd.port, ROUTER_PW);
+    let bin: PathBuf = d.join("dsa-router");
+    install(&bin);
+    let ca = crate::support::certs::Ca::new(d, "upgrade");
+    let (cert, key) = ca.server_files(d, "router");
+    let (port, tls_port) = (pick_port(), pick_port());
+    let admin = format!("127.0.0.1:{}", pick_port());
+    let log = d.join("router.log");
+    let ldaps_at = format!("127.0.0.1:{tls_port}");
+    let extra = [
+        "--ldaps-listen",
+        &ldaps_at,
+        "--tls-cert",
+        cert.to_str().unwrap(),
+        "--tls-key",
+        key.to_str().unwrap(),
+    ];
+    let mut old = start_router_with(&bin, &knowledge, port, &admin, &log, &extra);
+    let mut kill = Kill(vec![old.id()]);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let user = "uid=user0001,ou=people,o=DEMOCORP,c=AU";
+    let connect = |url: String| async move {
+        let s = LdapConnSettings::new()
+            .set_no_tls_verify(true)
+            .set_conn_timeout(Duration::from_secs(10));
+        let (conn, mut ldap) = LdapConnAsync::with_settings(s, &url).await.unwrap();
+        ldap3::drive!(conn);
+        ldap.simple_bind(user, "pw")
+            .await
+            .unwrap()
+            .success()
+            .unwrap();
+        ldap
+    };
+    async fn search(c: &mut Ldap, user: &str) -> ldap3::result::Result<usize> {
+        let r = c
+            .search(user, Scope::Base, "(objectClass=*)", vec!["cn"])
+            .await?;
+        Ok(r.success()?.0.len())
+    }
+    let ldaps_url = format!("ldaps://127.0.0.1:{tls_port}");
+    let mut tls = rt.block_on(connect(ldaps_url.clone()));
+    let mut plain = rt.block_on(connect(format!("ldap://127.0.0.1:{port}")));
+    assert_eq!(rt.block_on(search(&mut tls, user)).unwrap(), 1);
+    assert_eq!(rt.block_on(search(&mut plain, user)).unwrap(), 1);
+
+    let up = ctl(&admin, &["--json", "upgrade"]);
+    assert!(up.status.success(), "{}", text(&up));
+    let v: serde_json::Value = serde_json::from_slice(&up.stdout).unwrap();
+    kill.0.push(v["pid"].as_u64().unwrap() as u32);
+    assert!(exited(&mut old).success());
+    // The plain session moved: same connection, same identity.
+    assert_eq!(rt.block_on(search(&mut plain, user)).unwrap(), 1);
+    // The LDAPS one was closed between operations; a new one is served.
+    assert!(
+        rt.block_on(search(&mut tls, user)).is_err(),
+        "the TLS session was not drained"
+    );
+    let mut again = rt.block_on(connect(ldaps_url));
+    assert_eq!(rt.block_on(search(&mut again, user)).unwrap(), 1);
+    let logs = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        logs.contains("sessions taken over from the old process sessions=1"),
         "{logs}"
     );
 }
