@@ -342,3 +342,57 @@ fn ldaps_sessions_drain_and_reconnect_to_the_listener_the_new_process_took_over(
         "{logs}"
     );
 }
+
+/// SIGTERM under the same load: the router drains; each client sees its
+/// idle connection closed (a Notice of Disconnection), reconnects to the
+/// other router of its pool and retries; no operation fails.
+#[test]
+fn sigterm_under_load_fails_no_operation_clients_reconnect_to_the_other_router() {
+    let slapd = Slapd::start(SlapdConfig::seeded("UPGTERM", &["o=DEMOCORP,c=AU"]));
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let knowledge = one_dsa_knowledge(d, slapd.port, ROUTER_PW);
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_dsa-router"));
+    let (pa, pb) = (pick_port(), pick_port());
+    let (aa, ab) = (
+        format!("127.0.0.1:{}", pick_port()),
+        format!("127.0.0.1:{}", pick_port()),
+    );
+    let mut a = start_router(&bin, &knowledge, pa, &aa, &d.join("a.log"));
+    let b = start_router(&bin, &knowledge, pb, &ab, &d.join("b.log"));
+    let mut kill = Kill(vec![a.id(), b.id()]);
+    let f = |n: &str| d.join(n);
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/e2e/upgrade_load.py");
+    let mut load = Command::new("python3")
+        .arg(script)
+        .arg(format!("ldap://127.0.0.1:{pa},ldap://127.0.0.1:{pb}"))
+        .args([f("stop"), f("ready"), f("progress"), f("out")])
+        .args([CLIENTS.to_string().as_str(), "retry"])
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    kill.0.push(load.id());
+    until("every client connected and working", || f("ready").exists());
+    let term = Command::new("kill")
+        .args(["-TERM", &a.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    assert!(exited(&mut a).success());
+    let seen = read_num(&f("progress"));
+    until("the other router serves the clients", || {
+        read_num(&f("progress")) > seen + 300
+    });
+    std::fs::write(f("stop"), "").unwrap();
+    let deadline = Instant::now() + WAIT;
+    while load.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the load did not stop");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(f("out")).unwrap()).unwrap();
+    assert_eq!(out["failed"], serde_json::json!([]), "{out}");
+    // Every client was on the router that drained: each reconnected once.
+    assert_eq!(out["reconnects"], CLIENTS, "{out}");
+    assert_eq!(out["before"], out["after"], "{out}");
+}

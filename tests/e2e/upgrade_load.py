@@ -5,17 +5,27 @@ appears. A failed operation is recorded; an exception (a closed
 connection) is recorded too and counted as a reconnect. Writes the JSON
 result to OUT.
 
-usage: upgrade_load.py URL STOP READY PROGRESS OUT N
+With RETRY (a 7th argument), URL is a comma-separated list of routers
+(an ldap3 server pool): a client whose connection was closed (a drain)
+reconnects to the next router and retries the operation once; only an
+operation that fails again counts as failed.
+
+usage: upgrade_load.py URL STOP READY PROGRESS OUT N [RETRY]
 """
 import json
 import os
 import sys
 import threading
 
-from ldap3 import ASYNC, MODIFY_REPLACE, SYNC, Connection, Server
+from ldap3 import ASYNC, FIRST, MODIFY_REPLACE, SYNC, Connection, Server, ServerPool
 
 URL, STOP, READY, PROGRESS, OUT, N = sys.argv[1:7]
 N = int(N)
+RETRY = len(sys.argv) > 7
+
+
+class Closed(Exception):
+    """The router closed the connection (a Notice of Disconnection)."""
 BASE = "o=DEMOCORP,c=AU"
 lock = threading.Lock()
 res = {"ops": 0, "failed": [], "reconnects": 0, "before": {}, "after": {}}
@@ -29,8 +39,10 @@ def user(i):
 def connect(i):
     bound = i % 2 == 0
     strategy = ASYNC if i % 4 == 1 else SYNC
+    urls = URL.split(",")
+    server = ServerPool([Server(u) for u in urls], FIRST, active=True, exhaust=False) if RETRY else Server(URL)
     return Connection(
-        Server(URL),
+        server,
         user=user(i) if bound else None,
         password="pw" if bound else None,
         client_strategy=strategy,
@@ -41,6 +53,8 @@ def connect(i):
 
 
 def ok(i, what, result):
+    if RETRY and result is not None and result.get("result") == 52:
+        raise Closed(result.get("message"))
     if result is None or result.get("result") != 0:
         with lock:
             res["failed"].append("%d %s: %r" % (i, what, result))
@@ -80,10 +94,19 @@ def worker(i):
             done = step(i, c, n)
         except Exception as e:  # a closed connection
             with lock:
-                res["failed"].append("%d exception: %r" % (i, e))
                 res["reconnects"] += 1
+                if not RETRY:
+                    res["failed"].append("%d exception: %r" % (i, e))
             c = connect(i)
-            continue
+            if not RETRY:
+                continue
+            try:
+                done = step(i, c, n)
+            except Exception as e:
+                with lock:
+                    res["failed"].append("%d exception after a reconnect: %r" % (i, e))
+                c = connect(i)
+                continue
         n += 1
         with lock:
             res["ops"] += done
