@@ -78,13 +78,24 @@ impl Upgrader {
         let (ours, theirs) =
             fds::pair().map_err(|e| format!("cannot make the handover socket: {e}"))?;
         fds::inheritable(theirs.as_fd()).map_err(|e| format!("handover socket: {e}"))?;
-        let mut child = Command::new(&bin)
-            .args(&self.args)
-            .arg(FLAG)
-            .arg(theirs.as_raw_fd().to_string())
-            .stdin(Stdio::null())
-            .spawn()
-            .map_err(|e| format!("cannot start {shown}: {e}"))?;
+        let mut tries = 0;
+        let mut child = loop {
+            let spawned = Command::new(&bin)
+                .args(&self.args)
+                .arg(FLAG)
+                .arg(theirs.as_raw_fd().to_string())
+                .stdin(Stdio::null())
+                .spawn();
+            match spawned {
+                // A binary just installed may still be open for writing
+                // for a moment (ETXTBSY): try again briefly.
+                Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 20 => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+                other => break other.map_err(|e| format!("cannot start {shown}: {e}"))?,
+            }
+        };
         drop(theirs);
         tracing::info!(binary = %shown, pid = child.id(), "upgrade: new process started; waiting for it to load its knowledge");
         match self.hand_listeners(&ours) {

@@ -76,19 +76,30 @@ fn start_router_with(
     log: &Path,
     extra: &[&str],
 ) -> Child {
-    let child = Command::new(bin)
-        .args(["serve", "--knowledge", knowledge.to_str().unwrap()])
-        .args(extra)
-        .args(["--listen", &format!("127.0.0.1:{port}"), "--admin", admin])
-        .args(["--failback-hold", "0", "--drain-timeout", "20"])
-        .env("DSA_ROUTER_LOG", "info")
-        .env("NO_COLOR", "1")
-        .env_remove("DSA_ROUTER_ADMIN_TOKEN")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(log).unwrap())
-        .spawn()
-        .unwrap();
+    // A binary just written may be busy for a moment: a process another
+    // test forks meanwhile holds the write descriptor until its exec.
+    let mut tries = 0;
+    let child = loop {
+        let spawned = Command::new(bin)
+            .args(["serve", "--knowledge", knowledge.to_str().unwrap()])
+            .args(extra)
+            .args(["--listen", &format!("127.0.0.1:{port}"), "--admin", admin])
+            .args(["--failback-hold", "0", "--drain-timeout", "20"])
+            .env("DSA_ROUTER_LOG", "info")
+            .env("NO_COLOR", "1")
+            .env_remove("DSA_ROUTER_ADMIN_TOKEN")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn();
+        match spawned {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 100 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            other => break other.unwrap(),
+        }
+    };
     until("the router listens", || {
         std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
     });
@@ -359,7 +370,7 @@ fn sigterm_under_load_fails_no_operation_clients_reconnect_to_the_other_router()
         format!("127.0.0.1:{}", pick_port()),
     );
     let mut a = start_router(&bin, &knowledge, pa, &aa, &d.join("a.log"));
-    let b = start_router(&bin, &knowledge, pb, &ab, &d.join("b.log"));
+    let mut b = start_router(&bin, &knowledge, pb, &ab, &d.join("b.log"));
     let mut kill = Kill(vec![a.id(), b.id()]);
     let f = |n: &str| d.join(n);
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/e2e/upgrade_load.py");
@@ -395,4 +406,6 @@ fn sigterm_under_load_fails_no_operation_clients_reconnect_to_the_other_router()
     // Every client was on the router that drained: each reconnected once.
     assert_eq!(out["reconnects"], CLIENTS, "{out}");
     assert_eq!(out["before"], out["after"], "{out}");
+    let _ = b.kill();
+    let _ = b.wait();
 }
