@@ -53,6 +53,8 @@ pub struct Context {
     pub workers: std::sync::OnceLock<Arc<crate::workers::Shared>>,
     /// Graceful drain: whether one runs, `ctl shutdown`'s request.
     pub drain: crate::drain::Drain,
+    /// Hot upgrade: `ctl upgrade`'s request, where sessions leave to.
+    pub handover: crate::handover::Handover,
 }
 
 /// What the last reload did.
@@ -111,6 +113,7 @@ impl Context {
             response_memory,
             workers: std::sync::OnceLock::new(),
             drain: crate::drain::Drain::default(),
+            handover: crate::handover::Handover::default(),
         })
     }
 

@@ -36,6 +36,10 @@
 //! * [`drain`]: graceful drain on SIGTERM or `ctl shutdown`: no new
 //!   connections, operations in flight answered, each connection closed
 //!   between operations with a Notice of Disconnection.
+//! * [`upgrade`]: hot upgrade (`ctl upgrade`, SIGUSR2): the new process
+//!   takes the listening sockets and every plain-LDAP session between
+//!   operations; [`handover`]: what the two processes pass each other
+//!   (descriptors with SCM_RIGHTS, the messages, a session's state).
 //! * [`proxy_protocol`]: PROXY protocol v1/v2 headers from the load
 //!   balancers listed in `--proxy-protocol-from` (the client's address).
 //! * `demo`: `dsa-router demo`, the seed setup on loopback with test DSAs
@@ -83,7 +87,9 @@
 //! * `crates/bench` (`dsa-bench`): the load generator, a binary of its own
 //!   (`cargo run --release -p dsa-bench -- --url ...`).
 
-#![forbid(unsafe_code)]
+// No unsafe code, but in one module: passing descriptors with SCM_RIGHTS
+// (`handover::fds`, which allows it and says why each block is sound).
+#![deny(unsafe_code)]
 #![warn(unreachable_pub)]
 
 pub mod access;
@@ -102,6 +108,7 @@ pub mod follow;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod guard;
+pub mod handover;
 pub(crate) mod health;
 pub mod knowledge;
 pub(crate) mod limits;
@@ -116,6 +123,7 @@ pub mod server;
 pub mod session;
 pub(crate) mod tail;
 pub mod tls;
+pub mod upgrade;
 pub(crate) mod upstream;
 pub mod wire;
 pub mod workers;

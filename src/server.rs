@@ -57,11 +57,18 @@ pub async fn run_on(
     // Connections from --proxy-protocol-from, once their header is read,
     // with the client's address.
     let (relay, mut relayed) = tokio::sync::mpsc::channel(64);
+    // After a hot upgrade: the sessions the old process hands over.
+    let mut adopted = router.handover.take_adopted();
     loop {
         let (accepted, is_ldaps, header_read) = tokio::select! {
             a = listener.accept() => (a, false, false),
             a = accept_on(ldaps.as_ref()) => (a, true, false),
             Some((s, peer, l)) = relayed.recv() => (Ok((s, peer)), l, true),
+            Some(a) = next_adopted(&mut adopted) => {
+                let client = (&router, &per_ip, &slots, &shutdown);
+                adopt(client, a, &mut sessions, workers);
+                continue;
+            }
             _ = shutdown.changed() => break,
         };
         while sessions.try_join_next().is_some() {}
@@ -97,6 +104,7 @@ pub async fn run_on(
             shutdown: shutdown.clone(),
             ip,
             permit,
+            state: None,
         };
         hand_over(&mut sessions, client, stream, workers);
     }
@@ -112,6 +120,59 @@ pub async fn run_on(
     .await;
     sessions.abort_all();
     router.drain.end();
+}
+
+/// The next session handed over by the old process, if any come.
+async fn next_adopted(
+    rx: &mut Option<tokio::sync::mpsc::Receiver<crate::handover::Adopted>>,
+) -> Option<crate::handover::Adopted> {
+    match rx {
+        Some(r) => match r.recv().await {
+            Some(a) => Some(a),
+            None => std::future::pending().await,
+        },
+        None => std::future::pending().await,
+    }
+}
+
+/// Serve a session handed over by the old process ([`crate::handover`]):
+/// admitted and counted like a new connection, resumed from its state.
+fn adopt(
+    (router, per_ip, slots, shutdown): (
+        &Arc<Context>,
+        &PerIp,
+        &Arc<Semaphore>,
+        &watch::Receiver<bool>,
+    ),
+    a: crate::handover::Adopted,
+    sessions: &mut JoinSet<()>,
+    workers: Option<&crate::workers::Workers>,
+) {
+    let peer = a.state.peer;
+    let stream = a
+        .sock
+        .set_nonblocking(true)
+        .and_then(|()| tokio::net::TcpStream::from_std(a.sock));
+    let stream = match stream {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(client = %peer, error = %e, "cannot take a session handed over");
+            return;
+        }
+    };
+    let Some((stream, ip, permit)) = admit(router, stream, peer, per_ip, slots) else {
+        return;
+    };
+    let client = Client {
+        router: router.clone(),
+        peer,
+        is_ldaps: false,
+        shutdown: shutdown.clone(),
+        ip,
+        permit,
+        state: Some(Box::new(a.state)),
+    };
+    hand_over(sessions, client, stream, workers);
 }
 
 /// A connection from a `--proxy-protocol-from` source, with the client's
@@ -280,6 +341,8 @@ struct Client {
     shutdown: watch::Receiver<bool>,
     ip: IpSlot,
     permit: OwnedSemaphorePermit,
+    /// A session handed over by the old process: its state.
+    state: Option<Box<crate::handover::state::SessionState>>,
 }
 
 /// Serve the client on the least busy worker: another worker's session
@@ -324,6 +387,7 @@ async fn serve_client(c: Client, stream: Handoff, seat: Option<crate::workers::S
         shutdown,
         ip,
         permit,
+        state,
     } = c;
     let stream = match stream {
         Handoff::Here(s) => Some(s),
@@ -362,7 +426,10 @@ async fn serve_client(c: Client, stream: Handoff, seat: Option<crate::workers::S
         // address for the subscriber (a twentieth of a connection's
         // work), and entering it cost every poll. The session's
         // events name the client themselves (`client = ...`).
-        let mut moving = crate::session::serve(router.clone(), s, peer, shutdown, seat).await;
+        let mut moving = match state {
+            Some(st) => crate::session::serve_handed(router.clone(), s, *st, shutdown, seat).await,
+            None => crate::session::serve(router.clone(), s, peer, shutdown, seat).await,
+        };
         // It moved to another worker: this task waits for it
         // there, holding the connection's slots.
         while let Some(m) = moving {

@@ -46,10 +46,27 @@ pub enum CtlCmd {
     /// operations in flight finish (`--drain-timeout`), each client
     /// connection closes between operations.
     Shutdown,
+    /// Hot upgrade: start the new binary (default: the router's own path
+    /// as at start, so a rebuilt binary there is picked up) with the same
+    /// arguments, and hand it the listening sockets and every plain-LDAP
+    /// client session between operations; the rest drain as on shutdown.
+    /// Fails, and the router keeps serving, when the new one cannot load
+    /// its knowledge.
+    Upgrade {
+        /// The binary to start instead.
+        #[arg(long)]
+        binary: Option<std::path::PathBuf>,
+    },
 }
 
 fn call(args: &CtlArgs, method: &str, path: &str) -> crate::error::Result<serde_json::Value> {
-    fetch(&args.admin, args.token.as_deref(), method, path)
+    // An upgrade waits for the new process to load its knowledge.
+    let secs = if path.starts_with("/upgrade") {
+        120
+    } else {
+        10
+    };
+    fetch_within(&args.admin, args.token.as_deref(), method, path, secs)
 }
 
 /// `method path` on the admin API at `admin`, its JSON answer.
@@ -59,9 +76,20 @@ pub(crate) fn fetch(
     method: &str,
     path: &str,
 ) -> crate::error::Result<serde_json::Value> {
+    fetch_within(admin, token, method, path, 10)
+}
+
+/// [`fetch`] within `secs` seconds.
+fn fetch_within(
+    admin: &str,
+    token: Option<&str>,
+    method: &str,
+    path: &str,
+    secs: u64,
+) -> crate::error::Result<serde_json::Value> {
     let url = format!("http://{admin}{path}");
     let agent = ureq::AgentBuilder::new()
-        .timeout(std::time::Duration::from_secs(10))
+        .timeout(std::time::Duration::from_secs(secs))
         .build();
     // Without a token the API refuses state changes that lack this header
     // (a form of another web page cannot send it).
@@ -114,6 +142,15 @@ pub fn run(args: &CtlArgs) -> ExitCode {
         CtlCmd::Enable { name } => ("POST", format!("/dsas/{}/enable", escape(name))),
         CtlCmd::Reload => ("POST", "/reload".to_string()),
         CtlCmd::Shutdown => ("POST", "/shutdown".to_string()),
+        CtlCmd::Upgrade { binary: None } => ("POST", "/upgrade".to_string()),
+        CtlCmd::Upgrade { binary: Some(b) } => {
+            let b = escape(
+                &std::path::absolute(b)
+                    .unwrap_or_else(|_| b.clone())
+                    .to_string_lossy(),
+            );
+            ("POST", format!("/upgrade?binary={b}"))
+        }
     };
     let v = match call(args, method, &path) {
         Ok(v) => v,
@@ -141,6 +178,11 @@ pub fn run(args: &CtlArgs) -> ExitCode {
             }
         },
         CtlCmd::Shutdown => println!("draining: the router exits once its clients' operations end"),
+        CtlCmd::Upgrade { .. } => println!(
+            "upgraded: process {} ({}) serves; this one hands over its sessions and exits",
+            v.get("pid").and_then(|m| m.as_u64()).unwrap_or(0),
+            v.get("binary").and_then(|m| m.as_str()).unwrap_or("?")
+        ),
         CtlCmd::Reload => println!(
             "{}",
             v.get("message")

@@ -6,6 +6,7 @@
 //! * `GET /metrics`: Prometheus text format.
 //! * `POST /dsas/{name}/disable|drain|enable`: administrative state.
 //! * `POST /shutdown`: drain the router and exit ([`crate::drain`]).
+//! * `POST /upgrade[?binary=PATH]`: hot upgrade ([`crate::upgrade`]).
 //! * `POST /reload`: reload knowledge (validated whole; the old snapshot
 //!   stays on error, and the response says why).
 
@@ -177,6 +178,50 @@ async fn post_shutdown(State(app): State<App>) -> Response {
     Json(json!({"ok": true, "draining": true})).into_response()
 }
 
+/// `POST /upgrade[?binary=PATH]` (`ctl upgrade`, issue 39): start the new
+/// binary (default: the router's own) and hand it the listening sockets and
+/// the client sessions ([`crate::upgrade`]); answered once the new process
+/// serves (its process id) or refused (why: this router keeps serving).
+async fn post_upgrade(
+    State(app): State<App>,
+    headers: HeaderMap,
+    axum::extract::Query(q): axum::extract::Query<std::collections::HashMap<String, String>>,
+) -> Response {
+    if !authorized(&app, &headers) {
+        return denied();
+    }
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    let ask = crate::handover::Ask {
+        binary: q.get("binary").map(std::path::PathBuf::from),
+        reply: Some(reply),
+    };
+    tracing::info!(binary = ?ask.binary, "admin API: upgrade asked");
+    if app.router.handover.ask(ask).is_err() {
+        let error = "an upgrade is already in progress";
+        return (
+            StatusCode::CONFLICT,
+            Json(json!({"ok": false, "error": error})),
+        )
+            .into_response();
+    }
+    match answer.await {
+        Ok(Ok(u)) => Json(json!({"ok": true, "pid": u.pid, "binary": u.binary})).into_response(),
+        Ok(Err(error)) => (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Json(json!({"ok": false, "error": error})),
+        )
+            .into_response(),
+        Err(_) => {
+            let error = "the router is shutting down";
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                Json(json!({"ok": false, "error": error})),
+            )
+                .into_response()
+        }
+    }
+}
+
 /// Bind `--admin ADDR` and serve the API there (a task) until shutdown.
 /// Without a token an address off loopback is an error (the name resolved
 /// to loopback before start, [`guard::admin_flag`]; the bound address is
@@ -186,7 +231,7 @@ pub async fn start(
     token: Option<String>,
     router: Arc<Context>,
     shutdown: watch::Receiver<bool>,
-) -> crate::error::Result<()> {
+) -> crate::error::Result<std::os::fd::OwnedFd> {
     use crate::error::Error;
     let token = token.filter(|t| !t.is_empty());
     let listener = tokio::net::TcpListener::bind(addr)
@@ -197,8 +242,12 @@ pub async fn start(
         .map_err(|e| Error::config(e.to_string()))?;
     guard::exposure(bound, token.as_deref()).map_err(Error::config)?;
     tracing::info!(%addr, token = token.is_some(), "admin API listening");
+    // A copy of the listening socket, for a hot upgrade to hand over.
+    let copy = std::os::fd::AsFd::as_fd(&listener)
+        .try_clone_to_owned()
+        .map_err(|e| Error::config(format!("--admin {addr}: {e}")))?;
     tokio::spawn(run(listener, addr.to_string(), router, token, shutdown));
-    Ok(())
+    Ok(copy)
 }
 
 /// Serve the admin API on `listener` (given as `given` on the command line)
@@ -238,15 +287,19 @@ pub async fn run(
         .route("/dsas/{name}/{action}", post(post_dsa))
         .route("/reload", post(post_reload))
         .route("/shutdown", post(post_shutdown))
+        .route("/upgrade", post(post_upgrade))
         .layer(axum::middleware::from_fn_with_state(
             app.clone(),
             guard::guard,
         ))
         .with_state(app);
-    // Up while the router drains (`/status` shows it), down once it ends.
+    // Up while the router drains (`/status` shows it), down once it ends;
+    // after a hot upgrade at once: the new process answers on the socket.
     let stop = async move {
         let _ = shutdown.changed().await;
-        drained.drain.ended().await;
+        if drained.handover.exporting().is_none() {
+            drained.drain.ended().await;
+        }
     };
     if let Err(e) = axum::serve(listener, svc)
         .with_graceful_shutdown(stop)

@@ -3,6 +3,7 @@
 //! could not be written at once is [`super::writer`]. Requests go to
 //! [`Session::handle`].
 
+use super::handover::Leave;
 use super::reading::{far_future, Reading};
 use super::{out::ClientOut, writer, Flow, Identity, Session};
 use crate::context::Context;
@@ -44,6 +45,27 @@ pub async fn serve(
     drive(Start::new(s, stream, shutdown, seat)).await
 }
 
+/// Resume a session handed over by the old process in a hot upgrade
+/// ([`crate::handover`]) from its state, on this process's worker.
+pub async fn serve_handed(
+    router: Arc<Context>,
+    stream: crate::tls::ClientStream,
+    state: crate::handover::state::SessionState,
+    shutdown: watch::Receiver<bool>,
+    seat: Option<Seat>,
+) -> Option<Box<Moving>> {
+    let (s, buf) = Session::from_state(router, state);
+    drive(Box::new(Start {
+        s,
+        stream,
+        buf,
+        shutdown,
+        seat,
+        moved: true,
+    }))
+    .await
+}
+
 /// What [`drive`] starts from, in one box: an async function's arguments
 /// are kept in its future beside the locals they are moved into, so a
 /// session passed by value would be held twice for the connection's life.
@@ -81,7 +103,7 @@ impl Start {
 }
 
 impl Session {
-    fn new(router: Arc<Context>, peer: SocketAddr, tls: bool) -> Session {
+    pub(super) fn new(router: Arc<Context>, peer: SocketAddr, tls: bool) -> Session {
         let out = ClientOut::new(
             router.cfg.client_queue,
             router.cfg.client_queue_bytes,
@@ -185,7 +207,19 @@ async fn drive(start: Box<Start>) -> Option<Box<Moving>> {
     // The loop waits on `shutdown`; a session that moves takes a copy.
     let onward = shutdown.clone();
     let mut shut = std::pin::pin!(shutdown.changed());
+    // Hot upgrade: since when it is asked to leave (session::handover).
+    let mut leaving: Option<std::time::Instant> = None;
     let notice = 'conn: loop {
+        if let Some(since) = leaving {
+            match s.leave_step(&r, since) {
+                Leave::Wait => {}
+                Leave::Drain(left) => break Some(super::drain::drain(&out, left).await),
+                Leave::Now => match leave_now(&s, rd, &mut writer, &pause, &mut r.buf).await {
+                    true => return None,
+                    false => break None,
+                },
+            }
+        }
         // A request came in: its worker may ask the session to move
         // (not right after it did).
         let asked = !r.buf.is_empty()
@@ -251,7 +285,12 @@ async fn drive(start: Box<Start>) -> Option<Box<Moving>> {
                 break Some(n);
             },
             _ = &mut killed => break None,
-            _ = &mut shut => break Some(super::drain::drain(&out, cfg.drain_timeout).await),
+            _ = &mut shut, if leaving.is_none() => match router.handover.exporting() {
+                None => break Some(super::drain::drain(&out, cfg.drain_timeout).await),
+                Some(_) => leaving = Some(std::time::Instant::now()),
+            },
+            // Leaving: look again soon whether the session may go.
+            _ = tokio::time::sleep(std::time::Duration::from_millis(10)), if leaving.is_some() => {}
         }
     };
     drop(r);
@@ -288,6 +327,28 @@ async fn requests(s: &mut Session, r: &mut Reading<'_>, handled: &mut bool) -> F
             Flow::Continue => {}
             Flow::Close(n) => return Framed::Close(n),
             Flow::StartTls(msgid) => return Framed::StartTls(msgid),
+        }
+    }
+}
+
+/// A hot upgrade: the idle session's writer paused, it leaves for the new
+/// process (true), or its writer ended first (false: closed).
+async fn leave_now(
+    s: &Session,
+    rd: crate::tls::ClientRead,
+    writer: &mut JoinHandle<writer::Paused>,
+    pause: &CancellationToken,
+    buf: &mut BytesMut,
+) -> bool {
+    pause.cancel();
+    match detach(rd, writer, s.peer).await {
+        Some(crate::tls::Detached::Plain(sock)) => {
+            s.export(sock, std::mem::take(buf)).await;
+            true
+        }
+        _ => {
+            *writer = tokio::spawn(async { None });
+            false
         }
     }
 }

@@ -19,6 +19,7 @@ mod drain;
 mod extop;
 pub mod fanout;
 mod forward;
+mod handover;
 mod io;
 mod local;
 mod logged;
@@ -33,7 +34,7 @@ mod send;
 mod spanning;
 mod writer;
 
-pub use io::{resume, run, serve, Moving};
+pub use io::{resume, run, serve, serve_handed, Moving};
 
 use crate::context::Context;
 use crate::metrics::Refusal;

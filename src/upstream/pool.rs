@@ -441,6 +441,12 @@ impl BindPdu {
     pub fn new(dn: String, pdu: Bytes) -> BindPdu {
         BindPdu { dn, pdu }
     }
+
+    /// The bind request as the client sent it (with its password: never
+    /// logged), for a hot upgrade's handover of the session.
+    pub fn pdu(&self) -> &Bytes {
+        &self.pdu
+    }
 }
 
 impl std::fmt::Debug for BindPdu {

@@ -55,4 +55,5 @@ mod status_page;
 mod testdsa;
 mod tls;
 mod tls_both_sides;
+mod upgrade;
 mod workers;

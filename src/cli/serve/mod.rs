@@ -58,6 +58,10 @@ pub struct ServeArgs {
     /// operation). 0: every worker takes clients from the start.
     #[arg(long, default_value_t = 60, value_name = "PERCENT", value_parser = clap::value_parser!(u8).range(0..=100))]
     pub spread_above: u8,
+    /// Internal: the hot upgrade's handover socket, given by the router
+    /// this one takes over from (`ctl upgrade`).
+    #[arg(long, hide = true)]
+    pub handover_fd: Option<i32>,
     #[command(flatten)]
     pub limits: LimitArgs,
     #[command(flatten)]

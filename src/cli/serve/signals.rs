@@ -61,23 +61,42 @@ pub(super) async fn watch_files(router: Arc<Context>, mut shutdown: watch::Recei
 
 /// SIGINT/SIGTERM, or `ctl shutdown`: drain and shut down. SIGHUP: reload knowledge. SIGUSR1: reopen
 /// the access log's file.
-pub(super) async fn signals(tx: watch::Sender<bool>, router: Arc<Context>, root: PathBuf) {
+pub(super) async fn signals(
+    tx: watch::Sender<bool>,
+    router: Arc<Context>,
+    root: PathBuf,
+    upgrader: crate::upgrade::Upgrader,
+) {
     use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int), Ok(mut hup), Ok(mut usr1)) = (
+    let (Ok(mut term), Ok(mut int), Ok(mut hup), Ok(mut usr1), Ok(mut usr2)) = (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
         signal(SignalKind::hangup()),
         signal(SignalKind::user_defined1()),
+        signal(SignalKind::user_defined2()),
     ) else {
         tracing::error!("cannot install signal handlers");
         return;
     };
+    let upgrader = Arc::new(upgrader);
     let mut running: Option<tokio::task::JoinHandle<()>> = None;
     loop {
         tokio::select! {
             _ = term.recv() => break,
             _ = int.recv() => break,
             _ = router.drain.asked() => break,
+            // SIGUSR2 or `ctl upgrade`: a new process takes over.
+            _ = usr2.recv() => {
+                let ask = crate::handover::Ask { binary: None, reply: None };
+                if upgrade(&router, &upgrader, ask).await {
+                    break;
+                }
+            }
+            Some(ask) = router.handover.asked() => {
+                if upgrade(&router, &upgrader, ask).await {
+                    break;
+                }
+            }
             _ = usr1.recv() => crate::access::reopen(),
             _ = hup.recv() => {
                 // Off the runtime's threads: with --threads 1 a reload
@@ -93,11 +112,62 @@ pub(super) async fn signals(tx: watch::Sender<bool>, router: Arc<Context>, root:
             }
         }
     }
-    tracing::info!(
-        timeout_s = router.cfg.drain_timeout.as_secs(),
-        "draining: no new connections; operations in flight finish, then each client connection closes"
-    );
+    if router.handover.exporting().is_some() {
+        tracing::info!(
+            timeout_s = router.cfg.drain_timeout.as_secs(),
+            "upgrade: the new process accepts; sessions leave for it between operations, the rest drain"
+        );
+    } else {
+        tracing::info!(
+            timeout_s = router.cfg.drain_timeout.as_secs(),
+            "draining: no new connections; operations in flight finish, then each client connection closes"
+        );
+    }
     let _ = tx.send(true);
+}
+
+/// Start the new process and hand it the listeners (off the runtime: it
+/// waits for the new process); true when it serves, and this process's
+/// sessions are to leave for it. On failure this process keeps serving.
+async fn upgrade(
+    router: &Context,
+    upgrader: &Arc<crate::upgrade::Upgrader>,
+    ask: crate::handover::Ask,
+) -> bool {
+    let crate::handover::Ask { binary, reply } = ask;
+    let up = upgrader.clone();
+    let started = tokio::task::spawn_blocking(move || up.start(binary))
+        .await
+        .unwrap_or_else(|e| Err(format!("upgrade task: {e}")));
+    let answer = match started {
+        Ok(s) => {
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            let sock = s.sock;
+            let sending = std::thread::Builder::new()
+                .name("dsa-router-handover".into())
+                .spawn(move || crate::upgrade::old::send_sessions(sock, rx));
+            match sending {
+                Ok(_) => {
+                    router.handover.export_to(tx);
+                    tracing::info!(pid = s.pid, binary = %s.binary, "upgrade: the new process serves");
+                    Ok(crate::handover::Upgraded {
+                        pid: s.pid,
+                        binary: s.binary,
+                    })
+                }
+                Err(e) => Err(format!("cannot start the handover thread: {e}")),
+            }
+        }
+        Err(e) => {
+            tracing::error!(error = %crate::logsafe::esc(&e), "upgrade failed; this process keeps serving");
+            Err(e)
+        }
+    };
+    let ok = answer.is_ok();
+    if let Some(r) = reply {
+        let _ = r.send(answer);
+    }
+    ok
 }
 
 /// Reload knowledge: validated whole; on error the old snapshot stays.

@@ -23,20 +23,54 @@ impl From<Error> for Stop {
 
 /// Start, serve until shutdown, stop.
 pub(super) fn run(args: &ServeArgs) -> std::result::Result<(), Stop> {
-    let admin_token = admin_token(args)?;
-    let snap = load_knowledge(args)?;
-    let router = Arc::new(context(args, snap)?);
-    start_access_log(&router.cfg)?;
+    let upgrader = crate::upgrade::Upgrader::at_start();
+    // Started by a hot upgrade: whatever stops this process before it
+    // serves is told to the old one, which keeps serving.
+    let incoming = match args.handover_fd {
+        Some(fd) => {
+            Some(crate::upgrade::Incoming::open(fd).map_err(|e| Stop(format!("error: {e}\n")))?)
+        }
+        None => None,
+    };
+    let refused = |Stop(text): Stop| {
+        if let Some(i) = &incoming {
+            i.refuse(&text);
+        }
+        Stop(text)
+    };
+    let admin_token = admin_token(args).map_err(refused)?;
+    let snap = load_knowledge(args).map_err(refused)?;
+    let router = Arc::new(context(args, snap).map_err(|e| refused(e.into()))?);
+    start_access_log(&router.cfg).map_err(|e| refused(e.into()))?;
     // Worker 0 is this thread's single-threaded runtime; the others are
     // threads of their own (crate::workers).
-    let rt = runtime(1)?;
+    let rt = runtime(1).map_err(|e| refused(e.into()))?;
     let workers = crate::workers::Workers::start(
         router.cfg.workers,
         rt.handle().clone(),
         f64::from(router.cfg.spread_above) / 100.0,
     )
-    .map_err(|e| Stop(format!("error: cannot start the worker threads: {e}\n")))?;
-    let result = rt.block_on(listen_and_serve(args, admin_token, router, &workers));
+    .map_err(|e| {
+        refused(Stop(format!(
+            "error: cannot start the worker threads: {e}\n"
+        )))
+    })?;
+    let inherited = match &incoming {
+        Some(i) => Some(i.ready().map_err(|e| Stop(format!("error: {e}\n")))?),
+        None => None,
+    };
+    let taking = Taking {
+        upgrader,
+        incoming,
+        inherited: inherited.unwrap_or_default(),
+    };
+    let result = rt.block_on(listen_and_serve(
+        args,
+        admin_token,
+        router,
+        &workers,
+        taking,
+    ));
     // A reload still reading knowledge (a slow or hostile file) does not
     // keep the process from exiting.
     rt.shutdown_timeout(Duration::from_secs(1));
@@ -142,41 +176,92 @@ fn own_block_by_address(snap: &Snapshot, listen: &str) -> Vec<String> {
         .collect()
 }
 
-/// The listeners (LDAP, and LDAPS with --ldaps-listen), the admin API,
-/// `--watch` and the signals; then the accept loop until shutdown.
+/// A hot upgrade's part in serving: what a later upgrade needs, and, in a
+/// process started by one, the old process and its listeners.
+struct Taking {
+    upgrader: crate::upgrade::Upgrader,
+    incoming: Option<crate::upgrade::Incoming>,
+    inherited: crate::upgrade::Inherited,
+}
+
+/// A listening socket handed over by the old process, on this runtime.
+fn inherited(l: std::net::TcpListener) -> Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::from_std(l).map_err(|e| Error::config(format!("handover: {e}")))
+}
+
+/// A copy of a listening socket, for a later upgrade to hand over.
+fn copy(l: &tokio::net::TcpListener) -> Result<std::os::fd::OwnedFd> {
+    std::os::fd::AsFd::as_fd(l)
+        .try_clone_to_owned()
+        .map_err(|e| Error::config(format!("listener: {e}")))
+}
+
+/// The listeners (LDAP, and LDAPS with --ldaps-listen; or those the old
+/// process handed over), the admin API, `--watch` and the signals; then
+/// the accept loop until shutdown.
 async fn listen_and_serve(
     args: &ServeArgs,
     admin_token: Option<String>,
     router: Arc<Context>,
     pool: &crate::workers::Workers,
+    taking: Taking,
 ) -> Result<()> {
+    let Taking {
+        mut upgrader,
+        incoming,
+        inherited: handed,
+    } = taking;
     let listen = &router.cfg.listen;
-    let listener = crate::server::listen(listen)
-        .await
-        .map_err(|e| Error::config(format!("cannot listen on {listen}: {e}")))?;
+    let listener = match handed.ldap {
+        Some(l) => inherited(l)?,
+        None => crate::server::listen(listen)
+            .await
+            .map_err(|e| Error::config(format!("cannot listen on {listen}: {e}")))?,
+    };
     let addr = listener
         .local_addr()
         .map_err(|e| Error::config(e.to_string()))?;
     let root = args.knowledge.clone();
     tracing::info!(%addr, knowledge = %root.display(), "dsa-router listening");
-    let ldaps = match &router.cfg.ldaps_listen {
-        Some(a) => Some(listen_ldaps(a).await?),
-        None => None,
+    let ldaps = match (handed.ldaps, &router.cfg.ldaps_listen) {
+        (Some(l), Some(_)) => Some(inherited(l)?),
+        (_, Some(a)) => Some(listen_ldaps(a).await?),
+        (_, None) => None,
     };
     let (tx, rx) = watch::channel(false);
+    let mut admin = None;
     if args.admin != "none" {
-        crate::admin::start(&args.admin, admin_token, router.clone(), rx.clone()).await?;
+        admin = Some(match handed.admin {
+            Some(l) => {
+                let l = inherited(l)?;
+                let c = copy(&l)?;
+                let (r, t) = (router.clone(), admin_token);
+                tokio::spawn(crate::admin::run(l, args.admin.clone(), r, t, rx.clone()));
+                c
+            }
+            None => {
+                crate::admin::start(&args.admin, admin_token, router.clone(), rx.clone()).await?
+            }
+        });
+    }
+    let ldaps_copy = ldaps.as_ref().map(copy).transpose()?;
+    upgrader.listening(copy(&listener)?, ldaps_copy, admin);
+    if let Some(i) = incoming {
+        tracing::info!("upgrade: took over the listeners from the old process");
+        i.serving(&router);
     }
     if args.watch {
         tokio::spawn(super::signals::watch_files(router.clone(), rx.clone()));
     }
-    tokio::spawn(super::signals::signals(tx, router.clone(), root));
+    tokio::spawn(super::signals::signals(tx, router.clone(), root, upgrader));
     tracing::info!(
         threads = router.cfg.workers,
         spread_above = router.cfg.spread_above,
         "worker threads"
     );
-    crate::server::run_on(listener, ldaps, router, rx, Some(pool)).await;
+    crate::server::run_on(listener, ldaps, router.clone(), rx, Some(pool)).await;
+    // After an upgrade: no session is left to hand over.
+    router.handover.finish();
     tracing::info!("dsa-router stopped");
     Ok(())
 }

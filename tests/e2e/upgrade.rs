@@ -1,0 +1,411 @@
+//! Hot upgrade (issue 39 point 2): `ctl upgrade` starts the router's binary
+//! (rebuilt: a new file at the same path) with the same arguments and hands
+//! it the listening sockets and every plain-LDAP session between
+//! operations. Under load from persistent ldap3 clients (bound and
+//! anonymous; pipelined reads, binds, writes) no operation fails and no
+//! client reconnects; WhoAmI on each handed-over connection names the
+//! identity it bound as. A new process that cannot load its knowledge is
+//! refused and the old one keeps serving.
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+use crate::support::slapd::{one_dsa_knowledge, pick_port, Slapd, SlapdConfig, ROUTER_PW};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const WAIT: Duration = Duration::from_secs(60);
+const CLIENTS: usize = 24;
+
+/// Processes killed when the test ends, however it ends.
+struct Kill(Vec<u32>);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        for pid in &self.0 {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+}
+
+fn until(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + WAIT;
+    while !cond() {
+        assert!(Instant::now() < deadline, "{what}: not within {WAIT:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `dsa-router ctl ARGS` against `admin`.
+fn ctl(admin: &str, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_dsa-router"))
+        .args(["ctl", "--admin", admin])
+        .args(args)
+        .env_remove("DSA_ROUTER_ADMIN_TOKEN")
+        .output()
+        .unwrap()
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Copy the router's binary to `to` as a new file (a rebuilt binary: the
+/// running process keeps the old one).
+fn install(to: &Path) {
+    let tmp = to.with_extension("new");
+    std::fs::copy(env!("CARGO_BIN_EXE_dsa-router"), &tmp).unwrap();
+    std::fs::rename(&tmp, to).unwrap();
+}
+
+fn start_router(bin: &Path, knowledge: &Path, port: u16, admin: &str, log: &Path) -> Child {
+    start_router_with(bin, knowledge, port, admin, log, &[])
+}
+
+fn start_router_with(
+    bin: &Path,
+    knowledge: &Path,
+    port: u16,
+    admin: &str,
+    log: &Path,
+    extra: &[&str],
+) -> Child {
+    // A binary just written may be busy for a moment: a process another
+    // test forks meanwhile holds the write descriptor until its exec.
+    let mut tries = 0;
+    let child = loop {
+        let spawned = Command::new(bin)
+            .args(["serve", "--knowledge", knowledge.to_str().unwrap()])
+            .args(extra)
+            .args(["--listen", &format!("127.0.0.1:{port}"), "--admin", admin])
+            .args(["--failback-hold", "0", "--drain-timeout", "20"])
+            .env("DSA_ROUTER_LOG", "info")
+            .env("NO_COLOR", "1")
+            .env_remove("DSA_ROUTER_ADMIN_TOKEN")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn();
+        match spawned {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 100 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            other => break other.unwrap(),
+        }
+    };
+    until("the router listens", || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    child
+}
+
+/// Process `pid` ended (gone, or a zombie not yet reaped: it is not this
+/// test's child).
+fn gone(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| {
+            s.rsplit(')')
+                .next()
+                .is_some_and(|r| r.trim_start().starts_with('Z'))
+        })
+        .unwrap_or(true)
+}
+
+fn read_num(p: &Path) -> u64 {
+    std::fs::read_to_string(p)
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn ctl_upgrade_hands_over_every_plain_session_under_load_and_refuses_a_binary_without_knowledge() {
+    let slapd = Slapd::start(SlapdConfig::seeded("UPG", &["o=DEMOCORP,c=AU"]));
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let knowledge = one_dsa_knowledge(d, slapd.port, ROUTER_PW);
+    let bin: PathBuf = d.join("dsa-router");
+    install(&bin);
+    let (port, admin) = (pick_port(), format!("127.0.0.1:{}", pick_port()));
+    let log = d.join("router.log");
+    let mut old = start_router(&bin, &knowledge, port, &admin, &log);
+    let mut kill = Kill(vec![old.id()]);
+    let f = |n: &str| d.join(n);
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/e2e/upgrade_load.py");
+    let mut load = Command::new("python3")
+        .arg(script)
+        .arg(format!("ldap://127.0.0.1:{port}"))
+        .args([f("stop"), f("ready"), f("progress"), f("out")])
+        .arg(CLIENTS.to_string())
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    kill.0.push(load.id());
+    until("every client connected and working", || f("ready").exists());
+
+    // A new process that cannot load its knowledge is refused; the old
+    // one keeps serving.
+    let good = std::fs::read_to_string(&knowledge).unwrap();
+    std::fs::write(&knowledge, "set dsa \"D1\" = { prefix = <c AU> ").unwrap();
+    let refused = ctl(&admin, &["upgrade"]);
+    std::fs::write(&knowledge, &good).unwrap();
+    assert!(!refused.status.success(), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("refused the handover"),
+        "{}",
+        text(&refused)
+    );
+    assert!(old.try_wait().unwrap().is_none(), "the old router exited");
+    let seen = read_num(&f("progress"));
+    until("the old router serves on", || {
+        read_num(&f("progress")) > seen + 100
+    });
+
+    // A rebuilt binary at the same path takes over.
+    install(&bin);
+    let up = ctl(&admin, &["--json", "upgrade"]);
+    assert!(
+        up.status.success(),
+        "{}\n{}",
+        text(&up),
+        std::fs::read_to_string(&log).unwrap()
+    );
+    let v: serde_json::Value = serde_json::from_slice(&up.stdout).unwrap();
+    let pid = v["pid"].as_u64().unwrap() as u32;
+    kill.0.push(pid);
+    assert_ne!(pid, old.id());
+    let deadline = Instant::now() + WAIT;
+    let status = loop {
+        if let Some(s) = old.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "the old router did not exit");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status:?}");
+    // The new process serves the same clients on.
+    let seen = read_num(&f("progress"));
+    until("the new router serves the clients", || {
+        read_num(&f("progress")) > seen + 300
+    });
+    let st = ctl(&admin, &["--json", "status"]);
+    assert!(st.status.success(), "{}", text(&st));
+    let st: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
+    assert_eq!(
+        st["client_connections"].as_i64(),
+        Some(CLIENTS as i64),
+        "{st}"
+    );
+
+    // SIGUSR2 upgrades the new process in turn (the listeners it inherited
+    // go on; its own handover flag is not passed on twice).
+    let serves = "upgrade: the new process serves pid=";
+    let usr2 = Command::new("kill")
+        .args(["-USR2", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(usr2.success());
+    let mut third = 0;
+    until("a third process serves", || {
+        let logs = std::fs::read_to_string(&log).unwrap();
+        third = logs
+            .rsplit(serves)
+            .next()
+            .filter(|_| logs.matches(serves).count() == 2)
+            .and_then(|t| t.split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        third != 0
+    });
+    kill.0.push(third);
+    until("the second process exits", || gone(pid));
+    let seen = read_num(&f("progress"));
+    until("the third router serves the clients", || {
+        read_num(&f("progress")) > seen + 300
+    });
+
+    std::fs::write(f("stop"), "").unwrap();
+    let deadline = Instant::now() + WAIT;
+    while load.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the load did not stop");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let logs = std::fs::read_to_string(&log).unwrap();
+    let out: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(f("out")).unwrap()).unwrap();
+    assert_eq!(out["failed"], serde_json::json!([]), "{out}\n{logs}");
+    assert_eq!(out["reconnects"], 0, "{out}");
+    assert!(out["ops"].as_u64().unwrap() > 500, "{out}");
+    // WhoAmI on each handed-over connection: the identity it bound as.
+    let (before, after) = (&out["before"], &out["after"]);
+    assert_eq!(before.as_object().unwrap().len(), CLIENTS / 2, "{out}");
+    assert_eq!(before, after, "{out}");
+    assert_eq!(
+        before["0"], "dn:uid=user0000,ou=people,o=DEMOCORP,c=AU",
+        "{out}"
+    );
+    assert!(
+        logs.matches(&format!(
+            "sessions taken over from the old process sessions={CLIENTS}"
+        ))
+        .count()
+            == 2,
+        "{logs}"
+    );
+}
+
+/// Wait until the child exits; its status.
+fn exited(c: &mut Child) -> std::process::ExitStatus {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(s) = c.try_wait().unwrap() {
+            return s;
+        }
+        assert!(Instant::now() < deadline, "the old router did not exit");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// TLS sessions cannot move (rustls has no safe export of a live session
+/// to another process): an LDAPS client is drained with a Notice of
+/// Disconnection and reconnects to the LDAPS listener, which the new
+/// process took over; a plain client beside it moves and goes on on the
+/// same connection.
+#[test]
+fn ldaps_sessions_drain_and_reconnect_to_the_listener_the_new_process_took_over() {
+    use ldap3::{Ldap, LdapConnAsync, LdapConnSettings, Scope};
+    let slapd = Slapd::start(SlapdConfig::seeded("UPGTLS", &["o=DEMOCORP,c=AU"]));
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let knowledge = one_dsa_knowledge(d, slapd.port, ROUTER_PW);
+    let bin: PathBuf = d.join("dsa-router");
+    install(&bin);
+    let ca = crate::support::certs::Ca::new(d, "upgrade");
+    let (cert, key) = ca.server_files(d, "router");
+    let (port, tls_port) = (pick_port(), pick_port());
+    let admin = format!("127.0.0.1:{}", pick_port());
+    let log = d.join("router.log");
+    let ldaps_at = format!("127.0.0.1:{tls_port}");
+    let extra = [
+        "--ldaps-listen",
+        &ldaps_at,
+        "--tls-cert",
+        cert.to_str().unwrap(),
+        "--tls-key",
+        key.to_str().unwrap(),
+    ];
+    let mut old = start_router_with(&bin, &knowledge, port, &admin, &log, &extra);
+    let mut kill = Kill(vec![old.id()]);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let user = "uid=user0001,ou=people,o=DEMOCORP,c=AU";
+    let connect = |url: String| async move {
+        let s = LdapConnSettings::new()
+            .set_no_tls_verify(true)
+            .set_conn_timeout(Duration::from_secs(10));
+        let (conn, mut ldap) = LdapConnAsync::with_settings(s, &url).await.unwrap();
+        ldap3::drive!(conn);
+        ldap.simple_bind(user, "pw")
+            .await
+            .unwrap()
+            .success()
+            .unwrap();
+        ldap
+    };
+    async fn search(c: &mut Ldap, user: &str) -> ldap3::result::Result<usize> {
+        let r = c
+            .search(user, Scope::Base, "(objectClass=*)", vec!["cn"])
+            .await?;
+        Ok(r.success()?.0.len())
+    }
+    let ldaps_url = format!("ldaps://127.0.0.1:{tls_port}");
+    let mut tls = rt.block_on(connect(ldaps_url.clone()));
+    let mut plain = rt.block_on(connect(format!("ldap://127.0.0.1:{port}")));
+    assert_eq!(rt.block_on(search(&mut tls, user)).unwrap(), 1);
+    assert_eq!(rt.block_on(search(&mut plain, user)).unwrap(), 1);
+
+    let up = ctl(&admin, &["--json", "upgrade"]);
+    assert!(up.status.success(), "{}", text(&up));
+    let v: serde_json::Value = serde_json::from_slice(&up.stdout).unwrap();
+    kill.0.push(v["pid"].as_u64().unwrap() as u32);
+    assert!(exited(&mut old).success());
+    // The plain session moved: same connection, same identity.
+    assert_eq!(rt.block_on(search(&mut plain, user)).unwrap(), 1);
+    // The LDAPS one was closed between operations; a new one is served.
+    assert!(
+        rt.block_on(search(&mut tls, user)).is_err(),
+        "the TLS session was not drained"
+    );
+    let mut again = rt.block_on(connect(ldaps_url));
+    assert_eq!(rt.block_on(search(&mut again, user)).unwrap(), 1);
+    let logs = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        logs.contains("sessions taken over from the old process sessions=1"),
+        "{logs}"
+    );
+}
+
+/// SIGTERM under the same load: the router drains; each client sees its
+/// idle connection closed (a Notice of Disconnection), reconnects to the
+/// other router of its pool and retries; no operation fails.
+#[test]
+fn sigterm_under_load_fails_no_operation_clients_reconnect_to_the_other_router() {
+    let slapd = Slapd::start(SlapdConfig::seeded("UPGTERM", &["o=DEMOCORP,c=AU"]));
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let knowledge = one_dsa_knowledge(d, slapd.port, ROUTER_PW);
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_dsa-router"));
+    let (pa, pb) = (pick_port(), pick_port());
+    let (aa, ab) = (
+        format!("127.0.0.1:{}", pick_port()),
+        format!("127.0.0.1:{}", pick_port()),
+    );
+    let mut a = start_router(&bin, &knowledge, pa, &aa, &d.join("a.log"));
+    let mut b = start_router(&bin, &knowledge, pb, &ab, &d.join("b.log"));
+    let mut kill = Kill(vec![a.id(), b.id()]);
+    let f = |n: &str| d.join(n);
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/e2e/upgrade_load.py");
+    let mut load = Command::new("python3")
+        .arg(script)
+        .arg(format!("ldap://127.0.0.1:{pa},ldap://127.0.0.1:{pb}"))
+        .args([f("stop"), f("ready"), f("progress"), f("out")])
+        .args([CLIENTS.to_string().as_str(), "retry"])
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    kill.0.push(load.id());
+    until("every client connected and working", || f("ready").exists());
+    let term = Command::new("kill")
+        .args(["-TERM", &a.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    assert!(exited(&mut a).success());
+    let seen = read_num(&f("progress"));
+    until("the other router serves the clients", || {
+        read_num(&f("progress")) > seen + 300
+    });
+    std::fs::write(f("stop"), "").unwrap();
+    let deadline = Instant::now() + WAIT;
+    while load.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the load did not stop");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(f("out")).unwrap()).unwrap();
+    assert_eq!(out["failed"], serde_json::json!([]), "{out}");
+    // Every client was on the router that drained: each reconnected once.
+    assert_eq!(out["reconnects"], CLIENTS, "{out}");
+    assert_eq!(out["before"], out["after"], "{out}");
+    let _ = b.kill();
+    let _ = b.wait();
+}
