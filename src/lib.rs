@@ -67,6 +67,9 @@
 //!   poller, read-your-writes by position, their `/status` and `/metrics`.
 //! * [`guard`]: the failed-bind defence: bounded counts of failed binds
 //!   per bind DN and client address, and their back-off.
+//! * [`otel`]: OpenTelemetry traces (`--otlp-endpoint`): a span per
+//!   sampled operation, a child per DSA attempt, exported in batches off
+//!   the operation's path; the W3C trace context control.
 //! * `layout`: the module graph checks (a unit test: no import circle in
 //!   a folder, what may import what).
 //!
@@ -104,6 +107,7 @@ pub mod knowledge;
 pub(crate) mod limits;
 pub mod logsafe;
 pub(crate) mod metrics;
+pub mod otel;
 pub(crate) mod outbox;
 pub mod proxy_protocol;
 pub mod replication;

@@ -228,6 +228,14 @@ impl Session {
                 affinity,
             )
         });
+        let trace = crate::otel::enabled()
+            .then(|| {
+                let ctl = req.control(crate::otel::OID_TRACE_CONTEXT);
+                let ctl = ctl.and_then(|c| c.value.as_deref());
+                let client = self.peer.to_string();
+                crate::otel::start(req.op.name(), op.dn_text, &p.text, &client, ctl)
+            })
+            .flatten();
         let delivery = Logged::new(
             out::ToClient {
                 out: self.out.clone(),
@@ -236,6 +244,7 @@ impl Session {
                 rebind,
             },
             log,
+            trace,
         );
         let (delivery, mark) =
             crate::follow::ryw::watch(&self.router.replication, op.is_write, delivery);

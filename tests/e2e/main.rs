@@ -52,4 +52,5 @@ mod status_page;
 mod testdsa;
 mod tls;
 mod tls_both_sides;
+mod traces;
 mod workers;

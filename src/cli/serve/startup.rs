@@ -27,6 +27,7 @@ pub(super) fn run(args: &ServeArgs) -> std::result::Result<(), Stop> {
     let snap = load_knowledge(args)?;
     let router = Arc::new(context(args, snap)?);
     start_access_log(&router.cfg)?;
+    args.traces.start()?;
     // Worker 0 is this thread's single-threaded runtime; the others are
     // threads of their own (crate::workers).
     let rt = runtime(1)?;
@@ -42,6 +43,7 @@ pub(super) fn run(args: &ServeArgs) -> std::result::Result<(), Stop> {
     rt.shutdown_timeout(Duration::from_secs(1));
     workers.stop();
     crate::access::flush();
+    crate::otel::shutdown();
     result.map_err(Stop::from)
 }
 
