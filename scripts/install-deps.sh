@@ -93,6 +93,8 @@ fi
 py_missing=()
 python3 -c 'import ldap3' 2>/dev/null || py_missing+=(ldap3)
 python3 -c 'import prometheus_client' 2>/dev/null || py_missing+=(prometheus_client)
+# The OTLP receiver of the trace test (tests/support/otlp_receiver.py).
+python3 -c 'import opentelemetry.proto.collector.trace.v1.trace_service_pb2' 2>/dev/null || py_missing+=(opentelemetry-proto)
 if [ ${#py_missing[@]} -gt 0 ]; then
     log "installing Python modules for $(command -v python3): ${py_missing[*]}"
     export PIP_DISABLE_PIP_VERSION_CHECK=1
@@ -107,8 +109,8 @@ if [ ${#py_missing[@]} -gt 0 ]; then
             as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-ldap3 python3-prometheus-client
         fi
     fi
-    python3 -c 'import ldap3, prometheus_client'
+    python3 -c 'import ldap3, prometheus_client, opentelemetry.proto'
 else
-    log "Python modules present: ldap3, prometheus_client"
+    log "Python modules present: ldap3, prometheus_client, opentelemetry-proto"
 fi
 log "ok"

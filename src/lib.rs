@@ -74,6 +74,9 @@
 //! * [`policy`]: client policies and rates (`--policy FILE`): ordered
 //!   rules of who may do what where, rate buckets; pure matching, the
 //!   session's hooks are `session::policy`.
+//! * [`otel`]: OpenTelemetry traces (`--otlp-endpoint`): a span per
+//!   sampled operation, a child per DSA attempt, exported in batches off
+//!   the operation's path; the W3C trace context control.
 //! * `layout`: the module graph checks (a unit test: no import circle in
 //!   a folder, what may import what).
 //!
@@ -114,6 +117,7 @@ pub mod knowledge;
 pub(crate) mod limits;
 pub mod logsafe;
 pub(crate) mod metrics;
+pub mod otel;
 pub(crate) mod outbox;
 pub mod policy;
 pub mod proxy_protocol;

@@ -128,6 +128,9 @@ impl Delivery for Watch {
     fn raced(&self, race: &Arc<crate::upstream::hedge::Race>, conn: &Arc<Conn>, id: i32) -> bool {
         self.inner.raced(race, conn, id)
     }
+    fn hedge_placed(&self, conn: &Arc<Conn>) {
+        self.inner.hedge_placed(conn)
+    }
 }
 
 /// `delivery`, watched when it carries a write and positions are read;

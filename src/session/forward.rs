@@ -229,13 +229,21 @@ impl Session {
                 affinity,
             )
         });
+        let trace = crate::otel::enabled()
+            .then(|| {
+                let ctl = req.control(crate::otel::OID_TRACE_CONTEXT);
+                let ctl = ctl.and_then(|c| c.value.as_deref());
+                let client = self.peer.to_string();
+                crate::otel::start(req.op.name(), op.dn_text, &p.text, &client, ctl)
+            })
+            .flatten();
         let to_client = out::ToClient {
             out: self.out.clone(),
             msgid: req.msgid,
             resp_tag: req.op.response_tag().unwrap_or(0x78),
             rebind,
         };
-        let delivery = Logged::new(Hide::wrap(to_client, self.pol.hide.clone()), log);
+        let delivery = Logged::new(Hide::wrap(to_client, self.pol.hide.clone()), log, trace);
         let (delivery, mark) =
             crate::follow::ryw::watch(&self.router.replication, op.is_write, delivery);
         // A read may be hedged (when it may be re-sent: see

@@ -5,9 +5,13 @@
 //! router answers instead, however the operation failed (no DSA could be
 //! reached, the connection was lost, it timed out). The DSA connection only
 //! says which DSA answered ([`Source`]); it writes nothing.
+//!
+//! The operation's trace (`crate::otel`), when it is sampled, is recorded
+//! by the same wrapper: each DSA it is placed on, its hedge, its end.
 
 use crate::access::Head;
 use crate::error::Error;
+use crate::otel::OpTrace;
 use crate::upstream::batch::Batch;
 use crate::upstream::conn::Conn;
 use crate::upstream::hedge::Race;
@@ -91,27 +95,43 @@ impl LogCtx {
     }
 }
 
-/// A delivery whose operation has its access-log line when it ends.
+/// A delivery whose operation has its access-log line and its trace
+/// when it ends.
 pub(super) struct Logged<D> {
     inner: D,
     log: Option<Box<LogCtx>>,
+    trace: Option<Box<OpTrace>>,
 }
 
 impl<D: Delivery> Logged<D> {
-    /// `inner`, logged with `log` (`None`: the access log is off).
-    pub(super) fn new(inner: D, log: Option<Box<LogCtx>>) -> Arc<Logged<D>> {
-        Arc::new(Logged { inner, log })
+    /// `inner`, logged with `log` (`None`: the access log is off) and
+    /// traced with `trace` (`None`: not sampled).
+    pub(super) fn new(
+        inner: D,
+        log: Option<Box<LogCtx>>,
+        trace: Option<Box<OpTrace>>,
+    ) -> Arc<Logged<D>> {
+        Arc::new(Logged { inner, log, trace })
     }
 }
 
 impl<D: Delivery> Delivery for Logged<D> {
     fn deliver(&self, pdu: &[u8], h: &Header, batch: &mut Batch) {
+        if let Some(t) = &self.trace {
+            t.entry(pdu.len());
+        }
         self.inner.deliver(pdu, h, batch);
     }
 
     fn finish(&self, pdu: Bytes, h: &Header, from: Source<'_>, batch: &mut Batch) {
-        if let Some(log) = &self.log {
-            log.answered(from, response::result_code(&pdu, h).unwrap_or(UNREADABLE));
+        if self.log.is_some() || self.trace.is_some() {
+            let code = response::result_code(&pdu, h).unwrap_or(UNREADABLE);
+            if let Some(log) = &self.log {
+                log.answered(from, code);
+            }
+            if let Some(t) = &self.trace {
+                t.answered(from.dsa, from.hedge, code);
+            }
         }
         self.inner.finish(pdu, h, from, batch);
     }
@@ -120,11 +140,25 @@ impl<D: Delivery> Delivery for Logged<D> {
         if let Some(log) = &self.log {
             log.failed(at, e);
         }
+        if let Some(t) = &self.trace {
+            t.failed(at.dsa, e.code() as u8, &e.message());
+        }
         self.inner.fail(e, at);
     }
 
     fn placed(&self, conn: &Arc<Conn>, id: i32) -> bool {
-        self.inner.placed(conn, id)
+        let placed = self.inner.placed(conn, id);
+        if let (true, Some(t)) = (placed, &self.trace) {
+            t.placed(&conn.dsa.name);
+        }
+        placed
+    }
+
+    fn hedge_placed(&self, conn: &Arc<Conn>) {
+        if let Some(t) = &self.trace {
+            t.hedged(&conn.dsa.name);
+        }
+        self.inner.hedge_placed(conn);
     }
 
     fn expires(&self) -> bool {

@@ -86,7 +86,7 @@ impl Session {
             let want = dispatch::Want { resend, ..want };
             let part = super::policy::Hide::wrap(part, self.pol.hide.clone());
             let via = self.via(own_conn);
-            let pending = Pending::new(Sink::To(Logged::new(part, log)), Kind::fixed());
+            let pending = Pending::new(Sink::To(Logged::new(part, log, None)), Kind::fixed());
             let placed = dispatch::place(routing, p, want, via, &sub, &sub_h, |_| pending).await;
             match placed {
                 Ok(t) if paged => {

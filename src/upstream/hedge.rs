@@ -340,6 +340,10 @@ impl Delivery for Leg {
             return false;
         }
         st.legs[self.n as usize] = Some((Arc::downgrade(conn), id));
+        drop(st);
+        if self.n == 1 {
+            self.race.inner.hedge_placed(conn);
+        }
         true
     }
 }

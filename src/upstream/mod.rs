@@ -110,6 +110,9 @@ pub trait Delivery: Send + Sync {
     fn raced(&self, _race: &Arc<Race>, _conn: &Arc<Conn>, _id: i32) -> bool {
         true
     }
+    /// The operation's hedge was sent to `conn` (its trace records the
+    /// attempt). Deliveries that wrap another pass it on.
+    fn hedge_placed(&self, _conn: &Arc<Conn>) {}
 }
 
 /// An operation that may be sent to another DSA: the connection hands the

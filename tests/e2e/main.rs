@@ -55,5 +55,6 @@ mod status_page;
 mod testdsa;
 mod tls;
 mod tls_both_sides;
+mod traces;
 mod upgrade;
 mod workers;

@@ -7,10 +7,12 @@ mod limits;
 mod signals;
 mod startup;
 mod tls;
+mod traces;
 
 pub use limits::{parse_duration, LimitArgs};
 pub use signals::reload;
 pub use tls::TlsArgs;
+pub use traces::TraceArgs;
 
 use crate::context::Config;
 use crate::error::{Error, Result};
@@ -66,6 +68,8 @@ pub struct ServeArgs {
     pub limits: LimitArgs,
     #[command(flatten)]
     pub tls: TlsArgs,
+    #[command(flatten)]
+    pub traces: TraceArgs,
 }
 
 /// The log lines to stderr, filtered by `$DSA_ROUTER_LOG`.

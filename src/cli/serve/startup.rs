@@ -42,6 +42,7 @@ pub(super) fn run(args: &ServeArgs) -> std::result::Result<(), Stop> {
     let snap = load_knowledge(args).map_err(refused)?;
     let router = Arc::new(context(args, snap).map_err(|e| refused(e.into()))?);
     start_access_log(&router.cfg).map_err(|e| refused(e.into()))?;
+    args.traces.start().map_err(|e| refused(e.into()))?;
     // Worker 0 is this thread's single-threaded runtime; the others are
     // threads of their own (crate::workers).
     let rt = runtime(1).map_err(|e| refused(e.into()))?;
@@ -76,6 +77,7 @@ pub(super) fn run(args: &ServeArgs) -> std::result::Result<(), Stop> {
     rt.shutdown_timeout(Duration::from_secs(1));
     workers.stop();
     crate::access::flush();
+    crate::otel::shutdown();
     result.map_err(Stop::from)
 }
 

@@ -1,0 +1,160 @@
+//! OpenTelemetry traces (`--otlp-endpoint`, off by default): a span per
+//! sampled operation with a child span per DSA attempt, exported over
+//! OTLP/HTTP (protobuf) in batches by the SDK's batch processor, on a
+//! thread of its own, never on an operation's path.
+//!
+//! **Sampling** is decided when an operation starts, before anything is
+//! recorded: an operation whose request carries the trace context control
+//! ([`OID_TRACE_CONTEXT`]) follows its caller's decision (the
+//! `traceparent`'s sampled flag) and continues its trace; any other is
+//! sampled at `--otlp-sample` (a ratio, default 1.0 once an endpoint is
+//! given). An operation that is not sampled costs one load and, at a
+//! ratio below 1, one random number: no span, no allocation.
+//!
+//! **What a span says:** the operation, its partition, DN, client
+//! address, result code, entries and bytes returned, DSA attempts; never
+//! a password or a filter (a filter's values are often what a user
+//! typed).
+//!
+//! # Layout
+//! * `mod.rs`: the switch, the sampling decision, [`start`].
+//! * `op`: one operation's recording and its spans.
+//! * `parent`: the W3C `traceparent` in the trace context control.
+//! * `export`: the exporter (OTLP/HTTP over `ureq`, already linked for
+//!   `ctl`) and the tracer provider.
+
+mod export;
+mod op;
+mod parent;
+
+pub use export::Settings;
+pub use op::{Attempt, OpTrace};
+pub use parent::{TraceParent, OID_TRACE_CONTEXT};
+
+use opentelemetry::KeyValue;
+use std::cell::Cell;
+use std::sync::OnceLock;
+
+struct Otel {
+    provider: opentelemetry_sdk::trace::SdkTracerProvider,
+    tracer: opentelemetry_sdk::trace::SdkTracer,
+    /// Operations sampled out of 2^64 (ratio * 2^64).
+    threshold: u64,
+}
+
+static OTEL: OnceLock<Otel> = OnceLock::new();
+
+/// Start exporting traces as `s` says (once; later calls do nothing).
+pub fn init(s: &Settings) -> crate::error::Result<()> {
+    if OTEL.get().is_some() {
+        return Ok(());
+    }
+    let provider = export::provider(s)?;
+    let tracer = opentelemetry::trace::TracerProvider::tracer(&provider, "dsa-router");
+    let threshold = if s.ratio >= 1.0 {
+        u64::MAX
+    } else {
+        (s.ratio.max(0.0) * u64::MAX as f64) as u64
+    };
+    let _ = OTEL.set(Otel {
+        provider,
+        tracer,
+        threshold,
+    });
+    Ok(())
+}
+
+/// Whether traces are exported.
+pub fn enabled() -> bool {
+    OTEL.get().is_some()
+}
+
+fn tracer() -> Option<&'static opentelemetry_sdk::trace::SdkTracer> {
+    OTEL.get().map(|o| &o.tracer)
+}
+
+/// Send what is batched and stop the exporter (at exit).
+pub fn shutdown() {
+    if let Some(o) = OTEL.get() {
+        let _ = o.provider.shutdown();
+    }
+}
+
+thread_local! {
+    static RNG: Cell<u64> = const { Cell::new(0) };
+}
+
+/// A random number per call (xorshift64*, seeded per thread).
+fn random() -> u64 {
+    RNG.with(|c| {
+        let mut x = c.get();
+        if x == 0 {
+            let t = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(1);
+            let id = &x as *const u64 as u64;
+            x = (t ^ id.rotate_left(32)) | 1;
+        }
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        c.set(x);
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    })
+}
+
+/// The sampling decision for an operation whose request carried the
+/// trace context `control` (its value), if any.
+fn sampled(threshold: u64, control: Option<&[u8]>) -> (bool, Option<TraceParent>) {
+    match control.and_then(TraceParent::parse) {
+        Some(p) => (p.sampled, Some(p)),
+        None => (threshold == u64::MAX || random() < threshold, None),
+    }
+}
+
+/// The trace of an operation about to be placed, when traces are on and
+/// it is sampled: `op` (its name) on `dn` in `partition`, from `client`.
+pub fn start(
+    op: &'static str,
+    dn: &str,
+    partition: &str,
+    client: &str,
+    control: Option<&[u8]>,
+) -> Option<Box<OpTrace>> {
+    let o = OTEL.get()?;
+    let (yes, parent) = sampled(o.threshold, control);
+    if !yes {
+        return None;
+    }
+    let attrs = vec![
+        KeyValue::new("ldap.operation", op),
+        KeyValue::new("ldap.dn", dn.to_string()),
+        KeyValue::new("dsa_router.partition", partition.to_string()),
+        KeyValue::new("client.address", client.to_string()),
+    ];
+    Some(Box::new(OpTrace::new(op, attrs, parent)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_caller_s_decision_is_followed_and_the_ratio_holds_otherwise() {
+        let yes = b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let no = b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00";
+        assert!(sampled(0, Some(yes)).0, "sampled by the caller, ratio 0");
+        assert!(!sampled(u64::MAX, Some(no)).0, "not sampled by the caller");
+        assert!(
+            sampled(u64::MAX, Some(b"junk")).0,
+            "malformed: own decision"
+        );
+        assert!(!sampled(0, None).0);
+        // 1% of 100,000: within 5 standard deviations (about 157).
+        let n = (0..100_000)
+            .filter(|_| sampled(u64::MAX / 100, None).0)
+            .count();
+        assert!((840..=1160).contains(&n), "{n} sampled of 100,000 at 1%");
+    }
+}

@@ -1,0 +1,264 @@
+//! One sampled operation's trace: what it did, recorded as it happens
+//! (a few pushes under a lock only this operation takes), turned into
+//! spans when it ends ([`OpTrace::answered`], [`OpTrace::failed`]): the
+//! operation's span, a child span per DSA attempt (the first, a hedge, a
+//! re-send), and events for hedging and failover. The spans carry the
+//! times they were recorded with, so building them at the end changes
+//! nothing a trace viewer shows.
+
+use super::parent::TraceParent;
+use opentelemetry::trace::{
+    SpanContext, SpanId, SpanKind, Status, TraceContextExt, TraceFlags, TraceId, TraceState, Tracer,
+};
+use opentelemetry::{Context, KeyValue};
+use std::sync::Mutex;
+use std::time::{Instant, SystemTime};
+
+/// Why a DSA was asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Attempt {
+    /// The operation's first DSA.
+    First,
+    /// A hedge: the read was slow, a second DSA was asked too.
+    Hedge,
+    /// A re-send: the DSA before failed the operation before any response
+    /// went out (failover).
+    Resend,
+}
+
+impl Attempt {
+    fn name(self) -> &'static str {
+        match self {
+            Attempt::First => "first",
+            Attempt::Hedge => "hedge",
+            Attempt::Resend => "re-send",
+        }
+    }
+}
+
+struct Try {
+    dsa: String,
+    why: Attempt,
+    start: Instant,
+    end: Option<(Instant, &'static str)>,
+}
+
+struct Event {
+    at: Instant,
+    name: &'static str,
+    attrs: Vec<KeyValue>,
+}
+
+struct Rec {
+    tries: Vec<Try>,
+    events: Vec<Event>,
+    entries: u64,
+    bytes: u64,
+    done: bool,
+}
+
+/// A sampled operation's trace (see the module documentation).
+pub struct OpTrace {
+    op: &'static str,
+    attrs: Vec<KeyValue>,
+    parent: Option<TraceParent>,
+    wall: SystemTime,
+    start: Instant,
+    rec: Mutex<Rec>,
+}
+
+impl OpTrace {
+    pub(super) fn new(op: &'static str, attrs: Vec<KeyValue>, parent: Option<TraceParent>) -> Self {
+        OpTrace {
+            op,
+            attrs,
+            parent,
+            wall: SystemTime::now(),
+            start: Instant::now(),
+            rec: Mutex::new(Rec {
+                tries: Vec::new(),
+                events: Vec::new(),
+                entries: 0,
+                bytes: 0,
+                done: false,
+            }),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Rec> {
+        self.rec.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The operation now runs on DSA `dsa`: its first attempt, or a
+    /// re-send after the DSA before failed it.
+    pub fn placed(&self, dsa: &str) {
+        let now = Instant::now();
+        let mut r = self.lock();
+        let first = r.tries.is_empty();
+        let before = r
+            .tries
+            .iter_mut()
+            .rev()
+            .find(|t| t.why != Attempt::Hedge && t.end.is_none());
+        let why = match before {
+            None if first => Attempt::First,
+            None => Attempt::Resend,
+            Some(t) => {
+                t.end = Some((now, "failed over"));
+                let from = t.dsa.clone();
+                r.events.push(Event {
+                    at: now,
+                    name: "failover",
+                    attrs: vec![
+                        KeyValue::new("dsa.from", from),
+                        KeyValue::new("dsa.to", dsa.to_string()),
+                    ],
+                });
+                Attempt::Resend
+            }
+        };
+        r.tries.push(Try {
+            dsa: dsa.to_string(),
+            why,
+            start: now,
+            end: None,
+        });
+    }
+
+    /// The read was hedged: its second leg runs on `dsa`.
+    pub fn hedged(&self, dsa: &str) {
+        let now = Instant::now();
+        let mut r = self.lock();
+        r.events.push(Event {
+            at: now,
+            name: "hedged",
+            attrs: vec![KeyValue::new("dsa.to", dsa.to_string())],
+        });
+        r.tries.push(Try {
+            dsa: dsa.to_string(),
+            why: Attempt::Hedge,
+            start: now,
+            end: None,
+        });
+    }
+
+    /// A DSA that served the operation was ejected as an outlier.
+    pub fn ejected(&self, dsa: &str, reason: &str) {
+        self.lock().events.push(Event {
+            at: Instant::now(),
+            name: "ejection",
+            attrs: vec![
+                KeyValue::new("dsa", dsa.to_string()),
+                KeyValue::new("reason", reason.to_string()),
+            ],
+        });
+    }
+
+    /// An entry (or reference) of `len` bytes went to the client.
+    pub fn entry(&self, len: usize) {
+        let mut r = self.lock();
+        r.entries += 1;
+        r.bytes += len as u64;
+    }
+
+    /// DSA `dsa` (by its hedge when `hedge`) answered with `code`.
+    pub fn answered(&self, dsa: &str, hedge: bool, code: u8) {
+        self.end(Some((dsa, hedge)), code, None);
+    }
+
+    /// The router answered `code` with `message` (`dsa`, when not empty,
+    /// let it down).
+    pub fn failed(&self, dsa: &str, code: u8, message: &str) {
+        let at = (!dsa.is_empty()).then_some((dsa, false));
+        self.end(at, code, Some(message));
+    }
+
+    fn end(&self, from: Option<(&str, bool)>, code: u8, message: Option<&str>) {
+        let now = Instant::now();
+        let mut r = self.lock();
+        if r.done {
+            return;
+        }
+        r.done = true;
+        let winner = from.and_then(|(dsa, hedge)| {
+            r.tries.iter().rposition(|t| {
+                t.end.is_none() && t.dsa == dsa && (t.why == Attempt::Hedge) == hedge
+            })
+        });
+        for (i, t) in r.tries.iter_mut().enumerate() {
+            if t.end.is_none() {
+                let how = match (Some(i) == winner, message.is_some()) {
+                    (true, false) => "answered",
+                    (true, true) => "failed",
+                    (false, _) => "abandoned",
+                };
+                t.end = Some((now, how));
+            }
+        }
+        let Some(tracer) = super::tracer() else {
+            return;
+        };
+        self.emit(tracer, &r, now, code, message);
+    }
+
+    fn wall(&self, t: Instant) -> SystemTime {
+        self.wall + t.saturating_duration_since(self.start)
+    }
+
+    fn emit(
+        &self,
+        tracer: &opentelemetry_sdk::trace::SdkTracer,
+        r: &Rec,
+        now: Instant,
+        code: u8,
+        message: Option<&str>,
+    ) {
+        let parent_cx = match self.parent {
+            Some(p) => Context::new().with_remote_span_context(SpanContext::new(
+                TraceId::from_bytes(p.trace_id),
+                SpanId::from_bytes(p.parent_id),
+                TraceFlags::SAMPLED,
+                true,
+                TraceState::default(),
+            )),
+            None => Context::new(),
+        };
+        let mut attrs = self.attrs.clone();
+        attrs.push(KeyValue::new("ldap.result_code", i64::from(code)));
+        attrs.push(KeyValue::new("ldap.entries", r.entries as i64));
+        attrs.push(KeyValue::new("ldap.entry_bytes", r.bytes as i64));
+        attrs.push(KeyValue::new("dsa.attempts", r.tries.len() as i64));
+        let root = tracer
+            .span_builder(format!("ldap {}", self.op))
+            .with_kind(SpanKind::Server)
+            .with_start_time(self.wall)
+            .with_attributes(attrs)
+            .start_with_context(tracer, &parent_cx);
+        let cx = parent_cx.with_span(root);
+        cx.span().set_status(match message {
+            Some(m) => Status::error(m.to_string()),
+            None if code == 0 => Status::Ok,
+            None => Status::Unset,
+        });
+        for t in &r.tries {
+            let (end, how) = t.end.unwrap_or((now, "abandoned"));
+            let child = tracer
+                .span_builder(format!("dsa {}", t.dsa))
+                .with_kind(SpanKind::Client)
+                .with_start_time(self.wall(t.start))
+                .with_attributes(vec![
+                    KeyValue::new("dsa", t.dsa.clone()),
+                    KeyValue::new("dsa.attempt", t.why.name()),
+                    KeyValue::new("dsa.outcome", how),
+                ])
+                .start_with_context(tracer, &cx);
+            let mut child = child;
+            opentelemetry::trace::Span::end_with_timestamp(&mut child, self.wall(end));
+        }
+        let span = cx.span();
+        for e in &r.events {
+            span.add_event_with_timestamp(e.name, self.wall(e.at), e.attrs.clone());
+        }
+        span.end_with_timestamp(self.wall(now));
+    }
+}
