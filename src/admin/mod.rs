@@ -172,7 +172,10 @@ async fn post_reload(State(app): State<App>, headers: HeaderMap) -> Response {
 }
 
 /// `POST /shutdown` (`ctl shutdown`): drain and exit, as on SIGTERM.
-async fn post_shutdown(State(app): State<App>) -> Response {
+async fn post_shutdown(State(app): State<App>, headers: HeaderMap) -> Response {
+    if !authorized(&app, &headers) {
+        return denied();
+    }
     tracing::info!("admin API: shutdown asked");
     app.router.drain.ask();
     Json(json!({"ok": true, "draining": true})).into_response()

@@ -194,6 +194,11 @@ impl Policies {
         Ok(p)
     }
 
+    /// Whether `--policy` names a file (then requests are checked).
+    pub fn configured(&self) -> bool {
+        self.path.is_some()
+    }
+
     /// The file read again (not yet in force: see [`Policies::store`]).
     pub fn read(&self) -> Result<Option<Policy>, String> {
         self.path.as_deref().map(Policy::load).transpose()

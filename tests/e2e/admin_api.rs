@@ -375,6 +375,18 @@ fn a_non_loopback_admin_address_without_a_token_does_not_start() {
         "the token alone authorizes a change: {}",
         r.body
     );
+    // Stopping and upgrading the router need the token too (the header
+    // X-Dsa-Router alone is not enough): /shutdown had no check of its own.
+    let headed = [("Host", "router.example.net:8389"), ("X-Dsa-Router", "1")];
+    for path in ["/shutdown", "/upgrade"] {
+        let r = http(&admin, "POST", path, &headed, "");
+        assert_eq!(r.status, 401, "POST {path} without the token: {}", r.body);
+    }
+    assert_eq!(
+        http(&admin, "GET", "/status", &auth, "").status,
+        200,
+        "still serving"
+    );
 }
 
 const PARSE_METRICS: &str = r#"
