@@ -251,7 +251,8 @@ pub struct HealthConfig {
     pub base: String,
     /// Probe filter (default `(objectClass=*)`).
     pub filter: String,
-    /// Bind DN and password for probes (default anonymous).
+    /// Bind DN and password for probes of every DSA (default: the
+    /// router's `ldap-dsa-name` on each DSA that has one, else anonymous).
     pub bind: Option<(String, crate::knowledge::Secret)>,
 }
 

@@ -4,8 +4,10 @@
 //! connection of its own (kept between probes, replaced when it fails): by
 //! default a base-scope read of the root DSE. A DSA goes down after `fall`
 //! failed probes in a row and up after `rise` good ones; each flip is logged
-//! once, with its reason ([`crate::dsa_state::DsaState`]). Passive signals from
-//! the data path (refused or timed-out connects, reset connections) mark a
+//! once, with its reason ([`crate::dsa_state::DsaState`]). Probes are
+//! anonymous; a DSA that refuses an anonymous probe for want of
+//! authentication is probed as the router's name on it (`ldap-dsa-name`)
+//! where the knowledge gives one. Passive signals from the data path (refused or timed-out connects, reset connections) mark a
 //! DSA down at once; operation timeouts count as failed probes (persistent
 //! searches never time out). Probes follow reloads: they read the snapshot
 //! afresh every round. After a good probe, a DSA's root DSE is read when it
@@ -40,26 +42,102 @@ pub(crate) fn probe_pdu(cfg: &HealthConfig) -> crate::error::Result<Bytes> {
     ))
 }
 
+/// Why a probe failed: the DSA's result code when it answered.
+struct Failed {
+    code: Option<u8>,
+    why: String,
+}
+
 /// The probe search on `c`: the connection back when it succeeded (kept
 /// for the next probe), else why not (the connection closed).
 async fn probe_on(
     c: Arc<Conn>,
     pdu: &[u8],
     timeout: std::time::Duration,
-) -> Result<Arc<Conn>, String> {
-    let why = match pool::request(&c, pdu, timeout).await {
+) -> Result<Arc<Conn>, Failed> {
+    let (code, why) = match pool::request(&c, pdu, timeout).await {
         Ok(resp) => match frame::header(&resp)
             .ok()
             .and_then(|h| result_code(&resp, &h))
         {
             Some(crate::wire::response::rc::SUCCESS) => return Ok(c),
-            Some(code) => format!("probe search returned result {code}"),
-            None => "malformed probe response".to_string(),
+            Some(code) => (Some(code), format!("probe search returned result {code}")),
+            None => (None, "malformed probe response".to_string()),
         },
-        Err(e) => format!("probe: {e}"),
+        Err(e) => (None, format!("probe: {e}")),
     };
     c.close();
-    Err(why)
+    Err(Failed { code, why })
+}
+
+/// Results by which a DSA refuses an anonymous probe for want of
+/// authentication (confidentialityRequired, inappropriateAuthentication,
+/// insufficientAccessRights, unwillingToPerform as slapd's `require
+/// authc` answers).
+fn wants_authentication(code: Option<u8>) -> bool {
+    matches!(code, Some(13 | 48 | 50 | 53))
+}
+
+/// What one DSA's probe needs.
+struct Probe {
+    st: Arc<crate::dsa_state::DsaState>,
+    targets: Vec<pool::Target>,
+    tls: Option<crate::tls::DsaTls>,
+    /// The probes' own bind, when configured.
+    bind: Option<BindPdu>,
+    /// The router's name on this DSA (`ldap-dsa-name`).
+    own: Option<BindPdu>,
+    limits: crate::config::Limits,
+    timeout: std::time::Duration,
+}
+
+impl Probe {
+    async fn connect(&self, bind: Option<&BindPdu>) -> Result<Arc<Conn>, Failed> {
+        let lim = crate::config::Limits {
+            connect_timeout: self.timeout,
+            op_timeout: self.timeout,
+            bind_timeout: self.timeout,
+            ..self.limits
+        };
+        pool::connect_bound(&self.st, &self.targets, bind, lim, self.tls.as_ref())
+            .await
+            .map_err(|e| Failed {
+                code: None,
+                why: if e.kind == Kind::Unreachable {
+                    e.text
+                } else {
+                    e.to_string()
+                },
+            })
+    }
+
+    /// One probe, on the connection kept from the last (`existing`, with
+    /// whether it is bound as the router) or a new one. Probes are
+    /// anonymous unless a probe bind is configured; a DSA that refuses an
+    /// anonymous probe for want of authentication is probed again at once
+    /// bound as the router's name on it, where the knowledge gives one
+    /// (that connection is kept for the next probes).
+    async fn run(
+        &self,
+        existing: Option<(Arc<Conn>, bool)>,
+        pdu: &[u8],
+    ) -> Result<(Arc<Conn>, bool), Failed> {
+        let (conn, bound) = match existing {
+            Some(e) => e,
+            None => (self.connect(self.bind.as_ref()).await?, self.bind.is_some()),
+        };
+        match probe_on(conn, pdu, self.timeout).await {
+            Ok(c) => Ok((c, bound)),
+            Err(f) if !bound && wants_authentication(f.code) => match &self.own {
+                Some(own) => {
+                    let c = self.connect(Some(own)).await?;
+                    probe_on(c, pdu, self.timeout).await.map(|c| (c, true))
+                }
+                None => Err(f),
+            },
+            Err(f) => Err(f),
+        }
+    }
 }
 
 /// Probe every DSA until shutdown.
@@ -81,7 +159,7 @@ pub(crate) async fn run(
             pool::bind_pdu(dn, pw.expose().as_bytes()).freeze(),
         )
     });
-    let mut conns: HashMap<String, Arc<Conn>> = HashMap::new();
+    let mut conns: HashMap<String, (Arc<Conn>, bool)> = HashMap::new();
     let mut tick = tokio::time::interval(cfg.interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -98,11 +176,17 @@ pub(crate) async fn run(
             .filter(|(i, _)| Some(*i) != routing.table.router)
             .map(|(i, d)| {
                 let st = routing.states.0[i].clone();
-                let addrs = routing.pools[i].targets.clone();
-                let tls = routing.pools[i].tls.clone();
-                let existing = conns.get(&d.name).filter(|c| c.is_alive()).cloned();
-                let (pdu, bind, cfg) = (pdu.clone(), bind.clone(), cfg.clone());
-                let limits = router.cfg.limits();
+                let probe = Probe {
+                    st: st.clone(),
+                    targets: routing.pools[i].targets.clone(),
+                    tls: routing.pools[i].tls.clone(),
+                    bind: bind.clone(),
+                    own: routing.pools[i].own_identity.clone(),
+                    limits: router.cfg.limits(),
+                    timeout: cfg.timeout,
+                };
+                let existing = conns.get(&d.name).filter(|(c, _)| c.is_alive()).cloned();
+                let (pdu, cfg) = (pdu.clone(), cfg.clone());
                 // The hold-down keeps a recovering DSA out while another
                 // serves its partitions; a partition with no other eligible
                 // DSA takes it back at once.
@@ -114,25 +198,9 @@ pub(crate) async fn run(
                 let hold = if covered { cfg.failback_hold } else { std::time::Duration::ZERO };
                 async move {
                     let started = Instant::now();
-                    let conn = match existing {
-                        Some(c) => Ok(c),
-                        None => {
-                            let lim = crate::config::Limits {
-                                connect_timeout: cfg.timeout,
-                                op_timeout: cfg.timeout,
-                                bind_timeout: cfg.timeout,
-                                ..limits
-                            };
-                            pool::connect_bound(&st, &addrs, bind.as_ref(), lim, tls.as_ref()).await
-                        }
-                    };
-                    let result = match conn {
-                        Ok(c) => probe_on(c, &pdu, cfg.timeout).await,
-                        Err(e) if e.kind == Kind::Unreachable => Err(e.text),
-                        Err(e) => Err(e.to_string()),
-                    };
+                    let result = probe.run(existing, &pdu).await;
                     match &result {
-                        Ok(c) => {
+                        Ok((c, _)) => {
                             st.probe_ok(started.elapsed(), cfg.rise, hold);
                             if st.advertised_stale(advertised::REFRESH) {
                                 match advertised::read(c, cfg.timeout).await {
@@ -141,7 +209,7 @@ pub(crate) async fn run(
                                 }
                             }
                         }
-                        Err(e) => st.probe_failed(e, cfg.fall),
+                        Err(f) => st.probe_failed(&f.why, cfg.fall),
                     }
                     (st.name.clone(), result.ok())
                 }
@@ -154,7 +222,7 @@ pub(crate) async fn run(
             }
         }
     }
-    for (_, c) in conns {
+    for (c, _) in conns.into_values() {
         c.close();
     }
 }

@@ -167,7 +167,7 @@ async fn read_one(
             let made = crate::upstream::pool::connect_bound(
                 st,
                 &pool.targets,
-                pool.router_identity.as_ref(),
+                pool.own_identity.as_ref(),
                 limits,
                 pool.tls.as_ref(),
             )

@@ -59,8 +59,15 @@ pub struct Pool {
     /// The same, with the family each is to be reached over.
     pub(crate) targets: Vec<Target>,
     /// A bind as `ldap-dsa-name`/`ldap-dsa-password`, when the DSA trusts
-    /// conveyed originators.
+    /// conveyed originators: the shared connection bound clients'
+    /// operations run on, with proxied authorization.
     pub(crate) router_identity: Option<BindPdu>,
+    /// The same bind wherever the knowledge gives the router's name,
+    /// trusted or not: the router's own requests (health probes without
+    /// `--probe-bind`, replication positions, policy group reads) run as
+    /// it. Clients' operations never do where the DSA does not trust
+    /// conveyed originators (anonymous clients stay anonymous).
+    pub(crate) own_identity: Option<BindPdu>,
     /// The shared connections, a pair per worker thread: a session's
     /// operations run on its own thread's.
     shared: Box<[Shared]>,
@@ -114,8 +121,8 @@ impl Pool {
                     native: n.clone(),
                 })
             });
-        let router_identity = match (&def.ldap_dsa_name, &def.ldap_dsa_password) {
-            (Some(dn), pw) if def.trusts_conveyed_originator() => {
+        let own_identity = match (&def.ldap_dsa_name, &def.ldap_dsa_password) {
+            (Some(dn), pw) => {
                 let pw = pw.clone().unwrap_or_else(|| Secret::new(""));
                 // Under the partition's prefix, it names an entry of the
                 // DSA's native tree.
@@ -128,12 +135,16 @@ impl Pool {
             }
             _ => None,
         };
+        let router_identity = own_identity
+            .clone()
+            .filter(|_| def.trusts_conveyed_originator());
         let spares = Arc::new(Spares::new(dsa.clone(), workers, limits.spare_connections));
         Pool {
             dsa,
             addrs: socket_addrs(def),
             targets: targets(def),
             router_identity,
+            own_identity,
             shared: (0..workers.max(1)).map(|_| Shared::default()).collect(),
             spares,
             limits,
@@ -362,7 +373,10 @@ async fn bind_on(
     }
     Err(Error::new(
         Kind::BindRefused(code),
-        format!("DSA {} refused the bind as {}", dsa.name, bind.dn),
+        format!(
+            "DSA {} refused the bind as {}: result {code}",
+            dsa.name, bind.dn
+        ),
     ))
 }
 

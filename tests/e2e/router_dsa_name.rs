@@ -161,3 +161,83 @@ fn a_trusting_dsa_serves_anonymous_clients_as_anonymous() {
     let out = anonymous_search(&named.url, &people, "(uid=alice)", &["mail"]);
     assert!(out.stdout.contains("mail: alice@"), "{out:?}");
 }
+
+/// A DSA whose data refuses anonymous reads (`require authc`) and
+/// publishes a replication position (syncprov's contextCSN).
+fn refusing_provider() -> Slapd {
+    let mut cfg = SlapdConfig::seeded("POSITIONS", &[DEMOCORP]);
+    cfg.global = "moduleload syncprov\n".to_string();
+    cfg.database = "require authc\noverlay syncprov\nsyncprov-checkpoint 100 1\n".to_string();
+    Slapd::start(cfg)
+}
+
+/// D1's report in the router's `/status`.
+fn d1(admin: &str) -> serde_json::Value {
+    support::replica::dsa(&support::replica::status(admin), "D1")
+}
+
+/// The router's own requests run as its name wherever the knowledge gives
+/// one, trusted or not (issue 37 point 5): probes of the suffix entry and
+/// replication position reads succeed on a DSA that refuses anonymous
+/// reads, while anonymous clients are still refused there. Without the
+/// name the probes fail (the DSA's 53) and no position is read; with a
+/// wrong password the DSA's refusal of the router's bind is the reason.
+#[test]
+fn the_routers_own_requests_bind_as_its_name_where_anonymous_reads_are_refused() {
+    use std::time::Duration;
+    use support::replica::wait_for;
+    let s = refusing_provider();
+    let dir = tempfile::tempdir().unwrap();
+    let probes = ["--probe-interval", "0.2", "--probe-base", DEMOCORP];
+    let start = |k: &Path| support::replica::router(dir.path(), k, &probes);
+
+    let (named, admin) = start(&knowledge(dir.path(), s.port, true, false));
+    wait_for("D1 up with a position", Duration::from_secs(20), || {
+        let d = d1(&admin);
+        d["state"] == "up"
+            && d["replication"]["positions"]
+                .as_object()
+                .is_some_and(|p| !p.is_empty())
+    });
+    println!("named: {}", d1(&admin));
+    let out = anonymous_search(
+        &named.url,
+        &format!("ou=people,{DEMOCORP}"),
+        "(uid=alice)",
+        &["mail"],
+    );
+    report("anonymous through the named router", &out);
+    assert_eq!(
+        out.code,
+        Some(53),
+        "anonymous clients stay anonymous: {out:?}"
+    );
+    drop(named);
+
+    let (_unnamed, admin) = start(&knowledge(dir.path(), s.port, false, false));
+    wait_for(
+        "D1 down without the router's name",
+        Duration::from_secs(20),
+        || d1(&admin)["state"] == "down",
+    );
+    let d = d1(&admin);
+    println!("unnamed: {d}");
+    assert!(d["reason"].as_str().unwrap().contains("53"), "{d}");
+    assert!(
+        d["replication"]["positions"]
+            .as_object()
+            .is_none_or(|p| p.is_empty()),
+        "{d}"
+    );
+
+    let wrong = dir.path().join("wrong.dxg");
+    let text = std::fs::read_to_string(knowledge(dir.path(), s.port, true, false)).unwrap();
+    std::fs::write(&wrong, text.replace(ROUTER_PW, "not-the-password")).unwrap();
+    let (_wrong, admin) = start(&wrong);
+    wait_for("D1 down on a refused bind", Duration::from_secs(20), || {
+        d1(&admin)["state"] == "down"
+    });
+    let d = d1(&admin);
+    println!("wrong password: {d}");
+    assert!(d["reason"].as_str().unwrap().contains("49"), "{d}");
+}
