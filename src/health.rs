@@ -46,6 +46,7 @@ async fn probe_on(
     c: Arc<Conn>,
     pdu: &[u8],
     timeout: std::time::Duration,
+    fresh: bool,
 ) -> Result<Arc<Conn>, String> {
     let why = match pool::request(&c, pdu, timeout).await {
         Ok(resp) => match frame::header(&resp)
@@ -56,10 +57,24 @@ async fn probe_on(
             Some(code) => format!("probe search returned result {code}"),
             None => "malformed probe response".to_string(),
         },
+        Err(e) if fresh && matches!(e.kind, Kind::ConnectionLost { .. }) => {
+            format!("probe: {e}{}", closed_at_once(&c.dsa))
+        }
         Err(e) => format!("probe: {e}"),
     };
     c.close();
     Err(why)
+}
+
+/// Why a DSA may close a new connection before answering its first
+/// request: the PROXY protocol, one side expecting a header the other
+/// does not send (or the reverse). Appended to the probe's reason.
+fn closed_at_once(st: &crate::dsa_state::DsaState) -> &'static str {
+    if st.send_proxy.load(std::sync::atomic::Ordering::Relaxed) {
+        " (it closed a new connection before answering: the router sends it a PROXY protocol header first (--send-proxy-to); does its listener take one?)"
+    } else {
+        " (it closed a new connection before answering: if its listener expects a PROXY protocol header first (OpenLDAP pldap://), name the DSA in --send-proxy-to)"
+    }
 }
 
 /// Probe every DSA until shutdown.
@@ -114,6 +129,7 @@ pub(crate) async fn run(
                 let hold = if covered { cfg.failback_hold } else { std::time::Duration::ZERO };
                 async move {
                     let started = Instant::now();
+                    let fresh = existing.is_none();
                     let conn = match existing {
                         Some(c) => Ok(c),
                         None => {
@@ -127,7 +143,10 @@ pub(crate) async fn run(
                         }
                     };
                     let result = match conn {
-                        Ok(c) => probe_on(c, &pdu, cfg.timeout).await,
+                        Ok(c) => probe_on(c, &pdu, cfg.timeout, fresh).await,
+                        Err(e) if matches!(e.kind, Kind::ConnectionLost { .. }) => {
+                            Err(format!("{e}{}", closed_at_once(&st)))
+                        }
                         Err(e) if e.kind == Kind::Unreachable => Err(e.text),
                         Err(e) => Err(e.to_string()),
                     };
