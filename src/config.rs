@@ -93,6 +93,10 @@ pub struct Config {
     /// Sources whose connections start with a PROXY protocol header
     /// (`--proxy-protocol-from`): [`crate::proxy_protocol`].
     pub proxy_protocol_from: Vec<crate::proxy_protocol::Cidr>,
+    /// DSAs (names) each connection to which starts with a PROXY
+    /// protocol v2 header (`--send-proxy-to`):
+    /// [`crate::proxy_protocol::send`].
+    pub send_proxy_to: Vec<String>,
     /// What a failed partition does to a search spanning partitions.
     pub fanout_policy: FanoutPolicy,
     /// Client-facing TLS (LDAPS listener, StartTLS): PEM files, re-read
@@ -163,6 +167,7 @@ impl Default for Config {
             utilization_window: Duration::from_secs(300),
             max_clients_per_ip: 0,
             proxy_protocol_from: Vec::new(),
+            send_proxy_to: Vec::new(),
             fanout_policy: Default::default(),
             tls: None,
             require_tls_for_bind: false,

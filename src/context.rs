@@ -55,6 +55,8 @@ pub struct Context {
     pub drain: crate::drain::Drain,
     /// Hot upgrade: `ctl upgrade`'s request, where sessions leave to.
     pub handover: crate::handover::Handover,
+    /// The client sessions `/status` lists.
+    pub clients: Arc<crate::clients::Clients>,
 }
 
 /// What the last reload did.
@@ -114,6 +116,7 @@ impl Context {
             workers: std::sync::OnceLock::new(),
             drain: crate::drain::Drain::default(),
             handover: crate::handover::Handover::default(),
+            clients: Arc::default(),
         })
     }
 
@@ -276,6 +279,18 @@ fn build(
             .or(snap.settings.concurrency_limit)
             .unwrap_or(cfg.dsa_concurrency_limit);
         st.set_limit((limit > 0).then_some(limit));
+        let proxy = cfg
+            .send_proxy_to
+            .iter()
+            .any(|n| n.eq_ignore_ascii_case(&d.name));
+        st.send_proxy
+            .store(proxy, std::sync::atomic::Ordering::Relaxed);
+    }
+    for n in &cfg.send_proxy_to {
+        if snap.dsa_index(n).is_none() && !snap.dsas.iter().any(|d| d.name.eq_ignore_ascii_case(n))
+        {
+            tracing::warn!(dsa = %crate::logsafe::esc(n), "--send-proxy-to names a DSA the knowledge does not hold");
+        }
     }
     let pools = snap
         .dsas

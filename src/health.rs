@@ -54,6 +54,7 @@ async fn probe_on(
     c: Arc<Conn>,
     pdu: &[u8],
     timeout: std::time::Duration,
+    fresh: bool,
 ) -> Result<Arc<Conn>, Failed> {
     let (code, why) = match pool::request(&c, pdu, timeout).await {
         Ok(resp) => match frame::header(&resp)
@@ -64,10 +65,24 @@ async fn probe_on(
             Some(code) => (Some(code), format!("probe search returned result {code}")),
             None => (None, "malformed probe response".to_string()),
         },
+        Err(e) if fresh && matches!(e.kind, Kind::ConnectionLost { .. }) => {
+            (None, format!("probe: {e}{}", closed_at_once(&c.dsa)))
+        }
         Err(e) => (None, format!("probe: {e}")),
     };
     c.close();
     Err(Failed { code, why })
+}
+
+/// Why a DSA may close a new connection before answering its first
+/// request: the PROXY protocol, one side expecting a header the other
+/// does not send (or the reverse). Appended to the probe's reason.
+fn closed_at_once(st: &crate::dsa_state::DsaState) -> &'static str {
+    if st.send_proxy.load(std::sync::atomic::Ordering::Relaxed) {
+        " (it closed a new connection before answering: the router sends it a PROXY protocol header first (--send-proxy-to); does its listener take one?)"
+    } else {
+        " (it closed a new connection before answering: if its listener expects a PROXY protocol header first (OpenLDAP pldap://), name the DSA in --send-proxy-to)"
+    }
 }
 
 /// Results by which a DSA refuses an anonymous probe for want of
@@ -103,10 +118,10 @@ impl Probe {
             .await
             .map_err(|e| Failed {
                 code: None,
-                why: if e.kind == Kind::Unreachable {
-                    e.text
-                } else {
-                    e.to_string()
+                why: match e.kind {
+                    Kind::ConnectionLost { .. } => format!("{e}{}", closed_at_once(&self.st)),
+                    Kind::Unreachable => e.text,
+                    _ => e.to_string(),
                 },
             })
     }
@@ -122,16 +137,19 @@ impl Probe {
         existing: Option<(Arc<Conn>, bool)>,
         pdu: &[u8],
     ) -> Result<(Arc<Conn>, bool), Failed> {
+        let fresh = existing.is_none();
         let (conn, bound) = match existing {
             Some(e) => e,
             None => (self.connect(self.bind.as_ref()).await?, self.bind.is_some()),
         };
-        match probe_on(conn, pdu, self.timeout).await {
+        match probe_on(conn, pdu, self.timeout, fresh).await {
             Ok(c) => Ok((c, bound)),
             Err(f) if !bound && wants_authentication(f.code) => match &self.own {
                 Some(own) => {
                     let c = self.connect(Some(own)).await?;
-                    probe_on(c, pdu, self.timeout).await.map(|c| (c, true))
+                    probe_on(c, pdu, self.timeout, true)
+                        .await
+                        .map(|c| (c, true))
                 }
                 None => Err(f),
             },

@@ -40,6 +40,9 @@
 //!   takes the listening sockets and every plain-LDAP session between
 //!   operations; [`handover`]: what the two processes pass each other
 //!   (descriptors with SCM_RIGHTS, the messages, a session's state).
+//! * [`clients`]: the client sessions `/status` lists (address,
+//!   identity, TLS, since when, handed over), kept off the operations'
+//!   path.
 //! * [`proxy_protocol`]: PROXY protocol v1/v2 headers from the load
 //!   balancers listed in `--proxy-protocol-from` (the client's address).
 //! * `demo`: `dsa-router demo`, the seed setup on loopback with test DSAs
@@ -98,6 +101,7 @@
 pub mod access;
 pub mod admin;
 pub mod cli;
+pub mod clients;
 pub mod config;
 pub mod context;
 #[cfg(feature = "dev-tools")]

@@ -14,6 +14,10 @@
 //!
 //! A v2 `LOCAL` header (the balancer's own health check) and a v1
 //! `UNKNOWN` one keep the connection's own address; TLVs are skipped.
+//!
+//! The router sends v2 headers in turn ([`send`]) to the DSAs listed in
+//! `--send-proxy-to`: the client's address on a connection of the
+//! client's own, `LOCAL` on the router's own connections.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
@@ -283,6 +287,8 @@ pub fn parse_list(s: &str) -> Result<Vec<Cidr>, String> {
         .map(str::parse)
         .collect()
 }
+
+pub mod send;
 
 #[cfg(test)]
 mod tests;

@@ -267,7 +267,61 @@ pub fn render(s: &Status) -> String {
             );
         }
     }
+    clients(&s.clients, &mut out);
     out
+}
+
+/// The client sessions' table (the first listed of the total).
+fn clients(c: &crate::clients::Listing, out: &mut String) {
+    use std::fmt::Write;
+    if c.total == 0 {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\nclient sessions: {} (the {} oldest listed)",
+        c.total,
+        c.listed.len()
+    );
+    let _ = writeln!(
+        out,
+        "  {:<40} {:<5} {:<8} {:<20}  IDENTITY",
+        "ADDRESS", "TLS", "HANDED", "SINCE (UTC)"
+    );
+    for s in &c.listed {
+        let _ = writeln!(
+            out,
+            "  {:<40} {:<5} {:<8} {:<20}  {}",
+            s.address,
+            if s.tls { "yes" } else { "no" },
+            if s.handed_over { "yes" } else { "no" },
+            utc(s.since_unix),
+            crate::logsafe::esc(&s.identity)
+        );
+    }
+}
+
+/// Unix seconds as `YYYY-MM-DD HH:MM:SS`.
+fn utc(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let (y, m, d) = crate::replication::csn::civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod utc_tests {
+    #[test]
+    fn unix_seconds_read_as_utc() {
+        assert_eq!(super::utc(0), "1970-01-01 00:00:00");
+        assert_eq!(super::utc(951_782_400), "2000-02-29 00:00:00");
+        assert_eq!(super::utc(1_796_392_380), "2026-12-04 13:53:00");
+    }
 }
 
 #[cfg(test)]

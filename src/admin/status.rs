@@ -78,6 +78,10 @@ pub struct Status {
     /// Client policies (`--policy`): refusals per rule, rates.
     #[serde(default)]
     pub policy: PolicyCounts,
+    /// Client sessions: the total and the first
+    /// [`crate::clients::LISTED`], the oldest first.
+    #[serde(default)]
+    pub clients: crate::clients::Listing,
 }
 
 /// What client policies refused (`--policy`).
@@ -250,6 +254,7 @@ pub fn status(router: &Context) -> Status {
         draining: router.drain.is_draining(),
         binds_refused: router.failed_binds.refused(),
         policy: PolicyCounts::of(router),
+        clients: router.clients.list(crate::clients::LISTED),
     }
 }
 

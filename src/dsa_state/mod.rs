@@ -78,6 +78,9 @@ pub struct DsaState {
     binds: Mutex<ejection::BindEjection>,
     /// What its root DSE advertised, and when it was read.
     advertised: Mutex<Option<(std::time::Instant, Arc<Advertised>)>>,
+    /// Each connection to it starts with a PROXY protocol v2 header
+    /// (`--send-proxy-to`): [`crate::proxy_protocol::send`].
+    pub send_proxy: std::sync::atomic::AtomicBool,
 }
 
 /// One thing held on a DSA, counted while it lives (a persistent search,
@@ -135,6 +138,7 @@ impl DsaState {
                 probe_latency: None,
             }),
             advertised: Mutex::new(None),
+            send_proxy: std::sync::atomic::AtomicBool::new(false),
             reads: ReadStats::default(),
             ejected: std::sync::atomic::AtomicBool::new(false),
             ejection: Mutex::new(None),

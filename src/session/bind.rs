@@ -288,9 +288,15 @@ impl Session {
             tried: skip,
             ..dispatch::Want::first(false, None)
         };
-        let placed = dispatch::place(routing, p, want, dispatch::Via::Fresh, sent, sent_h, |_| {
-            Pending::new(Sink::Waiter(tx), Kind::fixed())
-        })
+        let placed = dispatch::place(
+            routing,
+            p,
+            want,
+            dispatch::Via::Fresh(self.peer),
+            sent,
+            sent_h,
+            |_| Pending::new(Sink::Waiter(tx), Kind::fixed()),
+        )
         .await;
         // A fresh connection is always had before placing.
         let (dsa, conn, id) = match placed.and_then(|t| match t.conn {
@@ -404,9 +410,11 @@ impl Session {
         } else {
             a.conn.release();
         }
+        let authz = format!("dn:{dn}");
+        self.listed.bound(&authz);
         self.identity = Identity::Bound(Bound {
             dn: dn.to_string(),
-            authz: format!("dn:{dn}"),
+            authz,
             conveyed: true,
             bind: Some(BindPdu::new(dn.to_string(), sent)),
             own_conn,
@@ -452,6 +460,9 @@ impl Session {
     }
 
     pub(super) fn become_anonymous(&mut self) {
+        if matches!(self.identity, Identity::Bound(_)) {
+            self.listed.anonymous();
+        }
         self.identity = Identity::Anonymous;
         if let Some(s) = self.sasl.take() {
             s.conn.close();
@@ -459,7 +470,7 @@ impl Session {
         // Operations of the old identity still placing (a read going to
         // another DSA) hold the old map: closed, it opens nothing more.
         self.private.release_all();
-        self.private = Default::default();
+        self.private = super::own::Own::new(self.peer);
     }
 }
 

@@ -40,8 +40,9 @@ pub(super) enum Via<'s> {
     /// router's, with proxied authorization as `dn:...`.
     Shared(Option<String>),
     /// A new connection, not bound (binds: the connection becomes the
-    /// client's own when the bind succeeds).
-    Fresh,
+    /// client's own when the bind succeeds), for the client at this
+    /// address.
+    Fresh(std::net::SocketAddr),
     /// A client's operation: by its identity, on connections of its own
     /// (`own`, by lower-case DSA name) where needed; `own_conn` asks for
     /// one whatever the identity (paging, a client's own proxied
@@ -343,11 +344,11 @@ async fn connection(
         None => Got::Later,
     };
     match via {
-        Via::Fresh => {
+        Via::Fresh(client) => {
             // Boxed: opening a connection (connect, TLS) is a large state,
             // and a rare one; inline it would be part of every operation's
             // future.
-            let c = Box::pin(pool.private(crate::upstream::pool::Own::ForBind))
+            let c = Box::pin(pool.private(crate::upstream::pool::Own::ForBind, *client))
                 .await
                 .map_err(skip_unless_busy)?;
             Ok((Got::Now(c), None, false))

@@ -105,8 +105,9 @@ impl Session {
 
     /// The session resumed from its state, and the bytes it had read.
     pub(super) fn from_state(router: Arc<Context>, st: SessionState) -> (Session, BytesMut) {
-        let mut s = Session::new(router, st.peer, false);
+        let mut s = Session::new(router, st.peer, false, true);
         if let Some(b) = st.bound {
+            s.listed.bound(&b.authz);
             s.identity = Identity::Bound(Bound {
                 dn: b.dn,
                 authz: b.authz,

@@ -27,7 +27,7 @@ pub async fn run(
     shutdown: watch::Receiver<bool>,
 ) {
     let stream = stream.into();
-    let s = Session::new(router, peer, stream.is_tls());
+    let s = Session::new(router, peer, stream.is_tls(), false);
     let _ = drive(Start::new(s, stream, shutdown, None)).await;
 }
 
@@ -41,7 +41,7 @@ pub async fn serve(
     shutdown: watch::Receiver<bool>,
     seat: Option<Seat>,
 ) -> Option<Box<Moving>> {
-    let s = Session::new(router, peer, stream.is_tls());
+    let s = Session::new(router, peer, stream.is_tls(), false);
     drive(Start::new(s, stream, shutdown, seat)).await
 }
 
@@ -103,19 +103,22 @@ impl Start {
 }
 
 impl Session {
-    pub(super) fn new(router: Arc<Context>, peer: SocketAddr, tls: bool) -> Session {
+    /// A session starting (`handed`: handed over by the previous process).
+    pub(super) fn new(router: Arc<Context>, peer: SocketAddr, tls: bool, handed: bool) -> Session {
         let out = ClientOut::new(
             router.cfg.client_queue,
             router.cfg.client_queue_bytes,
             router.response_memory.clone(),
             peer,
         );
+        let listed = router.clients.enter(peer, tls, handed);
         Session {
             router,
             peer,
+            listed,
             out,
             identity: Identity::Anonymous,
-            private: Default::default(),
+            private: super::own::Own::new(peer),
             state_dsa: HashMap::new(),
             last_dn: None,
             log_client: crate::access::Head::client(peer),

@@ -354,6 +354,7 @@ impl Session {
             Ok(stream) => {
                 tracing::info!(client = %self.peer, "StartTLS: TLS established");
                 self.tls = true;
+                self.listed.tls();
                 let (rd, wr) = crate::tls::ClientStream::Tls(Box::new(stream)).split();
                 let pause = CancellationToken::new();
                 let writer = tokio::spawn(writer::writer(

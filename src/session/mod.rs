@@ -127,6 +127,8 @@ struct Session {
     log_client: crate::access::Head,
     /// Client policies: the rule deciding, the attributes hidden.
     pol: policy::State,
+    /// Its line in `/status` ([`crate::clients`]).
+    listed: crate::clients::Entry,
 }
 
 impl Session {

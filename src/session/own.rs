@@ -34,8 +34,9 @@ pub(super) type Waiter = Box<dyn FnOnce(Outcome<'_>) + Send>;
 
 /// A client's connections of its own, by lower-case DSA name. Shared with
 /// the tasks that open them and with re-sent reads.
-#[derive(Default)]
 pub(super) struct Own {
+    /// The client's address (`--send-proxy-to` DSAs are told it).
+    client: std::net::SocketAddr,
     map: Mutex<HashMap<String, Slot>>,
     /// The client bound again or left: nothing more is opened or kept
     /// here (an operation of the old identity still being placed must
@@ -100,6 +101,16 @@ pub(super) enum Have {
 }
 
 impl Own {
+    /// The connections of the client at `client`: none yet.
+    pub(super) fn new(client: std::net::SocketAddr) -> Arc<Own> {
+        Arc::new(Own {
+            client,
+            map: Mutex::default(),
+            closed: AtomicBool::new(false),
+            paged: Mutex::default(),
+        })
+    }
+
     fn map(&self) -> MutexGuard<'_, HashMap<String, Slot>> {
         self.map.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -199,6 +210,7 @@ impl Own {
         });
         map.insert(key.to_string(), Slot::Opening(opening.clone()));
         drop(map);
+        let client = self.client;
         let (own, key, pool, o) = (
             Arc::downgrade(self),
             key.to_string(),
@@ -210,7 +222,7 @@ impl Own {
                 Some(b) => crate::upstream::pool::Own::Replay(b),
                 None => crate::upstream::pool::Own::Anonymous,
             };
-            let res = pool.private(is).await;
+            let res = pool.private(is, client).await;
             let kept = o.complete(res);
             // Still the client's (it did not bind again or leave)?
             let ours = own.upgrade().is_some_and(|own| {

@@ -163,11 +163,16 @@ impl Session {
                     return None;
                 };
                 let want = dispatch::Want::first(false, None);
-                let placed =
-                    dispatch::place(&routing, p, want, dispatch::Via::Fresh, pdu, h, |_| {
-                        Pending::new(Sink::Waiter(tx), Kind::fixed())
-                    })
-                    .await;
+                let placed = dispatch::place(
+                    &routing,
+                    p,
+                    want,
+                    dispatch::Via::Fresh(self.peer),
+                    pdu,
+                    h,
+                    |_| Pending::new(Sink::Waiter(tx), Kind::fixed()),
+                )
+                .await;
                 match placed {
                     // A fresh connection is always had before placing.
                     Ok(crate::session::dispatch::Placed {
@@ -203,6 +208,7 @@ impl Session {
             tracing::warn!(client = %self.peer, dsa = %dsa, authz = %crate::logsafe::esc(&who), "SASL identity not under a prefix its DSA holds: used on that DSA only, never conveyed");
         }
         self.private.insert(dsa.to_ascii_lowercase(), conn);
+        self.listed.bound(&who);
         self.identity = Identity::Bound(Bound {
             dn,
             authz: who.clone(),

@@ -1,7 +1,8 @@
 //! Opening a connection to a DSA: the first of its addresses that answers
 //! within the connect timeout, from a port the self-connection guard
 //! knows ([`super::self_conn`]), secured with TLS when knowledge asks for
-//! it (LDAPS or StartTLS); then its two tasks start, the reader
+//! it (LDAPS or StartTLS), after a PROXY protocol header where
+//! `--send-proxy-to` asks for one; then its two tasks start, the reader
 //! ([`super::reader`]) and the writer ([`super::conn::writer`]).
 
 use super::conn::{self, Conn};
@@ -22,12 +23,15 @@ use tokio::net::TcpStream;
 /// Connect to the first address that answers within the connect timeout
 /// (Happy Eyeballs, RFC 8305: [`ATTEMPT_DELAY`] apart, first to connect
 /// wins); with `tls`, secure the connection before use (an address whose
-/// handshake fails gives way to the next).
+/// handshake fails gives way to the next). To a DSA of `--send-proxy-to`,
+/// the connection starts with a PROXY v2 header: `client`'s address on a
+/// client's own connection, LOCAL on the router's (`None`).
 pub(crate) async fn open(
     dsa: Arc<DsaState>,
     addrs: &[Target],
     limits: Limits,
     tls: Option<&crate::tls::DsaTls>,
+    client: Option<SocketAddr>,
 ) -> io::Result<Arc<Conn>> {
     let timeout = limits.connect_timeout;
     let deadline = tokio::time::Instant::now() + timeout;
@@ -46,6 +50,11 @@ pub(crate) async fn open(
             }
         };
         let _ = s.set_nodelay(true);
+        let s = if dsa.send_proxy.load(std::sync::atomic::Ordering::Relaxed) {
+            proxy_header(s, client, deadline).await?
+        } else {
+            s
+        };
         let Some(tls) = tls else {
             return Ok(start(dsa, s, limits, local));
         };
@@ -67,6 +76,28 @@ pub(crate) async fn open(
                 cands.remove(i);
             }
         }
+    }
+}
+
+/// Write the PROXY v2 header first on `s` (before TLS, before LDAP).
+async fn proxy_header(
+    mut s: TcpStream,
+    client: Option<SocketAddr>,
+    deadline: tokio::time::Instant,
+) -> io::Result<TcpStream> {
+    use tokio::io::AsyncWriteExt;
+    let to = s.peer_addr()?;
+    let header = crate::proxy_protocol::send::v2(client, to);
+    match tokio::time::timeout_at(deadline, s.write_all(&header)).await {
+        Ok(Ok(())) => Ok(s),
+        Ok(Err(e)) => Err(io::Error::new(
+            e.kind(),
+            format!("{to}: writing the PROXY protocol header: {e}"),
+        )),
+        Err(_) => Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("{to}: writing the PROXY protocol header timed out"),
+        )),
     }
 }
 

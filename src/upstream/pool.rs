@@ -212,7 +212,11 @@ impl Pool {
     /// A connection of the client's own, for its bind, bound by replaying
     /// its bind, or anonymous: for a bind, a spare one when there is one
     /// ([`super::spare`]), else a new one.
-    pub async fn private(&self, is: Own<'_>) -> Result<Arc<Conn>, Error> {
+    pub async fn private(
+        &self,
+        is: Own<'_>,
+        client: std::net::SocketAddr,
+    ) -> Result<Arc<Conn>, Error> {
         let identity = match is {
             Own::Replay(b) => Some(b),
             Own::ForBind | Own::Anonymous => None,
@@ -246,8 +250,14 @@ impl Pool {
         }
         // A spare still carries its last client's bind: it only ever
         // serves a bind, which replaces that identity. An anonymous
-        // connection is a new one.
-        let spares = !matches!(is, Own::Anonymous);
+        // connection is a new one. To a DSA that takes a PROXY header,
+        // a connection names its client's address from its first byte:
+        // it is never a spare.
+        let proxied = self
+            .dsa
+            .send_proxy
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let spares = !matches!(is, Own::Anonymous) && !proxied;
         while let Some(c) = spares.then(|| self.spares.take()).flatten() {
             let Some(bind) = identity else {
                 // The client's own bind follows on it.
@@ -272,17 +282,20 @@ impl Pool {
                 }
             }
         }
-        let c = connect_bound(
+        let c = connect_for(
             &self.dsa,
             &self.targets,
             identity,
             self.limits,
             self.tls.as_ref(),
+            Some(client),
         )
         .await
         .map_err(|e| self.bind_failed(e))?;
         c.count_as_own(reserved);
-        c.belongs_to(&self.spares);
+        if !proxied {
+            c.belongs_to(&self.spares);
+        }
         Ok(c)
     }
 
@@ -334,7 +347,8 @@ impl Pool {
     }
 }
 
-/// Connect and, when an identity is given, bind as it before returning.
+/// Connect and, when an identity is given, bind as it before returning:
+/// the router's connection.
 pub(crate) async fn connect_bound(
     dsa: &Arc<DsaState>,
     addrs: &[Target],
@@ -342,7 +356,20 @@ pub(crate) async fn connect_bound(
     limits: Limits,
     tls: Option<&crate::tls::DsaTls>,
 ) -> Result<Arc<Conn>, Error> {
-    let conn = super::connect::open(dsa.clone(), addrs, limits, tls)
+    connect_for(dsa, addrs, identity, limits, tls, None).await
+}
+
+/// [`connect_bound`] for the client at `client` (a connection of its
+/// own: its address goes in the PROXY header to `--send-proxy-to` DSAs).
+pub(crate) async fn connect_for(
+    dsa: &Arc<DsaState>,
+    addrs: &[Target],
+    identity: Option<&BindPdu>,
+    limits: Limits,
+    tls: Option<&crate::tls::DsaTls>,
+    client: Option<std::net::SocketAddr>,
+) -> Result<Arc<Conn>, Error> {
+    let conn = super::connect::open(dsa.clone(), addrs, limits, tls, client)
         .await
         .map_err(|e| {
             let reason = format!("cannot connect to DSA {}: {e}", dsa.name);

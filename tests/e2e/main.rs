@@ -49,6 +49,7 @@ mod router_dsa_name;
 mod routing;
 mod sasl;
 mod search_results;
+mod send_proxy;
 mod slapd_aliases;
 mod slapd_harness;
 mod status_page;

@@ -4,7 +4,9 @@
 //! operations. Under load from persistent ldap3 clients (bound and
 //! anonymous; pipelined reads, binds, writes) no operation fails and no
 //! client reconnects; WhoAmI on each handed-over connection names the
-//! identity it bound as. A new process that cannot load its knowledge is
+//! identity it bound as, and the new process's `/status` lists each
+//! client as handed over, with that identity (anonymous ones as
+//! anonymous). A new process that cannot load its knowledge is
 //! refused and the old one keeps serving.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
@@ -149,6 +151,8 @@ fn ctl_upgrade_hands_over_every_plain_session_under_load_and_refuses_a_binary_wi
         .unwrap();
     kill.0.push(load.id());
     until("every client connected and working", || f("ready").exists());
+    let mut idle = Idle::connect(&format!("ldap://127.0.0.1:{port}"));
+    let sessions = CLIENTS + 2;
 
     // A new process that cannot load its knowledge is refused; the old
     // one keeps serving.
@@ -200,9 +204,30 @@ fn ctl_upgrade_hands_over_every_plain_session_under_load_and_refuses_a_binary_wi
     let st: serde_json::Value = serde_json::from_slice(&st.stdout).unwrap();
     assert_eq!(
         st["client_connections"].as_i64(),
-        Some(CLIENTS as i64),
+        Some(sessions as i64),
         "{st}"
     );
+    // Its /status lists every client as handed over, bound ones by the
+    // identity they bound as, the others as anonymous (polled: a bound
+    // client is anonymous while its rebind is in progress).
+    let mut want: Vec<String> = (0..CLIENTS)
+        .map(|i| match i % 2 {
+            0 => format!("dn:uid=user{i:04},ou=people,o=DEMOCORP,c=AU"),
+            _ => "anonymous".to_string(),
+        })
+        .collect();
+    want.extend([format!("dn:{IDLE_DN}"), "anonymous".to_string()]);
+    let mut listed = Vec::new();
+    until(
+        "the new process's /status lists the handed-over clients",
+        || {
+            listed = handed_over(&admin);
+            listed == sorted(want.clone())
+        },
+    );
+    // The idle bound client bound nothing since: its identity in /status
+    // came with its session, and WhoAmI on it names the same.
+    assert_eq!(idle.who_am_i(), format!("dn:{IDLE_DN}"));
 
     // SIGUSR2 upgrades the new process in turn (the listeners it inherited
     // go on; its own handover flag is not passed on twice).
@@ -251,14 +276,98 @@ fn ctl_upgrade_hands_over_every_plain_session_under_load_and_refuses_a_binary_wi
         before["0"], "dn:uid=user0000,ou=people,o=DEMOCORP,c=AU",
         "{out}"
     );
+    // /status named each handed-over client as WhoAmI on it does.
+    for who in after.as_object().unwrap().values() {
+        let who = who.as_str().unwrap();
+        assert!(listed.iter().any(|l| l == who), "{who}: {listed:?}");
+    }
     assert!(
         logs.matches(&format!(
-            "sessions taken over from the old process sessions={CLIENTS}"
+            "sessions taken over from the old process sessions={sessions}"
         ))
         .count()
             == 2,
         "{logs}"
     );
+}
+
+/// A bound client beside the load that stays idle across an upgrade (the
+/// load's bound clients bind again now and then), and an anonymous one
+/// that never sends a request.
+struct Idle {
+    rt: tokio::runtime::Runtime,
+    bound: ldap3::Ldap,
+    _anonymous: ldap3::Ldap,
+}
+
+const IDLE_DN: &str = "uid=user0077,ou=people,o=DEMOCORP,c=AU";
+
+impl Idle {
+    fn connect(url: &str) -> Idle {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let conn = |url: String| async move {
+            let (conn, ldap) = ldap3::LdapConnAsync::new(&url).await.unwrap();
+            ldap3::drive!(conn);
+            ldap
+        };
+        let (mut bound, anonymous) =
+            rt.block_on(async { (conn(url.to_string()).await, conn(url.to_string()).await) });
+        rt.block_on(bound.simple_bind(IDLE_DN, "pw"))
+            .unwrap()
+            .success()
+            .unwrap();
+        Idle {
+            rt,
+            bound,
+            _anonymous: anonymous,
+        }
+    }
+
+    /// WhoAmI on the bound connection.
+    fn who_am_i(&mut self) -> String {
+        let (exop, _) = self
+            .rt
+            .block_on(self.bound.extended(ldap3::exop::WhoAmI))
+            .unwrap()
+            .success()
+            .unwrap();
+        exop.parse::<ldap3::exop::WhoAmIResp>().authzid
+    }
+}
+
+/// The identities of the client sessions `admin`'s /status lists, sorted,
+/// when it lists all and each as handed over (else empty).
+fn handed_over(admin: &str) -> Vec<String> {
+    let st = ctl(admin, &["--json", "status"]);
+    let Ok(st) = serde_json::from_slice::<serde_json::Value>(&st.stdout) else {
+        return Vec::new();
+    };
+    let c = &st["clients"];
+    let listed = c["listed"].as_array().cloned().unwrap_or_default();
+    let all_handed = listed.iter().all(|s| {
+        s["handed_over"] == true
+            && s["tls"] == false
+            && s["address"]
+                .as_str()
+                .is_some_and(|a| a.starts_with("127.0.0.1:"))
+    });
+    if c["total"].as_u64() != Some(listed.len() as u64) || !all_handed {
+        return Vec::new();
+    }
+    sorted(
+        listed
+            .iter()
+            .map(|s| s["identity"].as_str().unwrap_or("").to_string())
+            .collect(),
+    )
+}
+
+fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v
 }
 
 /// Wait until the child exits; its status.

@@ -157,6 +157,10 @@ pub struct Slapd {
     /// sure to talk to this slapd and not to whatever else took the port.
     token: String,
     tls: Option<SlapdTls>,
+    /// A second listener, `pldap://127.0.0.1:PORT/`, where every
+    /// connection starts with a PROXY protocol header
+    /// ([`Slapd::start_proxied`]); slapd then logs at `-d stats`.
+    pub proxied_port: Option<u16>,
 }
 
 impl Slapd {
@@ -184,7 +188,18 @@ impl Slapd {
         Slapd::start_with(cfg, Some(tls))
     }
 
+    /// Like [`Slapd::start`], and a PROXY protocol listener beside the
+    /// plain one (`pldap://`, [`Slapd::proxied_port`]); slapd logs
+    /// connections and operations (`-d stats`) to [`Slapd::log`].
+    pub fn start_proxied(cfg: SlapdConfig) -> Slapd {
+        Slapd::start_opts(cfg, None, true)
+    }
+
     fn start_with(cfg: SlapdConfig, tls: Option<SlapdTls>) -> Slapd {
+        Slapd::start_opts(cfg, tls, false)
+    }
+
+    fn start_opts(cfg: SlapdConfig, tls: Option<SlapdTls>, proxied: bool) -> Slapd {
         Slapd::require();
         assert!(!cfg.suffixes.is_empty(), "slapd {}: no suffixes", cfg.name);
         let dir = make_temp_dir(&cfg.name);
@@ -205,6 +220,7 @@ impl Slapd {
             last_pid: 0,
             token,
             tls,
+            proxied_port: None,
         };
         slapd.write_config(&cfg);
         slapd.load(&cfg.ldif);
@@ -212,6 +228,7 @@ impl Slapd {
         // slapd binds it: pick another one then.
         for attempt in 1..=5 {
             slapd.port = pick_port();
+            slapd.proxied_port = proxied.then(pick_port);
             let scheme = match &slapd.tls {
                 Some(t) if t.mode == TlsMode::Ldaps => "ldaps",
                 _ => "ldap",
@@ -487,7 +504,14 @@ access to *
         let log2 = log
             .try_clone()
             .unwrap_or_else(|e| panic!("dup {}: {e}", log_path.display()));
-        let level = std::env::var("DSA_SLAPD_DEBUG").unwrap_or_else(|_| "none".to_string());
+        let level = match self.proxied_port {
+            Some(_) => "stats".to_string(),
+            None => std::env::var("DSA_SLAPD_DEBUG").unwrap_or_else(|_| "none".to_string()),
+        };
+        let urls = match self.proxied_port {
+            Some(p) => format!("{} pldap://127.0.0.1:{p}/", self.url),
+            None => self.url.clone(),
+        };
         let conf = self.conf_path();
         let sasl = self.dir.join("sasl2");
         let mut cmd = if sasl.exists() {
@@ -506,7 +530,7 @@ access to *
             Command::new(SLAPD)
         };
         let mut child = cmd
-            .args(["-d", &level, "-h", &self.url, "-f", path_str(&conf)])
+            .args(["-d", &level, "-h", &urls, "-f", path_str(&conf)])
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(log2)

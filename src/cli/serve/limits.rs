@@ -185,6 +185,13 @@ pub struct LimitArgs {
     /// From these a header is required; from others it is not LDAP.
     #[arg(long, value_name = "CIDR,...", default_value = "")]
     pub proxy_protocol_from: String,
+    /// DSAs (knowledge names, comma-separated) that take a PROXY protocol
+    /// header first on each connection (OpenLDAP's `pldap://` listener):
+    /// the router sends a v2 header with the client's address on clients'
+    /// own connections, and a LOCAL one on its shared connections and
+    /// probes, which carry no one client's.
+    #[arg(long, value_name = "DSA,...", default_value = "")]
+    pub send_proxy_to: String,
     /// A search spanning partitions when one partition cannot be searched
     /// (no DSA of it reachable, busy or unavailable): `fail` fails the
     /// whole search with `unavailable` naming the partition;
@@ -264,6 +271,13 @@ impl LimitArgs {
             max_clients_per_ip: self.max_clients_per_ip,
             proxy_protocol_from: crate::proxy_protocol::parse_list(&self.proxy_protocol_from)
                 .map_err(|e| crate::error::Error::config(format!("--proxy-protocol-from: {e}")))?,
+            send_proxy_to: self
+                .send_proxy_to
+                .split(',')
+                .map(str::trim)
+                .filter(|n| !n.is_empty())
+                .map(String::from)
+                .collect(),
             fanout_policy: self.fanout_policy,
             own_connection: self.own_connection,
             max_clients: self.max_clients.max(1),
