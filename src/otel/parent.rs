@@ -188,22 +188,21 @@ mod tests {
         assert_eq!(st, Some("rojo=00f067aa0ba902b7,congo=t61rcWkgMzE"));
         assert_eq!(tracestate(GOOD.as_bytes()), None);
         assert_eq!(tracestate(format!("{GOOD}\n\u{7}").as_bytes()), None);
-        let c = control(t.trace_id, [1, 2, 3, 4, 5, 6, 7, 8], st);
-        let want = "00-4bf92f3577b34da6a3ce929d0e0e4736-0102030405060708-01\nrojo=00f067aa0ba902b7,congo=t61rcWkgMzE";
+        // Short enough for one-octet lengths.
+        let c = control(t.trace_id, [1, 2, 3, 4, 5, 6, 7, 8], Some("rojo=1"));
+        let want = "00-4bf92f3577b34da6a3ce929d0e0e4736-0102030405060708-01\nrojo=1";
         let oid = OID_TRACE_CONTEXT.as_bytes();
         // SEQUENCE { OCTET STRING oid, OCTET STRING value }: not critical.
-        assert_eq!(
-            &c[..4],
-            &[
-                0x30,
-                (4 + oid.len() + want.len()) as u8,
-                0x04,
-                oid.len() as u8
-            ]
-        );
+        let seq = (4 + oid.len() + want.len()) as u8;
+        assert_eq!(&c[..4], &[0x30, seq, 0x04, oid.len() as u8]);
         assert_eq!(&c[4..4 + oid.len()], oid);
-        assert_eq!(&c[4 + oid.len()..6 + oid.len()], &[0x04, want.len() as u8]);
-        assert_eq!(&c[6 + oid.len()..], want.as_bytes());
+        let v = &c[4 + oid.len()..];
+        assert_eq!(&v[..2], &[0x04, want.len() as u8]);
+        assert_eq!(&v[2..], want.as_bytes());
+        // Longer: long-form lengths.
+        let long = control(t.trace_id, [1; 8], st);
+        assert_eq!(&long[..2], &[0x30, 0x81]);
+        assert_eq!(long.len(), 3 + long[2] as usize);
     }
 
     #[test]
