@@ -317,3 +317,58 @@ PYEOF
         "router-pos's dsa_router_replication_readings_total and _reading_bytes_total over ${secs} s without load, divided by its 2 DSAs; CPU meanwhile (ms per second, CLK_TCK $CLK_TCK resolution): router with positions $rcpu, router with --csn-interval 0 $ocpu, provider slapd $pcpu, consumer slapd $qcpu"
     log "positions idle: $req requests/s and $byt bytes/s per DSA; CPU ms/s: router on $rcpu, off $ocpu, provider $pcpu, consumer $qcpu"
 }
+
+# Group traces: three routers over the same two slapd, tracing off (no
+# --otlp-endpoint), at 1% and at 100% sampling, the last two exporting
+# (OTLP/HTTP, protobuf, every --otlp-interval 1 s, the default) to a
+# minimal local OTLP sink (benchlib.py otlp-sink: reads each request, answers
+# 200, counts requests and bytes), so the export's cost is real.
+setup_traces() {
+    local status="$WORK/otlp-sink.status" end
+    spawn "$WORK/otlp-sink.log" - "$PY" "$LIB" otlp-sink "$status"
+    PID_SINK=$LAST_PID
+    end=$(($(date +%s) + 30))
+    until grep -q '^port ' "$status" 2>/dev/null; do
+        alive "$PID_SINK" || die "the OTLP sink died: $(cat "$WORK/otlp-sink.log")"
+        [ "$(date +%s)" -lt "$end" ] || die "the OTLP sink did not start within 30 s"
+        sleep 0.1
+    done
+    OTLP_URL="http://127.0.0.1:$(awk '/^port /{print $2}' "$status")"
+    # shellcheck disable=SC2086
+    new_router router-otel-off "$KNOW" router_ready --no-access-log ${ROUTER_ARGS:-}
+    P_ROTOFF=$S_PORT PID_ROTOFF=$S_PID
+    # shellcheck disable=SC2086
+    new_router router-otel-1pct "$KNOW" router_ready --no-access-log --otlp-endpoint "$OTLP_URL" --otlp-sample 0.01 ${ROUTER_ARGS:-}
+    P_ROT1=$S_PORT PID_ROT1=$S_PID
+    # shellcheck disable=SC2086
+    new_router router-otel-100pct "$KNOW" router_ready --no-access-log --otlp-endpoint "$OTLP_URL" --otlp-sample 1 ${ROUTER_ARGS:-}
+    P_ROT100=$S_PORT PID_ROT100=$S_PID
+    # The traced routers export: the sink hears from them.
+    for p in "$P_ROT1" "$P_ROT100"; do
+        for _ in $(seq 200); do one_entry "$p" || die "router on port $p does not answer"; done
+    done
+    end=$(($(date +%s) + 30))
+    until [ "$(awk '/^requests /{print $2}' "$status")" -ge 2 ]; do
+        [ "$(date +%s)" -lt "$end" ] || die "the OTLP sink got no spans from the traced routers within 30 s"
+        sleep 0.2
+    done
+}
+
+round_traces() {
+    local key set="2 DSAs in one load-share group, ${ROUTER_ARGS:-defaults}"
+    for key in $(ordered otel-router-off otel-router-1pct otel-router-100pct); do
+        case $key in
+            otel-router-off) measure "$key" "dsa-router, tracing off" "$P_ROTOFF" "$PID_ROTOFF" "no --otlp-endpoint; $set" ;;
+            otel-router-1pct) measure "$key" "dsa-router, traces at 1%" "$P_ROT1" "$PID_ROT1" "--otlp-endpoint (local sink) --otlp-sample 0.01; $set" ;;
+            otel-router-100pct) measure "$key" "dsa-router, traces at 100%" "$P_ROT100" "$PID_ROT100" "--otlp-endpoint (local sink) --otlp-sample 1; $set" ;;
+        esac
+    done
+}
+
+# traces_sink: what the OTLP sink received over the whole run.
+traces_sink() {
+    local s="$WORK/otlp-sink.status"
+    extra "OTLP export to the local sink (group traces, both traced routers, whole run)" \
+        "$(awk '/^requests /{print $2}' "$s") requests, $(awk '/^bytes /{print $2}' "$s") bytes" \
+        "POST /v1/traces (protobuf) received by benchlib.py otlp-sink, which answers 200 with an empty body; the routers batch spans (up to 8192 queued) and send every --otlp-interval (1 s)"
+}

@@ -52,6 +52,12 @@ enum Cmd {
         /// Delay every response by this many milliseconds.
         #[arg(long, default_value_t = 0)]
         delay_ms: u64,
+        /// Advertise and accept the router's trace context control.
+        #[arg(long)]
+        trace_context: bool,
+        /// Append the value of each trace context control received here.
+        #[arg(long)]
+        trace_context_log: Option<PathBuf>,
     },
     /// Run the seed setup on loopback: test DSAs and router R1.
     #[cfg(feature = "dev-tools")]
@@ -79,7 +85,17 @@ fn main() -> ExitCode {
             suffix,
             ldif,
             delay_ms,
-        } => dsa_testdsa::process::run(&listen, &name, &suffix, ldif.as_deref(), delay_ms),
+            trace_context,
+            trace_context_log,
+        } => dsa_testdsa::process::run(
+            &listen,
+            &name,
+            &suffix,
+            ldif.as_deref(),
+            delay_ms,
+            trace_context,
+            trace_context_log.as_deref(),
+        ),
         #[cfg(feature = "dev-tools")]
         Cmd::Demo { listen, limits } => dsa_router::cli::serve::demo(&limits, listen),
     }

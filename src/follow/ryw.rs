@@ -131,6 +131,9 @@ impl Delivery for Watch {
     fn hedge_placed(&self, conn: &Arc<Conn>) {
         self.inner.hedge_placed(conn)
     }
+    fn trace_control(&self, conn: &Arc<Conn>) -> Option<Vec<u8>> {
+        self.inner.trace_control(conn)
+    }
 }
 
 /// `delivery`, watched when it carries a write and positions are read;

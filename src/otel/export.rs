@@ -88,6 +88,7 @@ pub(super) fn provider(s: &Settings) -> Result<SdkTracerProvider> {
         .with_service_name("dsa-router")
         .build();
     Ok(SdkTracerProvider::builder()
+        .with_id_generator(super::ids::Preset)
         .with_span_processor(batch)
         .with_resource(resource)
         .build())

@@ -16,20 +16,37 @@
 //! a password or a filter (a filter's values are often what a user
 //! typed).
 //!
+//! **Conveyed to DSAs:** a traced operation's request to a DSA that
+//! advertises the trace context control (`supportedControl` in its root
+//! DSE) carries it, not critical, with the attempt's span as the parent
+//! (and the caller's `tracestate`); the caller's own control is replaced.
+//! Other DSAs get the request as the client sent it. An operation that is
+//! not traced costs one branch here.
+//!
 //! # Layout
 //! * `mod.rs`: the switch, the sampling decision, [`start`].
 //! * `op`: one operation's recording and its spans.
-//! * `parent`: the W3C `traceparent` in the trace context control.
+//! * `parent`: the W3C `traceparent` in the trace context control, read
+//!   from a client's request and written into a DSA's.
+//! * `ids`: span and trace IDs chosen when an operation or attempt starts.
 //! * `export`: the exporter (OTLP/HTTP over `ureq`, already linked for
 //!   `ctl`) and the tracer provider.
 
 mod export;
+mod ids;
 mod op;
 mod parent;
 
 pub use export::Settings;
 pub use op::{Attempt, OpTrace};
 pub use parent::{TraceParent, OID_TRACE_CONTEXT};
+
+/// Whether DSA `dsa` advertises the trace context control (its root DSE's
+/// `supportedControl`): requests of traced operations carry it there.
+pub fn accepted_by(dsa: &crate::dsa_state::DsaState) -> bool {
+    dsa.advertised()
+        .is_some_and(|a| a.controls.iter().any(|c| c == OID_TRACE_CONTEXT))
+}
 
 use opentelemetry::KeyValue;
 use std::cell::Cell;
@@ -133,7 +150,21 @@ pub fn start(
         KeyValue::new("dsa_router.partition", partition.to_string()),
         KeyValue::new("client.address", client.to_string()),
     ];
-    Some(Box::new(OpTrace::new(op, attrs, parent)))
+    let (trace_id, parent) = match parent {
+        Some(p) => (
+            p.trace_id,
+            Some(op::Parent {
+                span: p.parent_id,
+                remote: true,
+            }),
+        ),
+        None => (ids::trace_id(), None),
+    };
+    let state = parent
+        .and(control)
+        .and_then(parent::tracestate)
+        .map(str::to_string);
+    Some(Box::new(OpTrace::new(op, attrs, trace_id, parent, state)))
 }
 
 #[cfg(test)]

@@ -4,13 +4,20 @@
 //! operation's span, a child span per DSA attempt (the first, a hedge, a
 //! re-send), and events for hedging and failover. The spans carry the
 //! times they were recorded with, so building them at the end changes
-//! nothing a trace viewer shows.
+//! nothing a trace viewer shows; their IDs are chosen when they start
+//! ([`super::ids`]), so that a DSA told of its attempt's span
+//! ([`OpTrace::control_for`]) names the span the collector gets.
+//!
+//! A search that spans partitions has an `OpTrace` for the whole search
+//! and one per partition's share ([`OpTrace::leg`]), a child of it, with
+//! that share's DSA attempts as its children.
 
-use super::parent::TraceParent;
+use super::ids;
 use opentelemetry::trace::{
     SpanContext, SpanId, SpanKind, Status, TraceContextExt, TraceFlags, TraceId, TraceState, Tracer,
 };
 use opentelemetry::{Context, KeyValue};
+use std::borrow::Cow;
 use std::sync::Mutex;
 use std::time::{Instant, SystemTime};
 
@@ -37,6 +44,7 @@ impl Attempt {
 }
 
 struct Try {
+    span: [u8; 8],
     dsa: String,
     why: Attempt,
     start: Instant,
@@ -51,32 +59,78 @@ struct Event {
 
 struct Rec {
     tries: Vec<Try>,
+    /// The span ID of the next attempt, told to its DSA before the
+    /// attempt is recorded ([`OpTrace::control_for`]).
+    next: [u8; 8],
     events: Vec<Event>,
     entries: u64,
     bytes: u64,
     done: bool,
 }
 
+/// Where a trace's span hangs.
+#[derive(Clone, Copy)]
+pub(super) struct Parent {
+    pub span: [u8; 8],
+    /// The caller's span (from the request's control), not the router's.
+    pub remote: bool,
+}
+
 /// A sampled operation's trace (see the module documentation).
 pub struct OpTrace {
-    op: &'static str,
+    name: Cow<'static, str>,
+    kind: SpanKind,
     attrs: Vec<KeyValue>,
-    parent: Option<TraceParent>,
+    trace_id: [u8; 16],
+    span_id: [u8; 8],
+    parent: Option<Parent>,
+    /// The caller's `tracestate`, passed on.
+    state: Option<String>,
     wall: SystemTime,
     start: Instant,
     rec: Mutex<Rec>,
 }
 
 impl OpTrace {
-    pub(super) fn new(op: &'static str, attrs: Vec<KeyValue>, parent: Option<TraceParent>) -> Self {
-        OpTrace {
-            op,
+    /// The trace of operation `op` in trace `trace_id`, under `parent`.
+    pub(super) fn new(
+        op: &'static str,
+        attrs: Vec<KeyValue>,
+        trace_id: [u8; 16],
+        parent: Option<Parent>,
+        state: Option<String>,
+    ) -> Self {
+        Self::span(
+            Cow::Owned(format!("ldap {op}")),
+            SpanKind::Server,
             attrs,
+            trace_id,
             parent,
+            state,
+        )
+    }
+
+    fn span(
+        name: Cow<'static, str>,
+        kind: SpanKind,
+        attrs: Vec<KeyValue>,
+        trace_id: [u8; 16],
+        parent: Option<Parent>,
+        state: Option<String>,
+    ) -> Self {
+        OpTrace {
+            name,
+            kind,
+            attrs,
+            trace_id,
+            span_id: ids::span_id(),
+            parent,
+            state,
             wall: SystemTime::now(),
             start: Instant::now(),
             rec: Mutex::new(Rec {
                 tries: Vec::new(),
+                next: ids::span_id(),
                 events: Vec::new(),
                 entries: 0,
                 bytes: 0,
@@ -87,6 +141,35 @@ impl OpTrace {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Rec> {
         self.rec.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The trace of one partition's share of this search (which spans
+    /// partitions): a child span `search partition <partition>`.
+    pub fn leg(&self, partition: &str, base: &str) -> Box<OpTrace> {
+        let attrs = vec![
+            KeyValue::new("ldap.operation", "search"),
+            KeyValue::new("ldap.dn", base.to_string()),
+            KeyValue::new("dsa_router.partition", partition.to_string()),
+        ];
+        Box::new(Self::span(
+            Cow::Owned(format!("search partition {partition}")),
+            SpanKind::Internal,
+            attrs,
+            self.trace_id,
+            Some(Parent {
+                span: self.span_id,
+                remote: false,
+            }),
+            self.state.clone(),
+        ))
+    }
+
+    /// The trace context control for the request about to go to a DSA:
+    /// the span of the attempt that placing it records next (by
+    /// [`OpTrace::placed`] or [`OpTrace::hedged`]) as the parent.
+    pub fn control(&self) -> Vec<u8> {
+        let span = self.lock().next;
+        super::parent::control(self.trace_id, span, self.state.as_deref())
     }
 
     /// The operation now runs on DSA `dsa`: its first attempt, or a
@@ -117,7 +200,9 @@ impl OpTrace {
                 Attempt::Resend
             }
         };
+        let span = std::mem::replace(&mut r.next, ids::span_id());
         r.tries.push(Try {
+            span,
             dsa: dsa.to_string(),
             why,
             start: now,
@@ -134,7 +219,9 @@ impl OpTrace {
             name: "hedged",
             attrs: vec![KeyValue::new("dsa.to", dsa.to_string())],
         });
+        let span = std::mem::replace(&mut r.next, ids::span_id());
         r.tries.push(Try {
+            span,
             dsa: dsa.to_string(),
             why: Attempt::Hedge,
             start: now,
@@ -164,6 +251,12 @@ impl OpTrace {
     /// DSA `dsa` (by its hedge when `hedge`) answered with `code`.
     pub fn answered(&self, dsa: &str, hedge: bool, code: u8) {
         self.end(Some((dsa, hedge)), code, None);
+    }
+
+    /// The router answered `code` itself, as it does for a search that
+    /// spans partitions.
+    pub fn ended(&self, code: u8) {
+        self.end(None, code, None);
     }
 
     /// The router answered `code` with `message` (`dsa`, when not empty,
@@ -213,13 +306,18 @@ impl OpTrace {
         code: u8,
         message: Option<&str>,
     ) {
+        let state = self
+            .state
+            .as_deref()
+            .and_then(|s| s.parse::<TraceState>().ok())
+            .unwrap_or_default();
         let parent_cx = match self.parent {
             Some(p) => Context::new().with_remote_span_context(SpanContext::new(
-                TraceId::from_bytes(p.trace_id),
-                SpanId::from_bytes(p.parent_id),
+                TraceId::from_bytes(self.trace_id),
+                SpanId::from_bytes(p.span),
                 TraceFlags::SAMPLED,
-                true,
-                TraceState::default(),
+                p.remote,
+                state,
             )),
             None => Context::new(),
         };
@@ -228,12 +326,14 @@ impl OpTrace {
         attrs.push(KeyValue::new("ldap.entries", r.entries as i64));
         attrs.push(KeyValue::new("ldap.entry_bytes", r.bytes as i64));
         attrs.push(KeyValue::new("dsa.attempts", r.tries.len() as i64));
-        let root = tracer
-            .span_builder(format!("ldap {}", self.op))
-            .with_kind(SpanKind::Server)
-            .with_start_time(self.wall)
-            .with_attributes(attrs)
-            .start_with_context(tracer, &parent_cx);
+        let root = ids::with(self.trace_id, self.span_id, || {
+            tracer
+                .span_builder(self.name.clone())
+                .with_kind(self.kind.clone())
+                .with_start_time(self.wall)
+                .with_attributes(attrs)
+                .start_with_context(tracer, &parent_cx)
+        });
         let cx = parent_cx.with_span(root);
         cx.span().set_status(match message {
             Some(m) => Status::error(m.to_string()),
@@ -242,16 +342,18 @@ impl OpTrace {
         });
         for t in &r.tries {
             let (end, how) = t.end.unwrap_or((now, "abandoned"));
-            let child = tracer
-                .span_builder(format!("dsa {}", t.dsa))
-                .with_kind(SpanKind::Client)
-                .with_start_time(self.wall(t.start))
-                .with_attributes(vec![
-                    KeyValue::new("dsa", t.dsa.clone()),
-                    KeyValue::new("dsa.attempt", t.why.name()),
-                    KeyValue::new("dsa.outcome", how),
-                ])
-                .start_with_context(tracer, &cx);
+            let child = ids::with(self.trace_id, t.span, || {
+                tracer
+                    .span_builder(format!("dsa {}", t.dsa))
+                    .with_kind(SpanKind::Client)
+                    .with_start_time(self.wall(t.start))
+                    .with_attributes(vec![
+                        KeyValue::new("dsa", t.dsa.clone()),
+                        KeyValue::new("dsa.attempt", t.why.name()),
+                        KeyValue::new("dsa.outcome", how),
+                    ])
+                    .start_with_context(tracer, &cx)
+            });
             let mut child = child;
             opentelemetry::trace::Span::end_with_timestamp(&mut child, self.wall(end));
         }

@@ -2,7 +2,8 @@
 //! context control, [`OID_TRACE_CONTEXT`]), and the one the router
 //! conveys to DSAs: a `traceparent` header value
 //! (`00-<trace id>-<parent id>-<flags>`, W3C Trace Context level 1) as
-//! the control's value, in UTF-8, with no BER wrapping.
+//! the control's value, in UTF-8, with no BER wrapping, optionally
+//! followed by a line feed and a W3C `tracestate` (passed on as it came).
 
 /// The trace context control's OID. No LDAP control for W3C trace
 /// context is registered; this OID is under the UUID arc `2.25` (ITU-T
@@ -45,7 +46,8 @@ impl TraceParent {
     /// anything malformed: `None` (the operation then starts a trace of
     /// its own, if it is sampled).
     pub fn parse(value: &[u8]) -> Option<TraceParent> {
-        let s = std::str::from_utf8(value).ok()?.trim();
+        let s = std::str::from_utf8(value).ok()?;
+        let s = s.split('\n').next().unwrap_or_default().trim();
         let mut f = s.split('-');
         let version = hex::<1>(f.next()?)?[0];
         let trace_id = hex::<16>(f.next()?)?;
@@ -78,6 +80,34 @@ impl TraceParent {
         s.push_str(if self.sampled { "-01" } else { "-00" });
         s
     }
+}
+
+/// The `tracestate` after the `traceparent` in a control's `value`, if
+/// any: at most 512 characters of printable ASCII (W3C Trace Context's
+/// limit); anything else is dropped.
+pub(super) fn tracestate(value: &[u8]) -> Option<&str> {
+    let s = std::str::from_utf8(value).ok()?;
+    let (_, state) = s.split_once('\n')?;
+    let state = state.trim();
+    let printable = state.bytes().all(|b| (0x20..0x7f).contains(&b));
+    (!state.is_empty() && state.len() <= 512 && printable).then_some(state)
+}
+
+/// The trace context control (not critical) conveying trace `trace_id`
+/// with span `span_id` as the parent, sampled, and `state` after it,
+/// encoded as a control for a request's controls.
+pub(super) fn control(trace_id: [u8; 16], span_id: [u8; 8], state: Option<&str>) -> Vec<u8> {
+    let mut value = TraceParent {
+        trace_id,
+        parent_id: span_id,
+        sampled: true,
+    }
+    .format();
+    if let Some(st) = state {
+        value.push('\n');
+        value.push_str(st);
+    }
+    crate::wire::frame::control(OID_TRACE_CONTEXT, false, value.as_bytes())
 }
 
 #[cfg(test)]
@@ -147,6 +177,32 @@ mod tests {
             assert_eq!(got, *want, "{v:?}");
         }
         assert_eq!(TraceParent::parse(&[0xff, 0xfe]), None, "not UTF-8");
+    }
+
+    #[test]
+    fn a_tracestate_after_the_traceparent_is_kept_and_conveyed() {
+        let v = format!("{GOOD}\nrojo=00f067aa0ba902b7,congo=t61rcWkgMzE");
+        let t = TraceParent::parse(v.as_bytes()).unwrap();
+        assert_eq!(t.format(), GOOD);
+        let st = tracestate(v.as_bytes());
+        assert_eq!(st, Some("rojo=00f067aa0ba902b7,congo=t61rcWkgMzE"));
+        assert_eq!(tracestate(GOOD.as_bytes()), None);
+        assert_eq!(tracestate(format!("{GOOD}\n\u{7}").as_bytes()), None);
+        // Short enough for one-octet lengths.
+        let c = control(t.trace_id, [1, 2, 3, 4, 5, 6, 7, 8], Some("rojo=1"));
+        let want = "00-4bf92f3577b34da6a3ce929d0e0e4736-0102030405060708-01\nrojo=1";
+        let oid = OID_TRACE_CONTEXT.as_bytes();
+        // SEQUENCE { OCTET STRING oid, OCTET STRING value }: not critical.
+        let seq = (4 + oid.len() + want.len()) as u8;
+        assert_eq!(&c[..4], &[0x30, seq, 0x04, oid.len() as u8]);
+        assert_eq!(&c[4..4 + oid.len()], oid);
+        let v = &c[4 + oid.len()..];
+        assert_eq!(&v[..2], &[0x04, want.len() as u8]);
+        assert_eq!(&v[2..], want.as_bytes());
+        // Longer: long-form lengths.
+        let long = control(t.trace_id, [1; 8], st);
+        assert_eq!(&long[..2], &[0x30, 0x81]);
+        assert_eq!(long.len(), 3 + long[2] as usize);
     }
 
     #[test]

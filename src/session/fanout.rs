@@ -26,13 +26,15 @@
 //!   the partition index and that DSA's cookie. Pages may be short at a
 //!   partition boundary, as RFC 2696 allows.
 //!
-//! (Under 500 lines of code; the rest of the file is the table-driven
-//! tests of the cookie, the fingerprint and the merge.)
+//! * **Traces**: a traced search has its span here ([`Fan::trace`]),
+//!   ended with the client's result; each partition's share is a child
+//!   span of it (`crate::otel::OpTrace::leg`), with its DSA attempts.
 
 use super::out::{ClientOut, Handed, Spanning};
 use crate::config::FanoutPolicy as Policy;
 use crate::error::Error;
 use crate::metrics::Metrics;
+use crate::otel::OpTrace;
 use crate::upstream::batch::Batch;
 use crate::upstream::conn::Conn;
 use crate::wire::frame::{self, tag, Header};
@@ -40,7 +42,7 @@ use crate::wire::response::{self, Code};
 use crate::wire::response::{rc, result_code};
 use crate::wire::search;
 use bytes::{Bytes, BytesMut};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Instant;
 
 /// One partition's share of a spanning search.
@@ -93,6 +95,8 @@ pub struct Fan {
     started: Instant,
     metrics: Arc<Metrics>,
     st: Mutex<State>,
+    /// The search's trace, when it is traced (set once, at its start).
+    pub trace: OnceLock<Box<OpTrace>>,
 }
 
 impl Fan {
@@ -118,6 +122,7 @@ impl Fan {
                 entries: 0,
                 finished: false,
             }),
+            trace: OnceLock::new(),
         })
     }
 
@@ -165,6 +170,9 @@ impl Fan {
                 return;
             }
             st.entries += 1;
+        }
+        if let Some(t) = self.trace.get() {
+            t.entry(pdu.len());
         }
         let mut b = BytesMut::with_capacity(pdu.len() + 4);
         frame::rewrite(pdu, h, self.msgid, None, &mut b);
@@ -299,7 +307,13 @@ impl Fan {
     /// The client abandoned the search (or is gone): stop every part,
     /// answer nothing.
     pub fn abandon(&self) {
-        for (conn, id) in self.close().unwrap_or_default() {
+        let Some(running) = self.close() else {
+            return;
+        };
+        if let Some(t) = self.trace.get() {
+            t.failed("", rc::OTHER, "abandoned by the client");
+        }
+        for (conn, id) in running {
             conn.abandon(id);
         }
     }
@@ -344,6 +358,9 @@ impl Fan {
     }
 
     fn send_final(&self, pdu: Bytes, code: u8) {
+        if let Some(t) = self.trace.get() {
+            t.ended(code);
+        }
         self.metrics.op(
             crate::metrics::op_index("search"),
             code,
@@ -551,50 +568,4 @@ impl Spanning for Fan {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cookies_round_trip_and_reject_foreign_ones() {
-        let c = encode_cookie(7, 2, b"slapd-cookie");
-        assert_eq!(decode_cookie(&c), Some((7, 2, &b"slapd-cookie"[..])));
-        assert_eq!(
-            decode_cookie(&encode_cookie(1, 0, b"")),
-            Some((1, 0, &b""[..]))
-        );
-        assert_eq!(decode_cookie(b"slapd-cookie"), None);
-        assert_eq!(decode_cookie(b""), None);
-    }
-
-    #[test]
-    fn next_cookie_walks_partitions() {
-        let pg = |index| Paging {
-            fingerprint: 9,
-            index,
-            partitions: 3,
-        };
-        assert_eq!(
-            decode_cookie(&next_cookie(&pg(0), b"x")),
-            Some((9, 0, &b"x"[..]))
-        );
-        assert_eq!(
-            decode_cookie(&next_cookie(&pg(0), b"")),
-            Some((9, 1, &b""[..]))
-        );
-        assert_eq!(
-            decode_cookie(&next_cookie(&pg(1), b"")),
-            Some((9, 2, &b""[..]))
-        );
-        assert!(next_cookie(&pg(2), b"").is_empty());
-    }
-
-    #[test]
-    fn fingerprint_depends_on_base_scope_and_partitions() {
-        let p = vec!["o=A,c=AU".to_string(), "o=B,c=AU".to_string()];
-        let f = fingerprint("c=AU", 2, &p);
-        assert_eq!(f, fingerprint("c=AU", 2, &p));
-        assert_ne!(f, fingerprint("c=AU", 1, &p));
-        assert_ne!(f, fingerprint("c=NZ", 2, &p));
-        assert_ne!(f, fingerprint("c=AU", 2, &p[..1]));
-    }
-}
+mod tests;

@@ -168,4 +168,9 @@ impl<D: Delivery> Delivery for Logged<D> {
     fn raced(&self, race: &Arc<Race>, conn: &Arc<Conn>, id: i32) -> bool {
         self.inner.raced(race, conn, id)
     }
+
+    fn trace_control(&self, conn: &Arc<Conn>) -> Option<Vec<u8>> {
+        let t = self.trace.as_ref()?;
+        crate::otel::accepted_by(&conn.dsa).then(|| t.control())
+    }
 }

@@ -100,9 +100,19 @@ impl Outgoing {
     ) -> Option<i32> {
         let (pdu, h) = self.pdu(pdu, h);
         let delivery = &self.delivery;
-        let sent = conn.submit(pending, pdu, &h, self.control.as_deref(), |conn, id| {
-            delivery.as_ref().is_none_or(|d| d.placed(conn, id))
-        });
+        let placed = |conn: &Arc<Conn>, id| delivery.as_ref().is_none_or(|d| d.placed(conn, id));
+        // Tracing off: one branch.
+        let traced = match (crate::otel::enabled(), delivery) {
+            (true, Some(d)) => d.trace_control(conn),
+            _ => None,
+        };
+        let sent = match traced {
+            None => conn.submit(pending, pdu, &h, self.control.as_deref(), placed),
+            Some(tc) => {
+                let (pdu, h, ctl) = with_trace_control(pdu, &h, self.control.as_deref(), tc);
+                conn.submit(pending, &pdu, &h, Some(&ctl), placed)
+            }
+        };
         match sent {
             Ok(id) => Some(id),
             Err(pending) => {
@@ -160,6 +170,31 @@ impl Outgoing {
             }
         });
     }
+}
+
+/// `pdu` without the client's trace context control, if it had one, and
+/// the controls to add: `control` (if any) and the router's trace context
+/// control `tc` (which replaces the client's).
+fn with_trace_control(
+    pdu: &[u8],
+    h: &Header,
+    control: Option<&[u8]>,
+    tc: Vec<u8>,
+) -> (Bytes, Header, Vec<u8>) {
+    use crate::wire::search;
+    let oid = crate::otel::OID_TRACE_CONTEXT;
+    let stripped = search::has_control(pdu, h, oid)
+        .then(|| search::without_controls(pdu, h, h.msgid, &[oid]).freeze())
+        .and_then(|b| Some((frame::header(&b).ok()?, b)));
+    let (pdu, h) = match stripped {
+        Some((sh, b)) => (b, sh),
+        None => (Bytes::copy_from_slice(pdu), *h),
+    };
+    let ctl = match control {
+        Some(c) => [c, &tc[..]].concat(),
+        None => tc,
+    };
+    (pdu, h, ctl)
 }
 
 /// `pending` could not be sent to DSA `name` (`e`): nothing reached the

@@ -46,6 +46,7 @@ impl Session {
             return;
         }
         let fan = self.fan_for(req, routing, base_text, &spans, &sh, paging);
+        self.trace_fan(req, base_text, &spans, &fan);
         let own_conn = paged || req.control(OID_PROXIED_AUTHZ).is_some();
         let control = paged.then(|| search::paged_control(page.0, &page.1));
         for (i, s) in spans.iter().enumerate() {
@@ -86,7 +87,8 @@ impl Session {
             let want = dispatch::Want { resend, ..want };
             let part = super::policy::Hide::wrap(part, self.pol.hide.clone());
             let via = self.via(own_conn);
-            let pending = Pending::new(Sink::To(Logged::new(part, log, None)), Kind::fixed());
+            let trace = fan.trace.get().map(|t| t.leg(&p.text, &base));
+            let pending = Pending::new(Sink::To(Logged::new(part, log, trace)), Kind::fixed());
             let placed = dispatch::place(routing, p, want, via, &sub, &sub_h, |_| pending).await;
             match placed {
                 Ok(t) if paged => {
@@ -185,6 +187,22 @@ impl Session {
                 self.reply(req, code, "", msg).await;
                 None
             }
+        }
+    }
+
+    /// Trace the spanning search `fan` when traces are on and it is
+    /// sampled: a span for the search (its partitions' shares are
+    /// children of it).
+    fn trace_fan(&self, req: &Request, base: &str, spans: &[Span<'_>], fan: &fanout::Fan) {
+        if !crate::otel::enabled() {
+            return;
+        }
+        let ctl = req.control(crate::otel::OID_TRACE_CONTEXT);
+        let ctl = ctl.and_then(|c| c.value.as_deref());
+        let partitions: Vec<&str> = spans.iter().map(|s| s.partition.text.as_str()).collect();
+        let client = self.peer.to_string();
+        if let Some(t) = crate::otel::start("search", base, &partitions.join("; "), &client, ctl) {
+            let _ = fan.trace.set(t);
         }
     }
 

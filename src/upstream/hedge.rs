@@ -346,6 +346,10 @@ impl Delivery for Leg {
         }
         true
     }
+
+    fn trace_control(&self, conn: &Arc<Conn>) -> Option<Vec<u8>> {
+        self.race.inner.trace_control(conn)
+    }
 }
 
 #[cfg(test)]

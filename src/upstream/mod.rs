@@ -113,6 +113,13 @@ pub trait Delivery: Send + Sync {
     /// The operation's hedge was sent to `conn` (its trace records the
     /// attempt). Deliveries that wrap another pass it on.
     fn hedge_placed(&self, _conn: &Arc<Conn>) {}
+    /// The trace context control for the request about to be placed on
+    /// `conn` (its attempt's span, which placing it records), when the
+    /// operation is traced and the DSA accepts it (`crate::otel`).
+    /// Deliveries that wrap another pass it on.
+    fn trace_control(&self, _conn: &Arc<Conn>) -> Option<Vec<u8>> {
+        None
+    }
 }
 
 /// An operation that may be sent to another DSA: the connection hands the

@@ -207,19 +207,28 @@ pub fn rewrite(
 /// The RFC 4370 proxied-authorization control (critical) for `authz_id`
 /// (`dn:...`, or empty for anonymous), encoded.
 pub fn proxy_authz_control(authz_id: &str) -> Vec<u8> {
-    const OID: &[u8] = b"2.16.840.1.113730.3.4.18";
-    let v = authz_id.as_bytes();
-    let mut b = BytesMut::new();
-    let inner = 2 + OID.len() + 3 + 1 + len_of_len(v.len()) + v.len();
+    control("2.16.840.1.113730.3.4.18", true, authz_id.as_bytes())
+}
+
+/// A control (RFC 4511 4.1.11) `oid` with `value`, encoded; criticality
+/// is left out (FALSE, its default) unless `critical`.
+pub fn control(oid: &str, critical: bool, value: &[u8]) -> Vec<u8> {
+    let oid = oid.as_bytes();
+    let crit = if critical { 3 } else { 0 };
+    let inner =
+        1 + len_of_len(oid.len()) + oid.len() + crit + 1 + len_of_len(value.len()) + value.len();
+    let mut b = BytesMut::with_capacity(1 + len_of_len(inner) + inner);
     b.put_u8(0x30);
     put_len(&mut b, inner);
     b.put_u8(0x04);
-    b.put_u8(OID.len() as u8);
-    b.put_slice(OID);
-    b.put_slice(&[0x01, 0x01, 0xff]);
+    put_len(&mut b, oid.len());
+    b.put_slice(oid);
+    if critical {
+        b.put_slice(&[0x01, 0x01, 0xff]);
+    }
     b.put_u8(0x04);
-    put_len(&mut b, v.len());
-    b.put_slice(v);
+    put_len(&mut b, value.len());
+    b.put_slice(value);
     b.to_vec()
 }
 

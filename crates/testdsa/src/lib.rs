@@ -51,6 +51,12 @@
 //! ([`Faults::set_hang_binds`]), answering searches with entries renamed
 //! (`set_answer_as`) and one result code for every answer. [`Stats`] counts
 //! what the server did.
+//!
+//! ## Trace context
+//! [`TraceContext`]: a switch that makes it advertise and accept the
+//! router's trace context control, and the record of the values it
+//! received (`dsa-router testdsa --trace-context --trace-context-log
+//! FILE`).
 
 pub mod directory;
 pub mod filter;
@@ -63,6 +69,7 @@ pub mod process;
 mod search;
 pub mod seed;
 mod server;
+pub mod trace_context;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -74,6 +81,7 @@ use tokio::task::JoinHandle;
 
 pub use directory::Directory;
 pub use seed::seed_ldif;
+pub use trace_context::TraceContext;
 
 /// Proxied authorization control (RFC 4370).
 pub const PROXY_AUTHZ_OID: &str = "2.16.840.1.113730.3.4.18";
@@ -234,10 +242,23 @@ pub async fn serve_with_stats(
     stats: Stats,
     name: String,
 ) {
+    serve_traced(listener, dir, faults, stats, TraceContext::default(), name).await;
+}
+
+/// [`serve_with_stats`], with the trace context control as `trace` says.
+pub async fn serve_traced(
+    listener: TcpListener,
+    dir: Directory,
+    faults: Faults,
+    stats: Stats,
+    trace: TraceContext,
+    name: String,
+) {
     let ctx = Arc::new(ops::Ctx {
         dir,
         faults,
         stats,
+        trace,
         name,
     });
     server::accept_loop(listener, ctx).await;
@@ -253,6 +274,8 @@ pub struct TestDsa {
     pub faults: Faults,
     /// Its counters.
     pub stats: Stats,
+    /// Its trace context switch and what it received.
+    pub trace: TraceContext,
     /// The name given at start.
     pub name: String,
     /// Its directory (shared with the server: updates show here).
@@ -268,11 +291,13 @@ impl TestDsa {
         let addr = listener.local_addr()?;
         let faults = Faults::default();
         let stats = Stats::default();
-        let task = tokio::spawn(serve_with_stats(
+        let trace = TraceContext::default();
+        let task = tokio::spawn(serve_traced(
             listener,
             dir.clone(),
             faults.clone(),
             stats.clone(),
+            trace.clone(),
             name.to_string(),
         ));
         tracing::debug!(%name, %addr, entries = dir.len(), "testdsa started");
@@ -280,6 +305,7 @@ impl TestDsa {
             addr,
             faults,
             stats,
+            trace,
             name: name.to_string(),
             dir,
             task: Some(task),

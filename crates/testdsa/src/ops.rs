@@ -28,6 +28,7 @@ pub(crate) struct Ctx {
     pub dir: Directory,
     pub faults: Faults,
     pub stats: Stats,
+    pub trace: crate::TraceContext,
     pub name: String,
 }
 
@@ -196,8 +197,9 @@ fn effective_identity(
         else {
             continue;
         };
+        let known = oid == crate::trace_context::TRACE_CONTEXT_OID && ctx.trace.accepted();
         if oid != PROXY_AUTHZ_OID {
-            if *criticality {
+            if *criticality && !known {
                 return Err(OpError::new(
                     LdapResultCode::UnavailableCriticalExtension,
                     format!("unsupported critical control {oid}"),
@@ -287,6 +289,7 @@ pub(crate) async fn run(
         }
         return;
     }
+    ctx.trace.record(&ctrl);
     let ident = match effective_identity(&ctx, &conn, &ctrl) {
         Ok(ident) => ident,
         Err(e) => {

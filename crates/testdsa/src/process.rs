@@ -4,17 +4,22 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use crate::{seed_ldif, serve, Directory, Faults};
+use crate::{seed_ldif, serve_traced, Directory, Faults, Stats, TraceContext};
 
 /// Serves generated seed data for `suffixes` and/or the LDIF file `ldif`
 /// as DSA `name` on `listen` until killed. Prints `ready ADDR` when
-/// listening; every response is delayed by `delay_ms`.
+/// listening; every response is delayed by `delay_ms`. With
+/// `trace_context` it advertises and accepts the trace context control;
+/// `trace_log` records the trace context controls it receives
+/// ([`TraceContext`]).
 pub fn run(
     listen: &str,
     name: &str,
     suffixes: &[String],
     ldif: Option<&Path>,
     delay_ms: u64,
+    trace_context: bool,
+    trace_log: Option<&Path>,
 ) -> ExitCode {
     let mut text = String::new();
     for s in suffixes {
@@ -60,7 +65,13 @@ pub fn run(
         }
         let faults = Faults::default();
         faults.set_delay(std::time::Duration::from_millis(delay_ms));
-        serve(listener, dir, faults, name.to_string()).await;
+        let trace = TraceContext::default();
+        trace.accept(trace_context);
+        if let Some(f) = trace_log {
+            trace.log_to(f.to_path_buf());
+        }
+        let stats = Stats::default();
+        serve_traced(listener, dir, faults, stats, trace, name.to_string()).await;
         ExitCode::SUCCESS
     })
 }

@@ -47,6 +47,9 @@ fn root_dse(ctx: &Ctx) -> Entry {
     add("supportedLDAPVersion", "3");
     add("supportedControl", PROXY_AUTHZ_OID);
     add("supportedControl", PAGED_RESULTS_OID);
+    if ctx.trace.accepted() {
+        add("supportedControl", crate::trace_context::TRACE_CONTEXT_OID);
+    }
     add("supportedExtension", WHOAMI_OID);
     add("vendorName", "dsa-router testdsa");
     add("testDsaName", &ctx.name);
