@@ -1,6 +1,8 @@
 //! The session's hooks for client policies and rates ([`crate::policy`]):
 //! each request is checked against the rule that decides for this client
-//! (cached until its identity, TLS or the policy changes) and against the
+//! (cached until its identity, TLS, the policy or, with `member_of` rules,
+//! a group's member set changes: group membership is looked up once per
+//! bind, never per operation) and against the
 //! rates, before it is dispatched; a search goes on with its limits
 //! clamped, and its entries lose the attributes the rule hides
 //! ([`Hide`], wrapped round the search's delivery).
@@ -41,6 +43,9 @@ struct Cached {
     mech: Option<String>,
     /// The bound identity, normalized (rates per identity).
     key: Option<String>,
+    /// The member sets' generation the rule was chosen with (0 when
+    /// no rule names groups).
+    groups: u64,
 }
 
 fn rule_at(p: &Policy, i: usize) -> &Rule {
@@ -118,15 +123,23 @@ impl Session {
         } else {
             None
         };
+        let groups = &self.router.policies.groups;
+        let generation = if policy.uses_groups() {
+            groups.generation()
+        } else {
+            0
+        };
         if let Some(c) = &self.pol.cached {
             if Arc::ptr_eq(&c.policy, policy)
                 && c.dn == dn
                 && c.tls == self.tls
                 && c.mech.as_deref() == mech
+                && c.groups == generation
             {
                 return (c.rule, c.key.clone());
             }
         }
+        let sets = policy.uses_groups().then(|| groups.sets());
         let parsed = (!dn.is_empty())
             .then(|| crate::dn::Dn::parse_ldap(dn).ok())
             .flatten();
@@ -136,6 +149,7 @@ impl Session {
             bound,
             tls: self.tls,
             sasl: mech,
+            groups: sets.as_deref(),
         };
         let rule = policy
             .rules
@@ -154,6 +168,7 @@ impl Session {
             tls: self.tls,
             mech: mech.map(str::to_string),
             key: key.clone(),
+            groups: generation,
         }));
         (rule, key)
     }
