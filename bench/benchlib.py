@@ -279,11 +279,15 @@ SECTIONS = [
     ("bulk-", "One large search streamed (ops/s: entries per second; CPU per entry)"),
     ("span-", "A subtree search at c=AU spanning two partitions"),
     ("pos-", "Replication positions: dsa-router reading contextCSN (default --csn-interval) against --csn-interval 0"),
+    ("pol-", "Client policies: dsa-router with a 20-rule --policy file against none"),
 ]
 # Runs without the positions group point to its own report.
 POSITIONS_POINTER = ("The cost of replication positions (CPU per operation with and without, "
                      "the readings' traffic per DSA) is measured by `ROW_GROUPS=positions "
                      "bench/compare.sh`, which writes [benchmarks-positions.md](benchmarks-positions.md).")
+POLICY_POINTER = ("The cost of client policies (CPU per operation with a 20-rule `--policy` file and "
+                  "without) is measured by `ROW_GROUPS=policy bench/compare.sh`, which writes "
+                  "[benchmarks-policy.md](benchmarks-policy.md).")
 SECTION_ORDER = ["direct", "meta", "haproxy", "haproxy-1t", "router-off", "router"]
 
 
@@ -382,7 +386,7 @@ def section_tables(rows, by):
         # The bulk stream's target is against direct; positions' against
         # the router without them; the others' against the cheaper
         # HAProxy (spanning: back-meta).
-        ref = by.get(pfx + "direct") if pfx == "bulk-" else by.get(pfx + "router-off") if pfx == "pos-" else (
+        ref = by.get(pfx + "direct") if pfx == "bulk-" else by.get(pfx + "router-off") if pfx in ("pos-", "pol-") else (
             cheaper(by, pfx + "haproxy", pfx + "haproxy-1t") or by.get(pfx + "meta"))
         direct = by.get(pfx + "direct")
         headers = ["path", "ops/s", "p50 ms", "p99 ms", "p99.9 ms"]
@@ -542,6 +546,9 @@ def cmd_report(work, out_path):
     if "bulk-router" in by or "bulk-direct" in by:
         vs(by.get("bulk-router"), by.get("bulk-direct"), 0, 0.95, True,
            "large search streamed through dsa-router >= 0.95 x direct throughput")
+    if "pol-router" in by or "pol-router-off" in by:
+        vs(by.get("pol-router"), by.get("pol-router-off"), 1, 1.03, False,
+           "CPU/op with 20 rules <= 1.03 x none")
     if "span-router" in by or "span-meta" in by:
         vs(by.get("span-router"), by.get("span-meta"), 0, 2.0, True,
            "spanning search: dsa-router throughput >= 2 x back-meta")
@@ -643,6 +650,8 @@ def cmd_report(work, out_path):
         md.append("")
         if not any(section_prefix(r["key"]) == "pos-" for r in all_rows):
             md.append(POSITIONS_POINTER + "\n")
+        if not any(section_prefix(r["key"]) == "pol-" for r in all_rows):
+            md.append(POLICY_POINTER + "\n")
         if targets:
             md.append("### Project targets\n")
             md.append("Each target is judged on the median over the rounds of the ratio between "
@@ -663,7 +672,9 @@ def cmd_report(work, out_path):
                       "the 1,000,000-entry stream at >= 0.95 x direct throughput with peak RSS growth "
                       "under 10 MiB; the spanning search at >= 2 x back-meta's throughput. HAProxy runs "
                       "twice (nbthread 1 and the default) and every target is judged against the "
-                      "cheaper of the two (the lower median CPU/op; marked ref in the tables)."
+                      "cheaper of the two (the lower median CPU/op; marked ref in the tables). Issue 41's: "
+                      "CPU/op with a 20-rule policy file at most 1.03 x without (group policy, "
+                      "against the router without --policy, not HAProxy)."
                       + ("" if meta["check"] else " This was a `--quick` run: indicative only.") + "\n")
             for name, verdict, why in targets:
                 md.append(f"* **{verdict}** {name}: {why}")
