@@ -79,16 +79,22 @@ impl Session {
             }
             _ => {}
         }
-        let (idx, key) = self.decided(&policy);
-        if let Err(over) = self.router.policies.meter.take(
-            &policy.rates,
-            false,
-            self.peer.ip(),
-            key.as_deref(),
-            std::time::Instant::now(),
-        ) {
-            self.over_rate(req, false, over).await;
-            return None;
+        let idx = self.decided(&policy);
+        // Rates for operations: only when the file sets them (no clock
+        // read, no identity copied per request otherwise).
+        let r = &policy.rates;
+        if r.address.is_some() || r.identity.is_some() {
+            let key = self.pol.cached.as_ref().and_then(|c| c.key.as_deref());
+            let now = std::time::Instant::now();
+            let taken = self
+                .router
+                .policies
+                .meter
+                .take(r, false, self.peer.ip(), key, now);
+            if let Err(over) = taken {
+                self.over_rate(req, false, over).await;
+                return None;
+            }
         }
         let rule = rule_at(&policy, idx);
         if rule.is_open() {
@@ -111,9 +117,9 @@ impl Session {
         }
     }
 
-    /// The rule deciding for this client now (index), and its identity
-    /// normalized.
-    fn decided(&mut self, policy: &Arc<Policy>) -> (usize, Option<String>) {
+    /// The rule deciding for this client now (index); the session keeps
+    /// it, with its identity normalized (for the rates).
+    fn decided(&mut self, policy: &Arc<Policy>) -> usize {
         let (dn, bound) = match &self.identity {
             Identity::Anonymous => ("", false),
             Identity::Bound(b) => (b.dn.as_str(), true),
@@ -136,7 +142,7 @@ impl Session {
                 && c.mech.as_deref() == mech
                 && c.groups == generation
             {
-                return (c.rule, c.key.clone());
+                return c.rule;
             }
         }
         let sets = policy.uses_groups().then(|| groups.sets());
@@ -167,10 +173,10 @@ impl Session {
             dn: dn.to_string(),
             tls: self.tls,
             mech: mech.map(str::to_string),
-            key: key.clone(),
+            key,
             groups: generation,
         }));
-        (rule, key)
+        rule
     }
 
     /// Whether `rule` allows `req`; the PDU rewritten when its limits are
