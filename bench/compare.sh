@@ -39,6 +39,11 @@
 #             and at 100% sampling (--otlp-sample), the last two exporting
 #             to a minimal local OTLP/HTTP sink: CPU per operation of each
 #             against off (target: 1% <= 1.03 x off; 100% stated)
+#   policy    (not run by default) the cost of client policies: dsa-router
+#             without --policy and with a 20-rule policy file (19 rules
+#             the bench's clients do not match, the 20th allowing reads,
+#             a default allowing reads) on the same two slapd: CPU per
+#             operation with and without (docs/benchmarks-policy.md)
 # Then the extras: 10,000 idle client connections to dsa-router (its RSS),
 # and a 100,000-entry search streamed through it (its peak RSS growth).
 # Writes docs/benchmarks.md (machine, versions, command, tables, targets).
@@ -109,7 +114,8 @@
 #                              client (capped at the hard limit)
 #   OUT [docs/benchmarks.md; ROW_GROUPS=positions alone:
 #                              docs/benchmarks-positions.md; ROW_GROUPS=traces
-#                              alone: docs/benchmarks-traces.md; quick: none]
+#                              alone: docs/benchmarks-traces.md; ROW_GROUPS=policy
+#                              alone: docs/benchmarks-policy.md; quick: none]
 #                              markdown output ('-': none)
 #   CHECK [1; quick 0]         1: exit 1 when a path fails or has errors,
 #                              3 when a project target FAILs
@@ -179,8 +185,8 @@ LOAD_PCTS=${LOAD_PCTS:-50 80}
 BULK_STREAM_ENTRIES=${BULK_STREAM_ENTRIES:-1000000}
 ROW_GROUPS=${ROW_GROUPS:-plain latency tls bind bulk spanning}
 for g in $ROW_GROUPS; do
-    case "$g" in plain | latency | tls | bind | bulk | spanning | positions | traces) ;; *)
-        echo "compare.sh: unknown group '$g' in ROW_GROUPS (plain latency tls bind bulk spanning positions traces)" >&2
+    case "$g" in plain | latency | tls | bind | bulk | spanning | positions | traces | policy) ;; *)
+        echo "compare.sh: unknown group '$g' in ROW_GROUPS (plain latency tls bind bulk spanning positions traces policy)" >&2
         exit 2
         ;;
     esac
@@ -198,6 +204,7 @@ NOFILE=${NOFILE:-65536}
 CHECK=${CHECK:-1}
 if [ "$(echo $ROW_GROUPS)" = positions ]; then OUT=${OUT:-$ROOT/docs/benchmarks-positions.md}; fi
 if [ "$(echo $ROW_GROUPS)" = traces ]; then OUT=${OUT:-$ROOT/docs/benchmarks-traces.md}; fi
+if [ "$(echo $ROW_GROUPS)" = policy ]; then OUT=${OUT:-$ROOT/docs/benchmarks-policy.md}; fi
 OUT=${OUT:-$ROOT/docs/benchmarks.md}
 NO_BUILD=${NO_BUILD:-0}
 KEEP=${KEEP:-0}
@@ -841,7 +848,7 @@ fi
 # The other groups' servers (bench/groups.sh).
 # shellcheck source=bench/groups.sh
 source "$ROOT/bench/groups.sh"
-for g in tls bulk spanning positions traces; do
+for g in tls bulk spanning positions traces policy; do
     if has_group "$g"; then "setup_$g"; fi
 done
 
@@ -995,7 +1002,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
     [ "$ROUNDS" -gt 1 ] && log "round $round of $ROUNDS"
     ROUND_START=$(wc -l <"$WORK/results.jsonl")
     export BENCH_ROUND=$round # recorded in each row (benchlib.py pairs rows by it)
-    for g in plain latency tls bind bulk spanning positions traces; do
+    for g in plain latency tls bind bulk spanning positions traces policy; do
         if has_group "$g"; then "round_$g"; fi
     done
 done
@@ -1144,7 +1151,7 @@ fi
 
 # The rows each group must have produced (within PATHS, when given).
 EXPECTED=""
-for g in plain latency tls bind bulk spanning positions traces; do
+for g in plain latency tls bind bulk spanning positions traces policy; do
     has_group "$g" || continue
     case $g in
         plain) keys="direct haproxy haproxy-1t meta asyncmeta router router-1thread router-accesslog haproxy-churn haproxy-1t-churn router-churn" ;;
@@ -1155,6 +1162,7 @@ for g in plain latency tls bind bulk spanning positions traces; do
         spanning) keys="span-meta span-router" ;;
         positions) keys="pos-router-off pos-router" ;;
         traces) keys="otel-router-off otel-router-1pct otel-router-100pct" ;;
+        policy) keys="pol-router-off pol-router" ;;
     esac
     for k in $keys; do
         if [ -z "${PATHS:-}" ] || [[ " $PATHS " == *" $k "* ]]; then EXPECTED+="$k "; fi
@@ -1166,6 +1174,7 @@ has_group bind && note "Group bind: \`dsa-bench --mix $MIX_BIND --depth 1\` on $
 has_group bulk && note "Group bulk: a slapd holding $BULK_STREAM_ENTRIES entries under ou=bulk,$SUFFIX; each round one \`ldapsearch -z 0 '(objectClass=*)' dn\` into a file, direct, through both HAProxy (a frontend of their own to that slapd) and through a dsa-router with that slapd as its only DSA; 'ops/s' is entries per second, CPU per entry."
 has_group positions && note "Group positions: two more slapd with the users, a provider (syncprov, syncprov-checkpoint 100 1) and a consumer (syncrepl refreshAndPersist from it, bound as its rootdn), both publishing contextCSN; two dsa-router with both in one load-share group, one reading positions at the default --csn-interval (100 ms: a base read of contextCSN per DSA on a connection of its own, bound as the router's identity, here anonymous) and one with --csn-interval 0; \`dsa-bench --mix $MIX\` (reads only: the cost measured is the poller's and the read gate's, not read-your-writes' per write). 'CPU/op vs ref' is the router with positions over the one without, per round. The extra row: both idle for $POSITIONS_IDLE s, the readings per DSA (requests and bytes, the router's counters) and the CPU meanwhile."
 has_group traces && note "Group traces: three dsa-router with the same knowledge as dsa-router above (slapd #1 and #2 in one load-share group, access log off): tracing off (no --otlp-endpoint), \`--otlp-endpoint URL --otlp-sample 0.01\` and \`--otlp-sample 1\`, exporting every --otlp-interval (1 s, the default) to a minimal local OTLP/HTTP sink (benchlib.py otlp-sink, a Python HTTP server on the same machine that reads each request and answers 200: the router's batching, encoding and sending are real, a collector's work is not measured); \`dsa-bench --mix $MIX\`, each sampled search a span with one child span (its DSA attempt). The rows run back to back, every second round in the reverse order; 'CPU/op vs ref' is each traced router's CPU per operation over the untraced one's, the median of the per-round ratios. Target: 1% <= 1.03 x off; 100% is stated."
+has_group policy && note "Group policy: the same two slapd behind two more dsa-router, one without --policy and one with \`--policy policy20.toml\` (below): 19 rules naming clients the bench's do not match (other networks, bound identities, TLS, SASL EXTERNAL), so choosing the rule walks all of them, then rule \"loopback\" (127.0.0.0/8: reads of $SUFFIX, scopes base/one/sub), and a default allowing reads; \`dsa-bench --mix $MIX\` on persistent connections, anonymous. The rule is chosen once per connection and identity (cached in the session), then each operation is checked against that one rule (type, target subtree, scope). 'CPU/op vs ref' is the router with the policy over the one without, per round."
 has_group spanning && note "Group spanning: two more slapd, one holding $SUFFIX (users 0..$((USERS / 2 - 1))) and one o=OTHERCORP,c=AU (the rest), each with ou=people; \`dsa-bench --base c=AU --mix eq=100\`: a subtree search at c=AU for (uid=userNNNN), found in one partition. back-meta: suffix c=AU, one target per partition (uri ldap://.../o=DEMOCORP,c=AU and .../o=OTHERCORP,c=AU); dsa-router: knowledge with the two partitions. HAProxy cannot split a search between servers."
 
 RUNTIME="$(($(date +%s) - T_START)) s (plus ${BUILD_SECS} s for checks and the build)"

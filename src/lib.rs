@@ -76,7 +76,9 @@
 //!   per bind DN and client address, and their back-off.
 //! * [`policy`]: client policies and rates (`--policy FILE`): ordered
 //!   rules of who may do what where, rate buckets; pure matching, the
-//!   session's hooks are `session::policy`.
+//!   session's hooks are `session::policy`; `membership`: what reads the
+//!   member sets of the groups rules name (`member_of`) from the DSAs
+//!   holding them, off the operations' path.
 //! * [`otel`]: OpenTelemetry traces (`--otlp-endpoint`): a span per
 //!   sampled operation, a child per DSA attempt, exported in batches off
 //!   the operation's path; the W3C trace context control.
@@ -120,6 +122,7 @@ pub(crate) mod health;
 pub mod knowledge;
 pub(crate) mod limits;
 pub mod logsafe;
+pub(crate) mod membership;
 pub(crate) mod metrics;
 pub mod otel;
 pub(crate) mod outbox;

@@ -231,6 +231,7 @@ fn start_tasks(
     }
     tokio::spawn(crate::tail::run(router.clone(), shutdown.clone()));
     tokio::spawn(crate::follow::poll::run(router.clone(), shutdown.clone()));
+    tokio::spawn(crate::membership::run(router.clone(), shutdown.clone()));
     if let Some(w) = workers {
         tokio::spawn(crate::workers::balance(
             w.shared().clone(),

@@ -95,6 +95,24 @@ pub struct PolicyCounts {
     /// and per identity (binds included).
     pub rate_limited_address: u64,
     pub rate_limited_identity: u64,
+    /// The groups rules name (`member_of`), as last read.
+    #[serde(default)]
+    pub groups: Vec<GroupStatus>,
+}
+
+/// One group of `member_of`, as last read.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct GroupStatus {
+    pub group: String,
+    /// Its members (`None`: unreadable: never read, or its last good
+    /// read is too old).
+    pub members: Option<usize>,
+    /// Seconds since its last good read.
+    pub read_age_seconds: Option<f64>,
+    /// The DSA it was last read from.
+    pub dsa: Option<String>,
+    /// Why the last read failed.
+    pub error: Option<String>,
 }
 
 impl PolicyCounts {
@@ -106,8 +124,28 @@ impl PolicyCounts {
             refusals: p.refusals(),
             rate_limited_address: address,
             rate_limited_identity: identity,
+            groups: groups(p),
         }
     }
+}
+
+fn groups(p: &crate::policy::Policies) -> Vec<GroupStatus> {
+    let sets = p.groups.sets();
+    let mut out: Vec<GroupStatus> = sets
+        .values()
+        .map(|g| GroupStatus {
+            group: g.name.clone(),
+            members: g.members.as_ref().map(|m| m.len()),
+            read_age_seconds: g
+                .read_at
+                .and_then(|t| t.elapsed().ok())
+                .map(|d| d.as_secs_f64()),
+            dsa: g.dsa.clone(),
+            error: g.error.clone(),
+        })
+        .collect();
+    out.sort_by(|a, b| a.group.cmp(&b.group));
+    out
 }
 
 /// Router CPU and memory: windowed averages and thresholds (0 = off).

@@ -78,6 +78,11 @@ pub struct ExplainArgs {
     /// The SASL mechanism the client bound with (with --policy).
     #[arg(long, value_name = "MECH")]
     pub sasl: Option<String>,
+    /// With --policy and --identity: the client is a member of this
+    /// group (repeatable); then it is a member of no other group rules
+    /// name. Without it, explain says membership is read at run time.
+    #[arg(long, value_name = "GROUP_DN")]
+    pub member_of: Vec<String>,
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
@@ -323,7 +328,7 @@ pub fn explain(args: &ExplainArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     }
-    let pol = match policy::explain(args) {
+    let pol = match policy::explain(args, &snap, &table) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("error: {e}");

@@ -1,14 +1,21 @@
 //! `explain --policy FILE --client ADDR [--identity DN]`: the client
 //! policy rule that decides for a client and an operation, the rules
 //! passed over on the way (and the criterion each missed), the verdict as
-//! the router would give it, and what the rule clamps and hides.
+//! the router would give it, and what the rule clamps and hides. Groups
+//! of `member_of` are not read here: explain names the DSAs that hold
+//! each (where the router reads it at run time) and takes membership from
+//! `--member-of`.
 
 use super::{ExplainArgs, OpKind};
 use crate::dn::Dn;
+use crate::knowledge::Snapshot;
+use crate::policy::groups::{Group, Sets};
 use crate::policy::rule::{Ask, Client, OpType, Rule};
 use crate::policy::Policy;
+use crate::route::Table;
 use serde::Serialize;
 use std::fmt::Write;
+use std::sync::Arc;
 
 /// The `policy` part of an explanation.
 #[derive(Debug, Serialize)]
@@ -27,6 +34,20 @@ pub(super) struct PolicyExplained {
     pub time_limit: Option<u32>,
     pub hidden: Vec<String>,
     pub refused_filters_on: Vec<String>,
+    /// The groups rules name (`member_of`).
+    pub groups: Vec<GroupExplained>,
+}
+
+/// One group of `member_of`, as explain sees it.
+#[derive(Debug, Serialize)]
+pub(super) struct GroupExplained {
+    pub group: String,
+    /// The DSAs of the partition that holds it, in read order (the router
+    /// reads it from one of them at run time).
+    pub held_by: Vec<String>,
+    /// Whether the identity is a member, as `--member-of` says (`None`:
+    /// not given; the router reads it at run time).
+    pub member: Option<bool>,
 }
 
 fn op_type(op: OpKind) -> Option<OpType> {
@@ -43,7 +64,11 @@ fn op_type(op: OpKind) -> Option<OpType> {
 
 /// Explain the policy file `args.policy` for the client the arguments
 /// describe; `Ok(None)` without `--policy`.
-pub(super) fn explain(args: &ExplainArgs) -> Result<Option<PolicyExplained>, String> {
+pub(super) fn explain(
+    args: &ExplainArgs,
+    snap: &Snapshot,
+    table: &Table,
+) -> Result<Option<PolicyExplained>, String> {
     let Some(path) = &args.policy else {
         return Ok(None);
     };
@@ -60,12 +85,14 @@ pub(super) fn explain(args: &ExplainArgs) -> Result<Option<PolicyExplained>, Str
         .map(Dn::parse_any)
         .transpose()
         .map_err(|e| format!("--identity: {e}"))?;
+    let (sets, groups) = groups(&policy, args, identity.as_ref(), snap, table)?;
     let client = Client {
         addr,
         identity: identity.as_ref(),
         bound: identity.is_some() || args.sasl.is_some(),
         tls: args.tls,
         sasl: args.sasl.as_deref(),
+        groups: sets.as_ref(),
     };
     let mut passed_over = Vec::new();
     let mut decided = &policy.default;
@@ -88,7 +115,58 @@ pub(super) fn explain(args: &ExplainArgs) -> Result<Option<PolicyExplained>, Str
             scope: (op == OpType::Search).then(|| args.scope.ldap()),
         }),
     };
-    Ok(Some(explained(decided, passed_over, verdict)))
+    let mut x = explained(decided, passed_over, verdict);
+    x.groups = groups;
+    Ok(Some(x))
+}
+
+/// The member sets `--member-of` describes (`None` without it), and what
+/// explain says of each group rules name.
+fn groups(
+    policy: &Policy,
+    args: &ExplainArgs,
+    identity: Option<&Dn>,
+    snap: &Snapshot,
+    table: &Table,
+) -> Result<(Option<Sets>, Vec<GroupExplained>), String> {
+    let given = args
+        .member_of
+        .iter()
+        .map(|g| Dn::parse_any(g).map(|d| d.normalized()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("--member-of: {e}"))?;
+    if !given.is_empty() && identity.is_none() {
+        return Err("--member-of needs --identity DN (the member)".into());
+    }
+    let who = identity.map(Dn::normalized);
+    let mut sets = Sets::new();
+    let mut out = Vec::new();
+    for (key, text) in policy.group_names() {
+        let member = given.contains(&key);
+        let members = who.iter().filter(|_| member).cloned().collect();
+        sets.insert(
+            key.clone(),
+            Group {
+                name: text.clone(),
+                members: Some(Arc::new(members)),
+                ..Group::default()
+            },
+        );
+        let held_by = Dn::parse_any(&text)
+            .ok()
+            .and_then(|d| table.lookup(&d).partition().map(|p| p.order.clone()))
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|&i| Some(i) != table.router)
+            .map(|i| snap.dsas[i].name.clone())
+            .collect();
+        out.push(GroupExplained {
+            group: text,
+            held_by,
+            member: (!given.is_empty()).then_some(member),
+        });
+    }
+    Ok(((!given.is_empty()).then_some(sets), out))
 }
 
 fn explained(
@@ -110,6 +188,7 @@ fn explained(
         time_limit: r.time_limit,
         hidden: r.hide.to_vec(),
         refused_filters_on: r.refuse_filters_on.clone(),
+        groups: Vec::new(),
     }
 }
 
@@ -142,6 +221,18 @@ impl PolicyExplained {
                 "  filters refused on: {}",
                 self.refused_filters_on.join(", ")
             );
+        }
+        for g in &self.groups {
+            let at = if g.held_by.is_empty() {
+                "no partition of the knowledge holds it".to_string()
+            } else {
+                format!("read from DSA {}", g.held_by.join(" or "))
+            };
+            let _ = match g.member {
+                Some(true) => writeln!(s, "  group {}: the identity is a member (--member-of); at run time membership is read ({at})", g.group),
+                Some(false) => writeln!(s, "  group {}: the identity is not a member (not in --member-of); at run time membership is read ({at})", g.group),
+                None => writeln!(s, "  group {}: membership is read at run time ({at}), not by explain: --member-of GROUP says the identity is a member", g.group),
+            };
         }
         s
     }

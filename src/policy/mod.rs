@@ -2,7 +2,8 @@
 //! file (`--policy FILE`, TOML; never in the CA knowledge files) of
 //! ordered rules. A rule matches clients by address (CIDR; the PROXY
 //! protocol header's address behind a balancer), bound identity (DN
-//! subtrees), TLS and SASL mechanism; the first that matches decides, else
+//! subtrees, or membership of groups read from the DSAs holding them:
+//! [`groups`]), TLS and SASL mechanism; the first that matches decides, else
 //! the default rule. It allows operation types, target subtrees and
 //! search scopes, clamps searches' size and time limits, hides attributes
 //! from results (and refuses filters and compares naming them) and
@@ -15,6 +16,7 @@
 //! PDUs, [`rate`] the buckets; the session's hooks are in
 //! `session::policy`.
 
+pub mod groups;
 pub mod rate;
 pub mod rule;
 pub mod wire;
@@ -45,6 +47,9 @@ struct RuleFile {
     client: Vec<String>,
     #[serde(default)]
     identity: Vec<String>,
+    #[serde(default)]
+    member_of: Vec<String>,
+    if_group_unreadable: Option<groups::Unreadable>,
     bound: Option<bool>,
     tls: Option<bool>,
     #[serde(default)]
@@ -71,6 +76,8 @@ struct File {
     rule: Vec<RuleFile>,
     #[serde(default)]
     rates: rate::Rates,
+    #[serde(default)]
+    groups: groups::Settings,
 }
 
 /// A policy file, compiled.
@@ -79,6 +86,10 @@ pub struct Policy {
     pub rules: Vec<Rule>,
     pub default: Rule,
     pub rates: rate::Rates,
+    /// How member sets are read (`[groups]`).
+    pub groups: groups::Settings,
+    /// Whether a rule names groups (made once: sessions ask per request).
+    named_groups: bool,
 }
 
 fn dns(list: &[String], what: &str, name: &str) -> Result<Vec<Dn>, String> {
@@ -106,9 +117,20 @@ fn compile(r: RuleFile, name: String) -> Result<Rule, String> {
         })
         .collect::<Result<_, _>>()?;
     let lower = |v: &[String]| v.iter().map(|a| rule::attr_base(a)).collect::<Vec<_>>();
+    if r.if_group_unreadable.is_some() && r.member_of.is_empty() {
+        return Err(format!(
+            "rule \"{name}\": if_group_unreadable without member_of"
+        ));
+    }
     Ok(Rule {
         clients,
         identities: dns(&r.identity, "identity", &name)?,
+        member_of: dns(&r.member_of, "member_of", &name)?
+            .iter()
+            .map(Dn::normalized)
+            .collect(),
+        member_of_text: r.member_of.clone(),
+        if_unreadable: r.if_group_unreadable.unwrap_or_default(),
         bound: r.bound,
         tls: r.tls,
         sasl: r.sasl.iter().map(|m| m.to_ascii_uppercase()).collect(),
@@ -141,17 +163,39 @@ impl Policy {
         }
         let matching = !d.client.is_empty()
             || !d.identity.is_empty()
+            || !d.member_of.is_empty()
             || d.bound.is_some()
             || d.tls.is_some()
             || !d.sasl.is_empty();
         if matching {
-            return Err("the default rule matches every client: it takes no client, identity, bound, tls or sasl".into());
+            return Err("the default rule matches every client: it takes no client, identity, member_of, bound, tls or sasl".into());
         }
         Ok(Policy {
+            named_groups: rules.iter().any(|r| !r.member_of.is_empty()),
             rules,
             default: compile(d, "default".into())?,
             rates: f.rates,
+            groups: f.groups,
         })
+    }
+
+    /// The groups rules name (`member_of`): (normalized DN, as written),
+    /// each once.
+    pub fn group_names(&self) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = Vec::new();
+        for r in &self.rules {
+            for (k, t) in r.member_of.iter().zip(&r.member_of_text) {
+                if !out.iter().any(|(x, _)| x == k) {
+                    out.push((k.clone(), t.clone()));
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether a rule names groups.
+    pub fn uses_groups(&self) -> bool {
+        self.named_groups
     }
 
     /// Read and parse a policy file.
@@ -179,6 +223,8 @@ pub struct Policies {
     refusals: Mutex<BTreeMap<String, u64>>,
     rate_refused: [AtomicU64; 4],
     pub meter: rate::Meter,
+    /// The member sets of the groups rules name.
+    pub groups: groups::Groups,
 }
 
 impl Policies {
@@ -209,6 +255,8 @@ impl Policies {
         let p = p?;
         let msg = format!("policy re-read: {} rule(s) and the default", p.rules.len());
         self.current.store(Some(Arc::new(p)));
+        // Groups are read again at once.
+        self.groups.wake.notify_one();
         Some(msg)
     }
 

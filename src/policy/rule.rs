@@ -1,8 +1,9 @@
 //! One compiled rule: what it matches (client address, bound identity,
-//! TLS, SASL mechanism) and what it allows (operation types, target
+//! group membership as last read, TLS, SASL mechanism) and what it allows (operation types, target
 //! subtrees, search scopes), clamps (size and time limits) and hides
 //! (attributes). Pure: no I/O, no clock.
 
+use super::groups::{membership, Sets, Unreadable};
 use crate::dn::Dn;
 use crate::proxy_protocol::Cidr;
 use std::net::IpAddr;
@@ -95,6 +96,9 @@ pub struct Client<'a> {
     pub tls: bool,
     /// The SASL mechanism it bound with (`None`: simple or anonymous).
     pub sasl: Option<&'a str>,
+    /// The groups' member sets as last read (`None`: none read, as in
+    /// `explain`).
+    pub groups: Option<&'a Sets>,
 }
 
 /// What the client asks.
@@ -122,6 +126,13 @@ pub struct Rule {
     // Matching (empty / None: any).
     pub clients: Vec<Cidr>,
     pub identities: Vec<Dn>,
+    /// Groups (normalized DNs) the bound DN must be a member of, one
+    /// at least.
+    pub member_of: Vec<String>,
+    /// The same, as the file writes them.
+    pub member_of_text: Vec<String>,
+    /// What the rule does when a group of `member_of` is unreadable.
+    pub if_unreadable: Unreadable,
     pub bound: Option<bool>,
     pub tls: Option<bool>,
     /// Upper case.
@@ -164,6 +175,15 @@ impl Rule {
         let mech = |m: &str| self.sasl.iter().any(|s| s.eq_ignore_ascii_case(m));
         if !(self.sasl.is_empty() || c.sasl.is_some_and(mech)) {
             return Some("sasl");
+        }
+        if !self.member_of.is_empty() {
+            let who = c.identity.map(Dn::normalized);
+            match membership(c.groups, &self.member_of, who.as_deref()) {
+                Some(true) => {}
+                Some(false) => return Some("member_of"),
+                None if self.if_unreadable == Unreadable::Match => {}
+                None => return Some("member_of (a group not read)"),
+            }
         }
         None
     }

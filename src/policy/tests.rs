@@ -86,6 +86,7 @@ fn first_match_wins_and_the_default_catches_the_rest() {
             bound: identity.is_some() || sasl.is_some(),
             tls: *tls,
             sasl: *sasl,
+            groups: None,
         };
         assert_eq!(
             p.decide(&c).name,
@@ -431,6 +432,161 @@ fn compares_name_their_attribute() {
 fn the_packaged_example_parses() {
     let p = Policy::parse(include_str!("../../packaging/policy.toml")).unwrap();
     let names: Vec<&str> = p.rules.iter().map(|r| r.name.as_str()).collect();
-    assert_eq!(names, ["partners", "admins", "services", "anonymous"]);
+    assert_eq!(
+        names,
+        [
+            "suspended",
+            "partners",
+            "admins",
+            "helpdesk",
+            "services",
+            "anonymous"
+        ]
+    );
+    assert_eq!(p.group_names().len(), 3);
     assert!(p.rates.identity_binds.is_some());
+}
+
+const GROUPS: &str = r#"
+[groups]
+refresh = 2
+
+[[rule]]
+name = "blocked"
+member_of = ["cn=blocked,ou=groups,o=example"]
+if_group_unreadable = "match"
+allow = []
+
+[[rule]]
+name = "admins"
+member_of = ["cn=admins,ou=groups,o=example", "CN=Admins2, ou=groups,o=example"]
+
+[default]
+allow = ["read"]
+"#;
+
+fn sets(of: &[(&str, Option<&[&str]>)]) -> groups::Sets {
+    of.iter()
+        .map(|(g, m)| {
+            let key = crate::dn::Dn::parse_ldap(g).unwrap().normalized();
+            let members = m.map(|m| {
+                Arc::new(
+                    m.iter()
+                        .map(|d| crate::dn::Dn::parse_ldap(d).unwrap().normalized())
+                        .collect(),
+                )
+            });
+            let g = groups::Group {
+                name: g.to_string(),
+                members,
+                ..Default::default()
+            };
+            (key, g)
+        })
+        .collect()
+}
+
+fn client<'a>(who: Option<&'a crate::dn::Dn>, groups: Option<&'a groups::Sets>) -> Client<'a> {
+    Client {
+        addr: ip("127.0.0.1"),
+        identity: who,
+        bound: who.is_some(),
+        tls: false,
+        sasl: None,
+        groups,
+    }
+}
+
+#[test]
+fn member_of_matches_members_of_the_groups_read() {
+    let p = Policy::parse(GROUPS).unwrap();
+    assert!(p.uses_groups());
+    assert_eq!(p.groups.refresh(), Duration::from_secs(2));
+    assert_eq!(p.group_names().len(), 3);
+    let alice = crate::dn::Dn::parse_ldap("uid=alice,ou=people,o=example").unwrap();
+    let bob = crate::dn::Dn::parse_ldap("UID=Bob, ou=people,o=example").unwrap();
+    let read = sets(&[
+        (
+            "cn=blocked,ou=groups,o=example",
+            Some(&["uid=bob,ou=people,o=example"]),
+        ),
+        (
+            "cn=admins,ou=groups,o=example",
+            Some(&["uid=carol,ou=people,o=example"]),
+        ),
+        (
+            "cn=admins2,ou=groups,o=example",
+            Some(&["uid=alice,OU=people,o=example"]),
+        ),
+    ]);
+    let (alice, bob) = (Some(&alice), Some(&bob));
+    assert_eq!(p.decide(&client(alice, Some(&read))).name, "admins");
+    assert_eq!(p.decide(&client(bob, Some(&read))).name, "blocked");
+    assert_eq!(p.decide(&client(None, Some(&read))).name, "default");
+    // Nothing read: the deny list fails closed for bound clients, the
+    // grant is skipped; anonymous clients are members of nothing.
+    let none = groups::Sets::new();
+    assert_eq!(p.decide(&client(alice, Some(&none))).name, "blocked");
+    assert_eq!(p.decide(&client(alice, None)).name, "blocked");
+    assert_eq!(p.decide(&client(None, None)).name, "default");
+    let blocked_read = sets(&[
+        ("cn=blocked,ou=groups,o=example", Some(&[])),
+        ("cn=admins,ou=groups,o=example", None),
+    ]);
+    let r = &p.rules[1];
+    assert_eq!(
+        r.mismatch(&client(alice, Some(&blocked_read))),
+        Some("member_of (a group not read)")
+    );
+    // A member of a group read wins over another group not read.
+    let half = sets(&[
+        ("cn=blocked,ou=groups,o=example", Some(&[])),
+        (
+            "cn=admins2,ou=groups,o=example",
+            Some(&["uid=alice,ou=people,o=example"]),
+        ),
+    ]);
+    assert_eq!(p.decide(&client(alice, Some(&half))).name, "admins");
+}
+
+#[test]
+fn member_of_is_checked_when_read() {
+    for (text, want) in [
+        (
+            "[default]\nmember_of = [\"cn=g,o=example\"]\n",
+            "the default rule matches every client",
+        ),
+        (
+            "[[rule]]\nif_group_unreadable = \"match\"\n",
+            "if_group_unreadable without member_of",
+        ),
+        ("[[rule]]\nmember_of = [\"not a dn\"]\n", "member_of"),
+        (
+            "[[rule]]\nmember_of = [\"cn=g\"]\nif_group_unreadable = \"maybe\"\n",
+            "unknown variant",
+        ),
+        ("[groups]\nrefreh = 5\n", "unknown field"),
+    ] {
+        let e = Policy::parse(text).unwrap_err();
+        assert!(e.contains(want), "{text}: {e}");
+    }
+    assert_eq!(groups::member_dn("uid=a,o=x#'0101'B"), "uid=a,o=x");
+    assert_eq!(groups::member_dn("uid=a#b,o=x"), "uid=a#b,o=x");
+}
+
+#[test]
+fn the_generation_moves_when_a_set_changes() {
+    let g = groups::Groups::default();
+    let a = || sets(&[("cn=g,o=example", Some(&["uid=a,o=example"]))]);
+    let g0 = g.generation();
+    g.store(a());
+    let g1 = g.generation();
+    assert_ne!(g0, g1);
+    g.store(a());
+    assert_eq!(g.generation(), g1, "the same sets: no new decisions");
+    g.store(sets(&[("cn=g,o=example", Some(&[]))]));
+    assert_ne!(g.generation(), g1);
+    let g2 = g.generation();
+    g.store(sets(&[("cn=g,o=example", None)]));
+    assert_ne!(g.generation(), g2, "turning unreadable moves it");
 }

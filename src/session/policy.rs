@@ -1,6 +1,8 @@
 //! The session's hooks for client policies and rates ([`crate::policy`]):
 //! each request is checked against the rule that decides for this client
-//! (cached until its identity, TLS or the policy changes) and against the
+//! (cached until its identity, TLS, the policy or, with `member_of` rules,
+//! a group's member set changes: group membership is looked up once per
+//! bind, never per operation) and against the
 //! rates, before it is dispatched; a search goes on with its limits
 //! clamped, and its entries lose the attributes the rule hides
 //! ([`Hide`], wrapped round the search's delivery).
@@ -41,6 +43,9 @@ struct Cached {
     mech: Option<String>,
     /// The bound identity, normalized (rates per identity).
     key: Option<String>,
+    /// The member sets' generation the rule was chosen with (0 when
+    /// no rule names groups).
+    groups: u64,
 }
 
 fn rule_at(p: &Policy, i: usize) -> &Rule {
@@ -74,16 +79,22 @@ impl Session {
             }
             _ => {}
         }
-        let (idx, key) = self.decided(&policy);
-        if let Err(over) = self.router.policies.meter.take(
-            &policy.rates,
-            false,
-            self.peer.ip(),
-            key.as_deref(),
-            std::time::Instant::now(),
-        ) {
-            self.over_rate(req, false, over).await;
-            return None;
+        let idx = self.decided(&policy);
+        // Rates for operations: only when the file sets them (no clock
+        // read, no identity copied per request otherwise).
+        let r = &policy.rates;
+        if r.address.is_some() || r.identity.is_some() {
+            let key = self.pol.cached.as_ref().and_then(|c| c.key.as_deref());
+            let now = std::time::Instant::now();
+            let taken = self
+                .router
+                .policies
+                .meter
+                .take(r, false, self.peer.ip(), key, now);
+            if let Err(over) = taken {
+                self.over_rate(req, false, over).await;
+                return None;
+            }
         }
         let rule = rule_at(&policy, idx);
         if rule.is_open() {
@@ -106,9 +117,9 @@ impl Session {
         }
     }
 
-    /// The rule deciding for this client now (index), and its identity
-    /// normalized.
-    fn decided(&mut self, policy: &Arc<Policy>) -> (usize, Option<String>) {
+    /// The rule deciding for this client now (index); the session keeps
+    /// it, with its identity normalized (for the rates).
+    fn decided(&mut self, policy: &Arc<Policy>) -> usize {
         let (dn, bound) = match &self.identity {
             Identity::Anonymous => ("", false),
             Identity::Bound(b) => (b.dn.as_str(), true),
@@ -118,15 +129,23 @@ impl Session {
         } else {
             None
         };
+        let groups = &self.router.policies.groups;
+        let generation = if policy.uses_groups() {
+            groups.generation()
+        } else {
+            0
+        };
         if let Some(c) = &self.pol.cached {
             if Arc::ptr_eq(&c.policy, policy)
                 && c.dn == dn
                 && c.tls == self.tls
                 && c.mech.as_deref() == mech
+                && c.groups == generation
             {
-                return (c.rule, c.key.clone());
+                return c.rule;
             }
         }
+        let sets = policy.uses_groups().then(|| groups.sets());
         let parsed = (!dn.is_empty())
             .then(|| crate::dn::Dn::parse_ldap(dn).ok())
             .flatten();
@@ -136,6 +155,7 @@ impl Session {
             bound,
             tls: self.tls,
             sasl: mech,
+            groups: sets.as_deref(),
         };
         let rule = policy
             .rules
@@ -153,9 +173,10 @@ impl Session {
             dn: dn.to_string(),
             tls: self.tls,
             mech: mech.map(str::to_string),
-            key: key.clone(),
+            key,
+            groups: generation,
         }));
-        (rule, key)
+        rule
     }
 
     /// Whether `rule` allows `req`; the PDU rewritten when its limits are

@@ -40,6 +40,7 @@ mod paged_lost;
 mod paged_results;
 mod pipelining;
 mod policy;
+mod policy_groups;
 mod proxied_authorization;
 mod proxy_protocol;
 mod replication;

@@ -33,21 +33,21 @@ const DEMOCORP: &str = "o=DEMOCORP,c=AU";
 
 /// What a search got: the entries (DN and attribute names, lower case)
 /// and the final result.
-struct Got {
-    entries: Vec<(String, Vec<String>)>,
-    code: LdapResultCode,
-    message: String,
+pub(crate) struct Got {
+    pub(crate) entries: Vec<(String, Vec<String>)>,
+    pub(crate) code: LdapResultCode,
+    pub(crate) message: String,
 }
 
 /// A connection from `from` (127.0.0.x) to the router at `url`.
-async fn connect(from: [u8; 4], url: &str) -> Raw {
+pub(crate) async fn connect(from: [u8; 4], url: &str) -> Raw {
     let to: SocketAddr = url.trim_start_matches("ldap://").parse().unwrap();
     let sock = tokio::net::TcpSocket::new_v4().unwrap();
     sock.bind(SocketAddr::from((from, 0))).unwrap();
     Raw::from_stream(sock.connect(to).await.unwrap())
 }
 
-async fn search(
+pub(crate) async fn search(
     c: &mut Raw,
     base: &str,
     scope: LdapSearchScope,
@@ -77,7 +77,7 @@ async fn search(
     }
 }
 
-async fn bind(c: &mut Raw, dn: &str, pw: &str) -> (LdapResultCode, String) {
+pub(crate) async fn bind(c: &mut Raw, dn: &str, pw: &str) -> (LdapResultCode, String) {
     c.send(&encode(LdapMsg {
         msgid: 1,
         op: LdapOp::BindRequest(LdapBindRequest {
@@ -92,11 +92,11 @@ async fn bind(c: &mut Raw, dn: &str, pw: &str) -> (LdapResultCode, String) {
     final_result(&c.msg("bind").await).unwrap()
 }
 
-fn eq(a: &str, v: &str) -> LdapFilter {
+pub(crate) fn eq(a: &str, v: &str) -> LdapFilter {
     LdapFilter::Equality(a.into(), v.into())
 }
 
-fn any() -> LdapFilter {
+pub(crate) fn any() -> LdapFilter {
     LdapFilter::Present("objectClass".into())
 }
 
@@ -105,7 +105,7 @@ fn people() -> LdapFilter {
 }
 
 /// An HTTP GET on the admin API: the body.
-fn get(admin: &str, path: &str) -> String {
+pub(crate) fn get(admin: &str, path: &str) -> String {
     let mut s = TcpStream::connect(admin).unwrap();
     write!(
         s,
@@ -121,7 +121,7 @@ fn get(admin: &str, path: &str) -> String {
 
 /// A router in front of `s` with `policy` (and its admin API), once the
 /// API answers.
-fn router(s: &Slapd, dir: &Path, policy: &str) -> (Router, String) {
+pub(crate) fn router(s: &Slapd, dir: &Path, policy: &str) -> (Router, String) {
     let file = dir.join("policy.toml");
     std::fs::write(&file, policy).unwrap();
     let k = one_dsa_knowledge(dir, s.port, ROUTER_PW);
@@ -146,7 +146,7 @@ fn router(s: &Slapd, dir: &Path, policy: &str) -> (Router, String) {
     (r, admin)
 }
 
-fn rt() -> tokio::runtime::Runtime {
+pub(crate) fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
