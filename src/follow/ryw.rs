@@ -47,37 +47,64 @@ impl DsaView for Reached<'_> {
     }
 }
 
-/// The DSA a read of partition `p` keeps to after the client's write `a`;
-/// `None`: any DSA (by the usual selection).
-pub fn affine(rep: &Replication, routing: &Routing, p: &Partition, a: &Affinity) -> Option<usize> {
+/// Where a read after the client's write goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Kept {
+    /// This DSA first.
+    pub dsa: Option<usize>,
+    /// By position: the DSAs (lower-case names) that may serve it at all,
+    /// first or when it is sent again (its DSA failed): those that have
+    /// the write. `None`: any (the time window).
+    pub only: Option<Arc<[String]>>,
+}
+
+/// Where a read of partition `p` goes after the client's write `a`;
+/// `None`: anywhere (by the usual selection).
+pub fn affine(rep: &Replication, routing: &Routing, p: &Partition, a: &Affinity) -> Option<Kept> {
     let now = Instant::now();
-    let eligible = |i: usize| routing.states.0[i].status().eligible();
-    // The DSA that took the write has it: while it answers, even when
-    // ejected as an outlier (slow beats stale), it is the fallback.
-    let w = routing.snap.dsa_index(&a.dsa).filter(|&i| {
-        p.order.contains(&i)
-            && matches!(
-                routing.states.0[i].status(),
-                DsaStatus::Up | DsaStatus::Ejected
-            )
-    });
+    let status = |i: usize| routing.states.0[i].status();
+    let at = routing
+        .snap
+        .dsa_index(&a.dsa)
+        .filter(|&i| p.order.contains(&i));
+    // The time window: the DSA that took the write while it answers (even
+    // when ejected as an outlier: slow beats stale), else anywhere.
+    let window = || {
+        at.filter(|&i| matches!(status(i), DsaStatus::Up | DsaStatus::Ejected))
+            .filter(|_| now < a.written + a.window)
+            .map(|i| Kept {
+                dsa: Some(i),
+                only: None,
+            })
+    };
     let Some(mark) = &a.mark else {
-        // Positions are not read: the time window.
-        return w.filter(|_| now < a.written + a.window);
+        // Positions are not read.
+        return window();
     };
     if !a.live(now) {
         return None;
     }
+    // By position, the DSA that took the write has it whatever its health
+    // (marked down under load, it may still answer; if it does not, the
+    // read fails rather than go to a DSA without the write).
+    let w = at.filter(|&i| status(i) != DsaStatus::Disabled);
+    let name = |i: usize| routing.snap.dsas[i].name.to_ascii_lowercase();
     let Some(target) = mark.position(rep, &p.key, &a.dsa) else {
-        // The write's position is not known yet: its DSA, while that DSA
-        // publishes positions (the next reading will tell); one that
+        // The write's position is not known yet: its DSA only, while that
+        // DSA publishes positions (the next reading will tell); one that
         // publishes none keeps the time window.
         let publishes = rep
             .positions
             .position(&p.key, &a.dsa)
             .is_some_and(|pos| !pos.is_empty());
-        let acked = mark.acked.get().is_some();
-        return w.filter(|_| (publishes && acked) || now < a.written + a.window);
+        if publishes && mark.acked.get().is_some() {
+            let only: Vec<String> = w.into_iter().map(name).collect();
+            return Some(Kept {
+                dsa: w,
+                only: Some(only.into()),
+            });
+        }
+        return window();
     };
     let mut ok = vec![false; routing.snap.dsas.len()];
     let mut all = true;
@@ -87,7 +114,7 @@ pub fn affine(rep: &Replication, routing: &Routing, p: &Partition, a: &Affinity)
             .position(&p.key, &routing.snap.dsas[i].name)
             .is_some_and(|pos| pos.reached(target));
         ok[i] = reached;
-        all &= reached || !eligible(i);
+        all &= reached || !status(i).eligible();
     }
     if all {
         return None;
@@ -96,7 +123,17 @@ pub fn affine(rep: &Replication, routing: &Routing, p: &Partition, a: &Affinity)
         inner: &routing.states,
         ok: &ok,
     };
-    select_read(p, &view, p.tick()).ok().map(|c| c.dsa).or(w)
+    let only: Vec<String> = p
+        .order
+        .iter()
+        .copied()
+        .filter(|&i| ok[i] || Some(i) == w)
+        .map(name)
+        .collect();
+    Some(Kept {
+        dsa: select_read(p, &view, p.tick()).ok().map(|c| c.dsa).or(w),
+        only: Some(only.into()),
+    })
 }
 
 /// A write's responses on their way to the client: a successful result

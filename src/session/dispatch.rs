@@ -71,6 +71,9 @@ pub(super) struct Want {
     /// re-sent, and an operation that could not be sent goes to the next
     /// DSA ([`super::resend`]).
     pub resend: Option<Box<dyn Replace>>,
+    /// Only these DSAs (lower-case names), when given: a read kept by
+    /// read-your-writes to those that have the client's write.
+    pub only: Option<Arc<[String]>>,
 }
 
 /// An operation's way to the next DSA before it is placed
@@ -95,6 +98,7 @@ impl Want {
             group_of: None,
             pinned: false,
             resend: None,
+            only: None,
         }
     }
 }
@@ -151,10 +155,17 @@ pub(super) async fn place(
         group_of,
         pinned,
         resend,
+        only,
     } = want;
     let mut races = 0;
     let (dsa, guard, got, proxy, shared) = loop {
-        let dsa = choose(routing, p, is_write, sticky, group_of, &tried)?;
+        let dsa = choose(
+            routing,
+            p,
+            (is_write, sticky, only.as_deref()),
+            group_of,
+            &tried,
+        )?;
         let Some(guard) = slot(routing, dsa, &mut races)? else {
             continue;
         };
@@ -261,8 +272,7 @@ fn built(
 fn choose(
     routing: &Routing,
     p: &Partition,
-    is_write: bool,
-    sticky: Option<usize>,
+    (is_write, sticky, only): (bool, Option<usize>, Option<&[String]>),
     group_of: Option<usize>,
     tried: &[usize],
 ) -> Result<usize, Error> {
@@ -282,12 +292,27 @@ fn choose(
             ),
         ));
     }
+    // DSAs a read kept by read-your-writes may not go to count as tried.
+    let first = tried.is_empty();
+    let excluded: Vec<usize>;
+    let tried = match only {
+        Some(only) => {
+            let barred = |i: &usize| {
+                let name = routing.snap.dsas[*i].name.to_ascii_lowercase();
+                !only.contains(&name)
+            };
+            let barred = p.order.iter().copied().filter(barred);
+            excluded = tried.iter().copied().chain(barred).collect();
+            &excluded[..]
+        }
+        None => tried,
+    };
     let view = Excluding {
         inner: &routing.states,
         tried,
     };
     let chosen = match sticky {
-        Some(i) if tried.is_empty() => Ok(Choice { group: 0, dsa: i }),
+        Some(i) if first && !tried.contains(&i) => Ok(Choice { group: 0, dsa: i }),
         _ if is_write => select_write(p, &view),
         _ => select_read(p, &view, p.tick()),
     };

@@ -9,6 +9,7 @@ use super::resend::Again;
 use super::{dispatch, out, Session};
 use crate::context::Routing;
 use crate::dn::Dn;
+use crate::follow::ryw::Kept;
 use crate::metrics::Refusal;
 use crate::replication::mark::WriteMark;
 use crate::route::{Lookup, Partition};
@@ -127,20 +128,20 @@ impl Session {
 
     /// The DSA an operation of partition `p` goes to first, when one is
     /// given (the DSA holding the client's state, the one that took its
-    /// write, the one its SASL identity lives on), and whether it is there
-    /// by read-your-writes.
+    /// write, the one its SASL identity lives on), and where it is kept by
+    /// read-your-writes.
     fn sticky(
         &self,
         routing: &Routing,
         p: &Partition,
         needs: &state::Needs,
         is_write: bool,
-    ) -> (Option<usize>, bool) {
-        // Reads after this client's write go to the DSA that took it
-        // (read-your-writes), while it is eligible.
-        let affine = (!is_write && !needs.sticky)
+    ) -> (Option<usize>, Option<Kept>) {
+        // Reads after this client's write go where it is (read-your-writes).
+        let kept = (!is_write && !needs.sticky)
             .then(|| self.affinity_dsa(routing, p))
             .flatten();
+        let affine = kept.as_ref().and_then(|k| k.dsa);
         // A SASL identity lives on the connection it was made on: in that
         // DSA's partition, operations go to that DSA.
         let sasl_home = match &self.identity {
@@ -157,7 +158,7 @@ impl Session {
             .flatten()
             .or(affine)
             .or(sasl_home);
-        (sticky, affine.is_some())
+        (sticky, kept)
     }
 
     /// Place one operation on a DSA of partition `p`, and note where it
@@ -175,13 +176,17 @@ impl Session {
             self.answer(req, &e).await;
             return;
         }
-        let (sticky, affine) = self.sticky(routing, p, &needs, is_write);
+        let (sticky, kept) = self.sticky(routing, p, &needs, is_write);
+        let affine = kept.is_some();
+        let only = kept.and_then(|k| k.only);
         let want = dispatch::Want {
             // Its DSA is recorded as the one holding the state.
             pinned: needs.sticky,
             resend: op.resend.then(|| {
-                Again::first(&self.router, op.dn.clone(), op.pdu.clone(), *op.h, is_write)
+                let (dn, pdu) = (op.dn.clone(), op.pdu.clone());
+                Again::first(&self.router, dn, pdu, *op.h, is_write, only.clone())
             }),
+            only,
             ..dispatch::Want::first(is_write, sticky)
         };
         let (pending, mark) = self.pending_for(&op, rebind, p, &needs, affine);
@@ -353,7 +358,7 @@ impl Session {
         &self,
         routing: &crate::context::Routing,
         p: &crate::route::Partition,
-    ) -> Option<usize> {
+    ) -> Option<Kept> {
         if self.router.cfg.read_your_writes.is_zero() {
             return None;
         }

@@ -76,6 +76,9 @@ pub(super) struct Again {
     /// It places a hedge: only on a DSA of the group of the one the read
     /// waits on.
     hedge: bool,
+    /// Only these DSAs (read-your-writes by position: those that have the
+    /// client's write).
+    only: Option<Arc<[String]>>,
 }
 
 impl Again {
@@ -88,6 +91,7 @@ impl Again {
         pdu: Bytes,
         header: Header,
         is_write: bool,
+        only: Option<Arc<[String]>>,
     ) -> Box<dyn Replace> {
         Box::new(Again {
             req: Request {
@@ -100,6 +104,7 @@ impl Again {
             way: Way::Shared(None),
             tried: Vec::new(),
             hedge: false,
+            only,
         })
     }
 }
@@ -214,7 +219,9 @@ impl Again {
                 way: Way::Shared(None),
                 tried: Vec::new(),
                 hedge: false,
+                only: self.only.clone(),
             })),
+            only: self.only.clone(),
             ..Want::default()
         };
         let via = match &self.way {

@@ -55,10 +55,12 @@ impl Session {
             }
             let p = s.partition;
             // Paged: the DSA of the cookie; else read-your-writes affinity.
-            let sticky = if paged {
-                self.state_sticky(routing, p)
+            let (sticky, only) = if paged {
+                (self.state_sticky(routing, p), None)
             } else {
-                self.affinity_dsa(routing, p)
+                let kept = self.affinity_dsa(routing, p);
+                let only = kept.as_ref().and_then(|k| k.only.clone());
+                (kept.and_then(|k| k.dsa), only)
             };
             let base = s
                 .base
@@ -73,6 +75,7 @@ impl Session {
             let want = dispatch::Want {
                 // Its DSA is recorded as the one holding the pages.
                 pinned: paged,
+                only: only.clone(),
                 ..dispatch::Want::first(false, sticky)
             };
             let part = fanout::FanPart {
@@ -82,7 +85,8 @@ impl Session {
             // On a shared connection, a partition's search that has sent
             // nothing yet is re-sent elsewhere when its DSA fails.
             let resend = Dn::parse_ldap(&base).ok().map(|dn| {
-                super::resend::Again::first(&self.router, Arc::new(dn), sub.clone(), sub_h, false)
+                let (dn, sub) = (Arc::new(dn), sub.clone());
+                super::resend::Again::first(&self.router, dn, sub, sub_h, false, only)
             });
             let want = dispatch::Want { resend, ..want };
             let part = super::policy::Hide::wrap(part, self.pol.hide.clone());
