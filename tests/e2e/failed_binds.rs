@@ -4,7 +4,8 @@
 //! failures, so the DSA counts no more failures than that and never
 //! locks the account; the real user binds after the back-off, and a
 //! success resets the count; another user of the same address binds
-//! meanwhile, until the address's own limit.
+//! meanwhile, until the address's own limit. A flood of 1,000 guesses in
+//! a few seconds reaches the DSA no more often than the limit.
 //!
 //! Needs slapd and ldap-utils (`scripts/install-deps.sh`).
 #![allow(clippy::unwrap_used, clippy::panic)]
@@ -203,5 +204,104 @@ fn one_address_guessing_many_dns_is_stopped_at_its_own_limit() {
             .count(),
         1,
         "{log}"
+    );
+}
+
+/// A thousand wrong passwords for one DN within 10 s, as fast as two
+/// connections carry them: all answered invalidCredentials, the DSA counts
+/// no more failures than the router's limit and never locks the account,
+/// and the real password binds once the back-off ends.
+///
+/// Two connections, one bind at a time each: no more than the limit (2).
+/// A DN's first guesses sent at once on more connections than the limit
+/// all reach the DSA (a DN with no failure yet has no cap on binds in
+/// flight: README, "Failed-bind defence"); from its first failure on,
+/// failures plus binds in flight stay below the limit.
+#[test]
+fn a_thousand_guesses_in_ten_seconds_reach_the_dsa_at_most_limit_times() {
+    const GUESSES: usize = 1_000;
+    const CONNECTIONS: usize = LIMIT;
+    let s = lockout_slapd();
+    let dir = tempfile::tempdir().unwrap();
+    let backoff = Duration::from_secs(2);
+    let r = router(
+        &s,
+        dir.path(),
+        &["--failed-bind-limit", "2", "--failed-bind-backoff", "2s"],
+    );
+    let alice = user_dn(DEMOCORP, "alice");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (codes, began, took) = rt.block_on(async {
+        let mut conns = Vec::new();
+        for _ in 0..CONNECTIONS {
+            conns.push(support::inproc::ldap(&r.url).await);
+        }
+        let began = Instant::now();
+        let per = GUESSES / CONNECTIONS;
+        let floods = conns.into_iter().enumerate().map(|(c, mut l)| {
+            let alice = alice.clone();
+            async move {
+                let mut codes = Vec::with_capacity(per);
+                for i in 0..per {
+                    let pw = format!("guess-{c}-{i}");
+                    let res = support::inproc::within("guess", l.simple_bind(&alice, &pw));
+                    codes.push(res.await.expect("bind I/O").rc);
+                }
+                codes
+            }
+        });
+        let codes: Vec<u32> = futures::future::join_all(floods)
+            .await
+            .into_iter()
+            .flatten()
+            .collect();
+        (codes, began, began.elapsed())
+    });
+    let seen = dsa_failures(&s, &alice);
+    println!(
+        "failed-bind flood: {} wrong-password binds for one DN on {CONNECTIONS} connections \
+         in {took:?}; the DSA recorded {seen} failures (router limit {LIMIT})",
+        codes.len()
+    );
+    assert_eq!(codes.len(), GUESSES);
+    assert!(
+        took < Duration::from_secs(10),
+        "{GUESSES} guesses took {took:?}"
+    );
+    let others: Vec<_> = codes.iter().filter(|&&rc| rc != 49).collect();
+    assert!(others.is_empty(), "answers other than 49: {others:?}");
+    assert!(
+        seen <= LIMIT,
+        "the DSA recorded {seen} failures of {GUESSES} guesses, above the router's limit {LIMIT}"
+    );
+
+    // The account is not locked: once the back-off ends, her password
+    // binds (a locked account answers 49 to it as well).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while bind(&r.url, &alice, ALICE_PW) != Some(0) {
+        assert!(
+            Instant::now() < deadline,
+            "alice never bound again: the DSA recorded {} failures\n{}",
+            dsa_failures(&s, &alice),
+            r.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        began.elapsed() >= backoff - Duration::from_millis(300),
+        "bound {:?} after the flood began, before the back-off ended",
+        began.elapsed()
+    );
+    println!(
+        "failed-bind flood: alice bound {:?} after the flood began (back-off {backoff:?})",
+        began.elapsed()
+    );
+    assert_eq!(
+        dsa_failures(&s, &alice),
+        0,
+        "her success cleared the DSA's count"
     );
 }
