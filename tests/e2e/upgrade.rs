@@ -16,7 +16,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 const WAIT: Duration = Duration::from_secs(60);
-const CLIENTS: usize = 24;
+const CLIENTS: usize = 50;
 
 /// Processes killed when the test ends, however it ends.
 struct Kill(Vec<u32>);
@@ -268,6 +268,7 @@ fn ctl_upgrade_hands_over_every_plain_session_under_load_and_refuses_a_binary_wi
     assert_eq!(out["failed"], serde_json::json!([]), "{out}\n{logs}");
     assert_eq!(out["reconnects"], 0, "{out}");
     assert!(out["ops"].as_u64().unwrap() > 500, "{out}");
+    println!("upgrade under load from {CLIENTS} clients: {out}");
     // WhoAmI on each handed-over connection: the identity it bound as.
     let (before, after) = (&out["before"], &out["after"]);
     assert_eq!(before.as_object().unwrap().len(), CLIENTS / 2, "{out}");
