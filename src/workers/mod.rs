@@ -22,9 +22,10 @@
 //!   at half that share, for [`SHRINK_AFTER`] periods in a row;
 //! * new clients go to the worker in use with the fewest sessions;
 //! * sessions **move**: a worker out of use asks all its sessions to leave,
-//!   and a worker in use that is busier than the least busy one by more
-//!   than [`MARGIN`] asks enough of its talking sessions to leave to even
-//!   them out. A session leaves at its next request, when nothing of its
+//!   a worker just taken into use gets half the busiest one's talking
+//!   sessions, and a worker in use that is busier than the least busy one
+//!   by more than a quarter of `--spread-above` (at most [`MARGIN`]) asks
+//!   enough of its talking sessions to leave to even them out. A session leaves at its next request, when nothing of its
 //!   own is in flight (no operation outstanding, no response queued, no
 //!   connection of its own, no SASL exchange): its socket is taken off one
 //!   worker's reactor and put on the other's, its state (TLS included)
@@ -87,7 +88,8 @@ pub const GROW_AFTER: u32 = 2;
 /// Periods in a row of little load before the last worker is left.
 pub const SHRINK_AFTER: u32 = 8;
 /// Workers in use whose busy shares differ by more than this (share of a
-/// CPU) are evened out.
+/// CPU), or by a quarter of `--spread-above` where that is less, are
+/// evened out.
 pub const MARGIN: f64 = 0.15;
 
 /// One worker, as the accept loop, the sessions and the balancer see it.

@@ -51,7 +51,11 @@ pub fn plan(r: &[Reading], in_use: usize, above: f64, trend: &mut Trend) -> Plan
     } else {
         0
     };
-    if trend.hot >= GROW_AFTER && in_use < n {
+    // A worker just taken into use gets sessions whatever the margin: it
+    // was taken for the load, and a machine whose other jobs hold the CPUs
+    // can keep the busiest worker's share under the margin for good.
+    let grew = trend.hot >= GROW_AFTER && in_use < n;
+    if grew {
         in_use += 1;
         *trend = Trend::default();
     } else if trend.calm >= SHRINK_AFTER {
@@ -79,7 +83,10 @@ pub fn plan(r: &[Reading], in_use: usize, above: f64, trend: &mut Trend) -> Plan
             .max_by(|&a, &b| r[a].busy.total_cmp(&r[b].busy))
             .unwrap_or(0);
         let (hi, lo) = (r[busiest].busy, r[to].busy);
-        if busiest != to && hi - lo > MARGIN && hi > 0.0 {
+        // The margin scales with the threshold (a quarter of it, at most
+        // MARGIN: the default 60% gives 0.15 of a CPU).
+        let margin = if grew { 0.0 } else { MARGIN.min(above / 4.0) };
+        if busiest != to && hi - lo > margin && hi > 0.0 {
             let share = (hi - lo) / 2.0 / hi;
             let k = (r[busiest].talkers as f64 * share).floor() as usize;
             if k > 0 {
@@ -184,6 +191,24 @@ mod tests {
                 0.6,
                 2,
                 vec![(4, 1), (0, 0)],
+            ),
+            (
+                "hot twice at a low threshold, the CPUs held by other jobs: the new worker still gets half the talkers",
+                vec![r(0.05, 4, 4), r(0.0, 0, 0)],
+                1,
+                hot_once,
+                0.01,
+                2,
+                vec![(2, 1), (0, 0)],
+            ),
+            (
+                "a low threshold scales the margin: uneven by 0.05 of a CPU evens out",
+                vec![r(0.02, 4, 4), r(0.07, 4, 4)],
+                2,
+                calm,
+                0.1,
+                2,
+                vec![(0, 0), (1, 0)],
             ),
             (
                 "all in use already: nothing more to take",
