@@ -214,12 +214,16 @@ impl Session {
             );
             return self.malformed(&msg);
         }
-        // Boxed, and only with a policy file: the checks' state is not
+        // Only with a policy file. The check itself is synchronous; the
+        // answer to a refused request is boxed, so that its state is not
         // carried by every session's future (tests/logic future_size).
         let (pdu, h) = if self.router.policies.configured() {
-            match Box::pin(self.police(pdu, h, &req)).await {
-                Some(go_on) => go_on,
-                None => return Flow::Continue,
+            match self.police(pdu, h, &req) {
+                policy::Policed::Go(pdu, h) => (pdu, h),
+                policy::Policed::Answer(a) => {
+                    Box::pin(self.answer_policy(&req, a)).await;
+                    return Flow::Continue;
+                }
             }
         } else {
             (pdu, h)

@@ -52,30 +52,41 @@ fn rule_at(p: &Policy, i: usize) -> &Rule {
     p.rules.get(i).unwrap_or(&p.default)
 }
 
+/// What the policy says of one request.
+pub(super) enum Policed {
+    /// Go on with this PDU (a search's limits clamped).
+    Go(Bytes, Header),
+    /// The router answers it itself ([`Session::answer_policy`]).
+    Answer(Answer),
+}
+
+/// How a request the policy stops is answered.
+pub(super) enum Answer {
+    /// Over a rate (`bind`: a bind's rate; the session is then anonymous).
+    Rate { bind: bool, over: Over },
+    /// Refused by the rule named `rule`.
+    Refused { rule: String, refusal: Refusal },
+}
+
 impl Session {
-    /// Check `req` against the policy and rates: `None` when the router
-    /// answered it (refused), else the PDU to go on with (a search's
-    /// limits clamped).
-    pub(super) async fn police(
-        &mut self,
-        pdu: Bytes,
-        h: Header,
-        req: &Request,
-    ) -> Option<(Bytes, Header)> {
+    /// Check `req` against the policy and rates: what to go on with, or
+    /// how the router answers it. No await and no allocation on the way
+    /// through (a request allowed as it came costs a few comparisons):
+    /// the answer, rare, is the async part.
+    pub(super) fn police(&mut self, pdu: Bytes, h: Header, req: &Request) -> Policed {
         self.pol.hide = None;
         // No policy file: every request goes on as it came.
         let Some(policy) = self.router.policies.current() else {
-            return Some((pdu, h));
+            return Policed::Go(pdu, h);
         };
         match &req.op {
-            Op::Unbind | Op::Abandon { .. } => return Some((pdu, h)),
+            Op::Unbind | Op::Abandon { .. } => return Policed::Go(pdu, h),
             Op::Bind { dn, sasl, .. } => {
                 self.pol.mech = sasl.clone();
-                if !self.bind_rate(&policy, dn, req).await {
-                    self.become_anonymous();
-                    return None;
+                if let Err(over) = self.bind_rate(&policy, dn) {
+                    return Policed::Answer(Answer::Rate { bind: true, over });
                 }
-                return Some((pdu, h));
+                return Policed::Go(pdu, h);
             }
             _ => {}
         }
@@ -92,27 +103,41 @@ impl Session {
                 .meter
                 .take(r, false, self.peer.ip(), key, now);
             if let Err(over) = taken {
-                self.over_rate(req, false, over).await;
-                return None;
+                return Policed::Answer(Answer::Rate { bind: false, over });
             }
         }
         let rule = rule_at(&policy, idx);
         if rule.is_open() {
-            return Some((pdu, h));
+            return Policed::Go(pdu, h);
         }
         match self.judge(rule, &pdu, &h, req) {
-            Ok(None) => Some((pdu, h)),
-            Ok(Some((b, bh))) => Some((b, bh)),
-            Err(r) => {
-                self.router.policies.refused(&rule.name);
-                tracing::debug!(client = %self.peer, rule = %rule.name, "refused by policy");
-                let code = if r.code == INSUFFICIENT_ACCESS {
+            Ok(None) => Policed::Go(pdu, h),
+            Ok(Some((b, bh))) => Policed::Go(b, bh),
+            Err(refusal) => Policed::Answer(Answer::Refused {
+                rule: rule.name.clone(),
+                refusal,
+            }),
+        }
+    }
+
+    /// Answer a request the policy stopped.
+    pub(super) async fn answer_policy(&mut self, req: &Request, a: Answer) {
+        match a {
+            Answer::Rate { bind, over } => {
+                if bind {
+                    self.become_anonymous();
+                }
+                self.over_rate(req, bind, over).await;
+            }
+            Answer::Refused { rule, refusal } => {
+                self.router.policies.refused(&rule);
+                tracing::debug!(client = %self.peer, rule = %rule, "refused by policy");
+                let code = if refusal.code == INSUFFICIENT_ACCESS {
                     Code::InsufficentAccessRights
                 } else {
                     Code::UnwillingToPerform
                 };
-                self.reply(req, code, "", &r.message).await;
-                None
+                self.reply(req, code, "", &refusal.message).await;
             }
         }
     }
@@ -233,28 +258,20 @@ impl Session {
         Ok(clamped(rule, pdu, h))
     }
 
-    /// Take a bind's token; false when it was over its rate (answered).
-    async fn bind_rate(&mut self, policy: &Policy, dn: &str, req: &Request) -> bool {
+    /// Take a bind's token; which rate it was over, if any.
+    fn bind_rate(&mut self, policy: &Policy, dn: &str) -> Result<(), Over> {
         let r = &policy.rates;
         if r.address_binds.is_none() && r.identity_binds.is_none() {
-            return true;
+            return Ok(());
         }
         let key = crate::dn::Dn::parse_ldap(dn)
             .map_or_else(|_| dn.to_ascii_lowercase(), |d| d.normalized());
         let key = (!dn.is_empty()).then_some(key);
         let now = std::time::Instant::now();
-        match self
-            .router
+        self.router
             .policies
             .meter
             .take(r, true, self.peer.ip(), key.as_deref(), now)
-        {
-            Ok(()) => true,
-            Err(over) => {
-                self.over_rate(req, true, over).await;
-                false
-            }
-        }
     }
 
     /// Answer an operation over its rate: busy, saying which rate.
