@@ -214,6 +214,11 @@ impl Outbox {
         self.lock().direct = None;
     }
 
+    /// Bytes queued, not yet taken by the writer.
+    pub(crate) fn queued_bytes(&self) -> usize {
+        self.lock().bytes
+    }
+
     /// Nothing queued and the writer holds nothing.
     pub(crate) fn is_idle(&self) -> bool {
         let q = self.lock();

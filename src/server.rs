@@ -73,7 +73,10 @@ pub async fn run_on(
         };
         while sessions.try_join_next().is_some() {}
         let (stream, peer) = match accepted {
-            Ok(a) => a,
+            Ok(a) => {
+                crate::upstream::pace::tune_client(&a.0);
+                a
+            }
             Err(e) => {
                 // Out of file descriptors and the like: back off briefly.
                 tracing::warn!(error = %e, "accept failed");

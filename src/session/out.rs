@@ -8,7 +8,7 @@
 use crate::error::Error;
 use crate::fasthash::FastMap;
 use crate::outbox::{Bound, Outbox, Push};
-use crate::upstream::batch::{Batch, Outlet};
+use crate::upstream::batch::{Batch, Drained, Outlet};
 use crate::upstream::conn::Conn;
 use crate::upstream::hedge::Race;
 use crate::upstream::pool::BindPdu;
@@ -318,6 +318,17 @@ impl Outlet for ClientOut {
             Handed::Full => self.overflow(),
             Handed::Gone => self.abandon_all(),
         }
+    }
+
+    /// The soft mark: a quarter of the client's queue bound, at most
+    /// [`crate::upstream::pace::SOFT`].
+    fn backlog(&self) -> (usize, usize) {
+        let soft = (self.bound.bytes / 4).min(crate::upstream::pace::SOFT);
+        (self.ob.queued_bytes(), soft)
+    }
+
+    fn drained(&self) -> Drained<'_> {
+        Box::pin(self.ob.drained())
     }
 }
 

@@ -4,13 +4,30 @@
 //! [`Outlet`].
 
 use bytes::BytesMut;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+
+/// A wait for a client's writer to take from its queue.
+pub(crate) type Drained<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
 
 /// A client's write side, as the batch sees it.
 pub trait Outlet: Send + Sync {
     /// Hand the client `bytes`; `ended` are the message IDs of operations
     /// whose final response is among them.
     fn hand_over(&self, bytes: &mut BytesMut, ended: &[i32]);
+
+    /// Bytes waiting in the client's queue (what it has not read yet),
+    /// and the backlog over which its DSA connection's reader paces
+    /// itself to it (`upstream::pace`).
+    fn backlog(&self) -> (usize, usize) {
+        (0, usize::MAX)
+    }
+
+    /// Resolves when the client's writer next takes from its queue.
+    fn drained(&self) -> Drained<'_> {
+        Box::pin(std::future::pending())
+    }
 }
 
 /// Responses gathered over one read from a DSA, a buffer per client: a
@@ -62,15 +79,22 @@ impl Batch {
         &mut self.to[i].1
     }
 
-    /// Hand each client its responses.
-    pub fn flush(&mut self) {
+    /// Hand each client its responses; a client whose backlog is over its
+    /// soft mark after it, if one is (see `upstream::pace`).
+    pub fn flush(&mut self) -> Option<Arc<dyn Outlet>> {
+        let mut pressing: Option<Arc<dyn Outlet>> = None;
         for (out, mut b, mut ended) in self.to.drain(..) {
             out.hand_over(&mut b, &ended);
+            let (queued, soft) = out.backlog();
+            if queued > soft && pressing.is_none() {
+                pressing = Some(out.clone());
+            }
             if self.spare.len() < SPARES && b.capacity() <= SPARE_BYTES {
                 b.clear();
                 ended.clear();
                 self.spare.push((b, ended));
             }
         }
+        pressing
     }
 }

@@ -46,6 +46,7 @@ mod demux;
 mod evict;
 mod fault;
 pub(crate) mod hedge;
+pub(crate) mod pace;
 pub(crate) mod pending;
 pub(crate) mod pool;
 mod reader;

@@ -44,6 +44,7 @@ pub(super) async fn run<R: AsyncRead + Unpin>(
     let mut down = std::pin::pin!(dsa.down_signal.notified());
     // Since when part of a PDU has waited in `buf` with no byte more.
     let mut partial_since: Option<tokio::time::Instant> = None;
+    let mut paced = super::pace::Memo::default();
     let fault = loop {
         let n = tokio::select! {
             r = rd.read_buf(&mut buf) => r,
@@ -83,7 +84,13 @@ pub(super) async fn run<R: AsyncRead + Unpin>(
             Ok(_) => {}
         }
         let bad = dispatch_all(&conn, &mut buf, max_pdu, &mut batch);
-        batch.flush();
+        if let Some(out) = batch.flush() {
+            // A client reading slower than its DSA sends: wait for it
+            // rather than queue without end (see `pace`).
+            if bad.is_none() {
+                super::pace::pace(&conn, out, &mut paced).await;
+            }
+        }
         // A partial PDU waits for the rest: time it from the last byte
         // (a DSA streaming a large result steadily is not stalled).
         partial_since = (!buf.is_empty()).then(tokio::time::Instant::now);

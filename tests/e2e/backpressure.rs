@@ -405,3 +405,70 @@ async fn incomplete_large_requests_are_bounded_in_total() {
         0
     );
 }
+
+/// A client reading a large search slower than its DSA sends it: the
+/// router paces the DSA connection's reader to it (upstream::pace) rather
+/// than queue the difference, so the responses queued for it stay near
+/// the soft mark (256 KiB), not the queue's bound (16 MiB), and it gets
+/// every entry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_reader_of_a_large_search_is_paced_not_buffered() {
+    let _heavy = HEAVY.lock().await;
+    const N: usize = 100_000;
+    let big = big_directory(BIG, "B1", N);
+    let h = Builder::default()
+        .democorp(&["D1"])
+        .extra("B1", BIG, big)
+        .start()
+        .await;
+    let sock = tokio::net::TcpSocket::new_v4().unwrap();
+    sock.set_recv_buffer_size(16 * 1024).unwrap();
+    let stream = within("connect", sock.connect(h.addr)).await.unwrap();
+    let mut c = Raw::from_stream(stream);
+    c.send(&encode(search_msg(
+        1,
+        &format!("ou=Bulk,{BIG}"),
+        LdapSearchScope::Subtree,
+        LdapFilter::Present("objectClass".into()),
+        &[],
+    )))
+    .await
+    .unwrap();
+    let queued = || {
+        let m = dsa_router::admin::metrics_text(&h.router);
+        m.lines()
+            .find_map(|l| l.strip_prefix("dsa_router_queued_response_bytes "))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap()
+    };
+    // For the first 30,000 entries: read 100, then 10 ms busy elsewhere
+    // (10,000 entries a second at most), slower than the test DSA sends
+    // (it streams 100,000 entries in about half a second); then at full
+    // speed. The kernel's socket buffers take the first few MiB either
+    // way; beyond, the router's queue for the client grew by the
+    // difference before it paced the DSA connection.
+    let mut n = 0usize;
+    let mut most = 0u64;
+    let end = loop {
+        match c.recv(WAIT).await {
+            Recv::Msg(m) => match m.op {
+                LdapOp::SearchResultEntry(_) => {
+                    n += 1;
+                    if n.is_multiple_of(100) && n <= 30_000 {
+                        most = most.max(queued());
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                }
+                _ => break format!("{m:?}"),
+            },
+            other => break format!("{other:?}"),
+        }
+    };
+    println!("slow reader: {n} entries, then {end}; most queued for it {most} bytes");
+    assert_eq!(n, N + 1, "entries before the end ({end})");
+    assert!(end.contains("Success"), "{end}");
+    assert!(
+        most < 1 << 20,
+        "{most} bytes queued for a slow reader: the DSA connection's reader did not wait for it"
+    );
+}
