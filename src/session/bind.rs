@@ -101,8 +101,14 @@ impl Session {
         // The router asks every DSA for the password policy response (not
         // critical: DSAs without the overlay ignore it), so it learns of a
         // restriction whether or not the client asked.
+        let trace = self.trace_for(req, dn, &p.text);
         let Some(ticket) = self.admit_bind(&parsed, dn, password) else {
-            self.reply(req, Code::InvalidCredentials, "", "").await;
+            if let Some(t) = &trace {
+                t.failed("", rc::INVALID_CREDENTIALS, "failed-bind back-off");
+            }
+            let trace = trace.as_deref();
+            self.reply_in(req, Code::InvalidCredentials, "", "", trace)
+                .await;
             return Flow::Continue;
         };
         let client_ppolicy = req.control(ppolicy::OID_PPOLICY).is_some();
@@ -111,10 +117,14 @@ impl Session {
             return self.malformed("bind request");
         };
         let started = std::time::Instant::now();
-        let Some(a) = self.place_bind(req, &routing, p, &sent, &sent_h).await else {
+        let placed = self.place_bind(req, &routing, p, (&sent, &sent_h), trace.as_deref());
+        let Some(a) = placed.await else {
             return Flow::Continue;
         };
         let code = result_code(&a.resp, &a.rh).unwrap_or(rc::OTHER);
+        if let Some(t) = &trace {
+            t.answered(&a.name, false, code);
+        }
         let policy = ppolicy::Policy::of_response(&a.resp, &a.rh);
         self.bind_counted(ticket, code, dn);
         self.log_bind(dn, p, &a.name, code, policy.as_ref(), started);
@@ -223,8 +233,8 @@ impl Session {
         req: &Request,
         routing: &Arc<Routing>,
         p: &Partition,
-        sent: &Bytes,
-        sent_h: &Header,
+        (sent, sent_h): (&Bytes, &Header),
+        trace: Option<&crate::otel::OpTrace>,
     ) -> Option<Answered> {
         let skipped = crate::tail::skipped_for_binds(routing, p);
         let mut tried: Vec<usize> = Vec::new();
@@ -232,7 +242,7 @@ impl Session {
         loop {
             let skip: Vec<usize> = skipped.iter().chain(&tried).copied().collect();
             let (dsa, why, timed_out) = match self
-                .try_bind(req, routing, p, skip, sent, sent_h, spare_lost)
+                .try_bind(req, routing, p, skip, (sent, sent_h), spare_lost, trace)
                 .await
             {
                 Attempt::Answered(a) => return Some(a),
@@ -264,7 +274,7 @@ impl Session {
                     "dsa-router: bind: no DSA answered ({}; last: {why})",
                     names.join(", ")
                 );
-                self.reply(req, Code::Unavailable, "", &msg).await;
+                self.reply_in(req, Code::Unavailable, "", &msg, trace).await;
                 return None;
             }
         }
@@ -279,9 +289,9 @@ impl Session {
         routing: &Arc<Routing>,
         p: &Partition,
         skip: Vec<usize>,
-        sent: &Bytes,
-        sent_h: &Header,
+        (sent, sent_h): (&Bytes, &Header),
         spare_lost: bool,
+        trace: Option<&crate::otel::OpTrace>,
     ) -> Attempt {
         let (tx, rx) = oneshot::channel();
         let want = dispatch::Want {
@@ -308,11 +318,14 @@ impl Session {
         }) {
             Ok(t) => t,
             Err(e) => {
-                self.answer(req, &e).await;
+                self.answer_in(req, &e, trace).await;
                 return Attempt::Done;
             }
         };
         let name = routing.snap.dsas[dsa].name.clone();
+        if let Some(t) = trace {
+            t.placed(&name);
+        }
         let wait = self.router.cfg.bind_timeout.min(self.router.cfg.op_timeout);
         let (why, timed_out) = match tokio::time::timeout(wait, rx).await {
             Ok(Ok(resp)) => match frame::header(&resp) {
@@ -328,7 +341,7 @@ impl Session {
                 Err(_) => {
                     conn.close();
                     let msg = "dsa-router: malformed bind response from DSA";
-                    self.reply(req, Code::Other, "", msg).await;
+                    self.reply_in(req, Code::Other, "", msg, trace).await;
                     return Attempt::Done;
                 }
             },
@@ -433,6 +446,7 @@ impl Session {
         conn: &Arc<Conn>,
         id: i32,
         dsa: &str,
+        trace: Option<&crate::otel::OpTrace>,
     ) -> Option<(Bytes, Header)> {
         let resp = match tokio::time::timeout(self.router.cfg.op_timeout, rx).await {
             Ok(Ok(r)) => r,
@@ -444,7 +458,7 @@ impl Session {
                 conn.abandon(id);
                 conn.close();
                 let msg = format!("dsa-router: bind on DSA {dsa}: {why}");
-                self.reply(req, Code::Unavailable, "", &msg).await;
+                self.reply_in(req, Code::Unavailable, "", &msg, trace).await;
                 return None;
             }
         };
@@ -453,7 +467,7 @@ impl Session {
             Err(_) => {
                 conn.close();
                 let msg = "dsa-router: malformed bind response from DSA";
-                self.reply(req, Code::Other, "", msg).await;
+                self.reply_in(req, Code::Other, "", msg, trace).await;
                 None
             }
         }

@@ -77,6 +77,7 @@ impl Session {
                 .plain("dsa", "-")
                 .quoted("note", "answered by the router: root DSE");
         });
+        self.trace_answer(req, 0, "", None);
         self.out.send(b.freeze()).await;
     }
 
@@ -122,6 +123,7 @@ impl Session {
                     Some(authz.into_bytes()),
                     &mut b,
                 );
+                self.trace_answer(req, 0, "", None);
                 self.out.send(b.freeze()).await;
             }
             OID_START_TLS => {
@@ -146,9 +148,13 @@ impl Session {
                 match refusal {
                     Some((code, msg)) => {
                         tracing::info!(client = %self.peer, "StartTLS refused: {msg}");
+                        self.trace_answer(req, code.clone() as u8, msg, None);
                         self.start_tls_answer(req.msgid, code, msg).await;
                     }
-                    None => return Flow::StartTls(req.msgid),
+                    None => {
+                        self.trace_answer(req, 0, "", None);
+                        return Flow::StartTls(req.msgid);
+                    }
                 }
             }
             OID_PASSWD_MODIFY => {

@@ -32,6 +32,7 @@ mod resend;
 mod sasl;
 mod send;
 mod spanning;
+mod traced;
 mod writer;
 
 pub use io::{resume, run, serve, serve_handed, Moving};
@@ -269,17 +270,41 @@ impl Session {
     /// Answer a request with the router's error: refusals (no DSA
     /// available, a limit) are counted by reason.
     async fn answer(&self, req: &Request, e: &crate::error::Error) {
+        self.answer_in(req, e, None).await;
+    }
+
+    /// [`Session::answer`] for an operation traced as `trace`.
+    async fn answer_in(
+        &self,
+        req: &Request,
+        e: &crate::error::Error,
+        trace: Option<&crate::otel::OpTrace>,
+    ) {
         if let Some(why) = refusal(e) {
             self.router.metrics.refused(why);
         }
-        self.reply(req, e.code(), "", &e.message()).await;
+        self.reply_in(req, e.code(), "", &e.message(), trace).await;
     }
 
     /// Answer a request with an LDAPResult of the router's own.
     async fn reply(&self, req: &Request, code: Code, matched: &str, msg: &str) {
+        self.reply_in(req, code, matched, msg, None).await;
+    }
+
+    /// [`Session::reply`] for an operation traced as `trace` (else traced
+    /// here, when traces are on and it is sampled).
+    async fn reply_in(
+        &self,
+        req: &Request,
+        code: Code,
+        matched: &str,
+        msg: &str,
+        trace: Option<&crate::otel::OpTrace>,
+    ) {
         let Some(t) = req.op.response_tag() else {
             return;
         };
+        self.trace_answer(req, code.clone() as u8, msg, trace);
         let mut b = BytesMut::new();
         self.router.metrics.op(
             crate::metrics::op_index(req.op.name()),

@@ -54,18 +54,25 @@ impl Session {
         step: Option<InProgress>,
     ) -> Flow {
         let started = std::time::Instant::now();
+        let trace = self.trace_for(req, dn, "");
+        let trace = trace.as_deref();
         if let Some((code, msg)) = self.refusal(pdu, h, mech) {
             if let Some(s) = step {
                 s.conn.close();
             }
-            self.reply(req, code, "", &msg).await;
+            self.reply_in(req, code, "", &msg, trace).await;
             return Flow::Continue;
         }
         let (tx, rx) = oneshot::channel();
-        let Some((conn, dsa, id)) = self.send_step(pdu, h, req, dn, mech, step, tx).await else {
+        let sent = self.send_step(pdu, h, req, dn, mech, step, tx, trace);
+        let Some((conn, dsa, id)) = sent.await else {
             return Flow::Continue;
         };
-        let Some((resp, rh)) = self.bind_response(req, rx, &conn, id, &dsa).await else {
+        if let Some(t) = trace {
+            t.placed(&dsa);
+        }
+        let answered = self.bind_response(req, rx, &conn, id, &dsa, trace);
+        let Some((resp, rh)) = answered.await else {
             return Flow::Continue;
         };
         let code = result_code(&resp, &rh).unwrap_or(rc::OTHER);
@@ -74,11 +81,14 @@ impl Session {
             Err(msg) => {
                 conn.close();
                 let msg = format!("dsa-router: DSA {dsa} {msg}");
-                self.reply(req, Code::AuthMethodNotSupported, "", &msg)
+                self.reply_in(req, Code::AuthMethodNotSupported, "", &msg, trace)
                     .await;
                 return Flow::Continue;
             }
         };
+        if let Some(t) = trace {
+            t.answered(&dsa, false, code);
+        }
         let mut authz = None;
         match code {
             rc::SASL_IN_PROGRESS => {
@@ -119,6 +129,7 @@ impl Session {
         mech: &str,
         step: Option<InProgress>,
         tx: oneshot::Sender<Bytes>,
+        trace: Option<&crate::otel::OpTrace>,
     ) -> Option<(Arc<Conn>, String, i32)> {
         // The next step of this client's exchange, if one is in progress
         // with the same mechanism; anything else starts afresh.
@@ -146,7 +157,7 @@ impl Session {
                             "dsa-router: the SASL exchange's connection to DSA {} was lost; start the bind again",
                             s.dsa
                         );
-                        self.reply(req, Code::Unavailable, "", &msg).await;
+                        self.reply_in(req, Code::Unavailable, "", &msg, trace).await;
                         None
                     }
                 }
@@ -159,7 +170,7 @@ impl Session {
                     .and_then(|d| routing.table.lookup(&d).partition());
                 let Some(p) = by_name.or_else(|| routing.table.home()) else {
                     let msg = "dsa-router: no partition to send the SASL bind to";
-                    self.reply(req, Code::Unavailable, "", msg).await;
+                    self.reply_in(req, Code::Unavailable, "", msg, trace).await;
                     return None;
                 };
                 let want = dispatch::Want::first(false, None);
@@ -186,11 +197,11 @@ impl Session {
                             crate::error::Kind::Unreachable,
                             "no connection for the bind",
                         );
-                        self.answer(req, &e).await;
+                        self.answer_in(req, &e, trace).await;
                         None
                     }
                     Err(e) => {
-                        self.answer(req, &e).await;
+                        self.answer_in(req, &e, trace).await;
                         None
                     }
                 }

@@ -58,5 +58,6 @@ mod testdsa;
 mod tls;
 mod tls_both_sides;
 mod traces;
+mod traces_binds;
 mod upgrade;
 mod workers;

@@ -23,7 +23,7 @@ const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const PARENT_ID: &str = "00f067aa0ba902b7";
 
 /// A child process killed on drop.
-struct Proc(Child);
+pub(crate) struct Proc(Child);
 
 impl Drop for Proc {
     fn drop(&mut self) {
@@ -33,7 +33,7 @@ impl Drop for Proc {
 }
 
 /// Wait until `f` gives something, at most `within`.
-fn wait<T>(what: &str, within: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+pub(crate) fn wait<T>(what: &str, within: Duration, mut f: impl FnMut() -> Option<T>) -> T {
     let end = Instant::now() + within;
     loop {
         if let Some(t) = f() {
@@ -45,7 +45,7 @@ fn wait<T>(what: &str, within: Duration, mut f: impl FnMut() -> Option<T>) -> T 
 }
 
 /// The receiver, and the URL it listens at.
-fn receiver(dir: &Path, out: &Path) -> (Proc, String) {
+pub(crate) fn receiver(dir: &Path, out: &Path) -> (Proc, String) {
     let port_file = dir.join("otlp.port");
     let child = Command::new("python3")
         .arg(concat!(
@@ -65,7 +65,7 @@ fn receiver(dir: &Path, out: &Path) -> (Proc, String) {
 }
 
 /// A test DSA process answering after `delay_ms`.
-fn testdsa(name: &str, delay_ms: u64) -> (Proc, u16) {
+pub(crate) fn testdsa(name: &str, delay_ms: u64) -> (Proc, u16) {
     testdsa_with(name, SUFFIX, &["--delay-ms", &delay_ms.to_string()])
 }
 
@@ -93,7 +93,7 @@ fn testdsa_with(name: &str, suffix: &str, extra: &[&str]) -> (Proc, u16) {
     (p, port)
 }
 
-fn spans(out: &Path) -> Vec<Value> {
+pub(crate) fn spans(out: &Path) -> Vec<Value> {
     std::fs::read_to_string(out)
         .unwrap_or_default()
         .lines()

@@ -41,6 +41,7 @@ def spans(req):
                     "attributes": {a.key: value(a.value) for a in s.attributes},
                     "events": [e.name for e in s.events],
                     "status": s.status.code,
+                    "status_message": s.status.message,
                 }
 
 
