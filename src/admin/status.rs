@@ -75,6 +75,10 @@ pub struct Status {
     /// (failed-bind back-off).
     #[serde(default)]
     pub binds_refused: u64,
+    /// Simple binds answered busy: their DN's failures plus binds in
+    /// flight stayed at its limit for --bind-timeout.
+    #[serde(default)]
+    pub binds_busy: u64,
     /// Client policies (`--policy`): refusals per rule, rates.
     #[serde(default)]
     pub policy: PolicyCounts,
@@ -291,6 +295,7 @@ pub fn status(router: &Context) -> Status {
         },
         draining: router.drain.is_draining(),
         binds_refused: router.failed_binds.refused(),
+        binds_busy: router.failed_binds.busy(),
         policy: PolicyCounts::of(router),
         clients: router.clients.list(crate::clients::LISTED),
     }

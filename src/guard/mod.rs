@@ -15,10 +15,11 @@
 //! oldest window not in back-off.
 
 pub mod table;
+mod wait;
 
 use std::hash::BuildHasher;
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use table::{Admit, Rule, Table};
@@ -137,6 +138,11 @@ pub struct Guard {
     addresses: Shards,
     refused: AtomicU64,
     backoffs: AtomicU64,
+    /// Binds answered busy: over the cap of binds in flight for too long.
+    busy: AtomicU64,
+    /// Woken when a bind in flight ends, while `waiting` is not 0.
+    freed: tokio::sync::Notify,
+    waiting: AtomicUsize,
 }
 
 /// Why a bind was refused.
@@ -144,6 +150,9 @@ pub struct Guard {
 pub enum Refused {
     Dn,
     Address,
+    /// Not now: the DN's (address's) failures plus binds in flight have
+    /// reached its limit.
+    Busy,
 }
 
 impl Guard {
@@ -155,29 +164,57 @@ impl Guard {
             addresses: Shards::new(ADDRESS_CAPACITY),
             refused: AtomicU64::new(0),
             backoffs: AtomicU64::new(0),
+            busy: AtomicU64::new(0),
+            freed: tokio::sync::Notify::new(),
+            waiting: AtomicUsize::new(0),
         }
     }
 
     /// May a simple bind as `dn` (normalized as routing compares DNs)
-    /// from `addr` go to a DSA? The ticket says how it ended.
+    /// from `addr` go to a DSA now? The ticket says how it ended.
+    /// [`Guard::admit_within`] waits while it is [`Refused::Busy`].
     pub fn admit(self: &Arc<Self>, dn: &crate::dn::Dn, addr: IpAddr) -> Result<Ticket, Refused> {
         let dn_key = self.keys.hash_one(dn);
         let addr_key = self.keys.hash_one(addr);
         let now = Instant::now();
+        // The DN first, taking nothing: a bind over its DN's cap takes no
+        // address place it would give back (a give-back wakes those
+        // waiting, who would wake each other in turn).
+        let dn_rule = self.cfg.dn;
+        match self.dns.with(dn_key, |t| t.peek(&dn_rule, dn_key, now)) {
+            Admit::Yes => {}
+            Admit::No => {
+                self.refused.fetch_add(1, Ordering::Relaxed);
+                return Err(Refused::Dn);
+            }
+            Admit::Wait => return Err(Refused::Busy),
+        }
         let rule = self.cfg.address;
-        if self
+        match self
             .addresses
             .with(addr_key, |t| t.admit(&rule, addr_key, now))
-            == Admit::No
         {
-            self.refused.fetch_add(1, Ordering::Relaxed);
-            return Err(Refused::Address);
+            Admit::Yes => {}
+            Admit::No => {
+                self.refused.fetch_add(1, Ordering::Relaxed);
+                return Err(Refused::Address);
+            }
+            Admit::Wait => return Err(Refused::Busy),
         }
         let rule = self.cfg.dn;
-        if self.dns.with(dn_key, |t| t.admit(&rule, dn_key, now)) == Admit::No {
+        let refused = match self.dns.with(dn_key, |t| t.admit(&rule, dn_key, now)) {
+            Admit::Yes => None,
+            Admit::No => Some(Refused::Dn),
+            Admit::Wait => Some(Refused::Busy),
+        };
+        if let Some(why) = refused {
             self.addresses.with(addr_key, |t| t.abandoned(addr_key));
-            self.refused.fetch_add(1, Ordering::Relaxed);
-            return Err(Refused::Dn);
+            if why == Refused::Dn {
+                self.refused.fetch_add(1, Ordering::Relaxed);
+            }
+            // The address's place was freed: another may take it.
+            self.ended();
+            return Err(why);
         }
         Ok(Ticket {
             guard: self.clone(),
@@ -197,6 +234,18 @@ impl Guard {
         self.backoffs.load(Ordering::Relaxed)
     }
 
+    /// Binds answered busy after waiting for a place in flight.
+    pub fn busy(&self) -> u64 {
+        self.busy.load(Ordering::Relaxed)
+    }
+
+    /// A bind in flight ended: wake those waiting for a place.
+    fn ended(&self) {
+        if self.waiting.load(Ordering::SeqCst) > 0 {
+            self.freed.notify_waiters();
+        }
+    }
+
     /// DNs and addresses counted now.
     pub fn tracked(&self) -> (usize, usize) {
         (self.dns.len(), self.addresses.len())
@@ -212,12 +261,16 @@ impl Guard {
              # HELP dsa_router_bind_backoffs_total Failed-bind back-offs begun (--failed-bind-limit, --failed-bind-limit-per-address).\n\
              # TYPE dsa_router_bind_backoffs_total counter\n\
              dsa_router_bind_backoffs_total {}\n\
+             # HELP dsa_router_binds_in_flight_busy_total Simple binds answered busy (51): their DN's (address's) failures plus binds in flight stayed at its limit for the whole --bind-timeout.\n\
+             # TYPE dsa_router_binds_in_flight_busy_total counter\n\
+             dsa_router_binds_in_flight_busy_total {}\n\
              # HELP dsa_router_failed_bind_keys Bind DNs and client addresses the failed-bind defence counts now.\n\
              # TYPE dsa_router_failed_bind_keys gauge\n\
              dsa_router_failed_bind_keys{{of=\"dn\"}} {dns}\n\
              dsa_router_failed_bind_keys{{of=\"address\"}} {addrs}\n",
             self.refused(),
             self.backoffs(),
+            self.busy(),
         ));
     }
 }
@@ -264,6 +317,7 @@ impl Ticket {
         };
         let n = u64::from(began.dn) + u64::from(began.address);
         g.backoffs.fetch_add(n, Ordering::Relaxed);
+        g.ended();
         began
     }
 }
@@ -274,6 +328,7 @@ impl Drop for Ticket {
             let (g, d, a) = (&self.guard, self.dn_key, self.addr_key);
             g.dns.with(d, |t| t.abandoned(d));
             g.addresses.with(a, |t| t.abandoned(a));
+            g.ended();
         }
     }
 }

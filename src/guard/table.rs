@@ -71,9 +71,11 @@ impl Entry {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Admit {
     Yes,
-    /// In back-off (or, once the key has failed, as many binds in flight
-    /// as would reach the limit).
+    /// In back-off.
     No,
+    /// Not now: failures plus binds in flight have reached the limit (the
+    /// bind may go once one in flight is answered).
+    Wait,
 }
 
 /// Keys to entries, at most `capacity`: a new key in a full table first
@@ -103,21 +105,18 @@ impl Table {
     }
 
     /// May a bind of `key` go on? If so it counts as in flight until
-    /// [`Table::failed`], [`Table::succeeded`] or [`Table::abandoned`]. A
-    /// key with no failure in its window has no cap on binds in flight (a
-    /// service account's many binds at once); once it has failed, failures
-    /// plus binds in flight stay below the limit, so guesses sent at once
-    /// on many connections reach the DSA no more often than guesses in a
-    /// row.
+    /// [`Table::failed`], [`Table::succeeded`] or [`Table::abandoned`].
+    /// Failures plus binds in flight stay within the limit (over it:
+    /// [`Admit::Wait`]), so guesses sent at once on many connections reach
+    /// the DSA no more often than guesses in a row, whether or not the key
+    /// has failed yet; a service account's many binds at once go
+    /// `limit` at a time.
     pub fn admit(&mut self, rule: &Rule, key: u64, now: Instant) -> Admit {
-        if rule.limit == 0 {
-            return Admit::Yes;
+        let decided = self.peek(rule, key, now);
+        if decided != Admit::Yes || rule.limit == 0 {
+            return decided;
         }
         if let Some(e) = self.map.get_mut(&key) {
-            e.expire(rule, now);
-            if e.blocked(now) || (e.failures > 0 && e.failures + e.in_flight >= rule.limit) {
-                return Admit::No;
-            }
             e.in_flight += 1;
             return Admit::Yes;
         }
@@ -126,6 +125,24 @@ impl Table {
         e.in_flight = 1;
         self.map.insert(key, e);
         Admit::Yes
+    }
+
+    /// What [`Table::admit`] would answer, taking no place.
+    pub fn peek(&mut self, rule: &Rule, key: u64, now: Instant) -> Admit {
+        if rule.limit == 0 {
+            return Admit::Yes;
+        }
+        let Some(e) = self.map.get_mut(&key) else {
+            return Admit::Yes;
+        };
+        e.expire(rule, now);
+        if e.blocked(now) {
+            Admit::No
+        } else if e.failures + e.in_flight >= rule.limit {
+            Admit::Wait
+        } else {
+            Admit::Yes
+        }
     }
 
     /// An admitted bind of `key` failed (invalid credentials): `true` when
@@ -177,6 +194,9 @@ impl Table {
     pub fn abandoned(&mut self, key: u64) {
         if let Some(e) = self.map.get_mut(&key) {
             e.in_flight = e.in_flight.saturating_sub(1);
+            if e.in_flight == 0 && e.failures == 0 && e.until.is_none() {
+                self.map.remove(&key);
+            }
         }
     }
 

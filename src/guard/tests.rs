@@ -19,7 +19,7 @@ fn rule(limit: u32) -> Rule {
 fn fail(t: &mut Table, r: &Rule, key: u64, at: Instant) -> Option<bool> {
     match t.admit(r, key, at) {
         Admit::Yes => Some(t.failed(r, key, at)),
-        Admit::No => None,
+        Admit::No | Admit::Wait => None,
     }
 }
 
@@ -111,24 +111,87 @@ fn a_success_resets_the_count() {
 }
 
 #[test]
-fn binds_at_once_after_a_failure_reach_the_dsa_no_more_than_the_limit() {
+fn binds_at_once_reach_the_dsa_no_more_than_the_limit() {
     let t0 = Instant::now();
     let r = rule(3);
     let mut t = Table::new(4);
-    // No failure yet: no cap on binds in flight (a service account).
-    for _ in 0..10 {
+    // (failures first, binds admitted at once of 10 tried)
+    for (failures, admitted) in [(0, 3), (1, 2), (2, 1)] {
+        let mut t = Table::new(4);
+        for _ in 0..failures {
+            fail(&mut t, &r, 1, t0);
+        }
+        let got: Vec<Admit> = (0..10).map(|_| t.admit(&r, 1, t0)).collect();
+        let yes = got.iter().filter(|a| **a == Admit::Yes).count();
+        assert_eq!(yes, admitted, "after {failures} failures: {got:?}");
+        // The others wait: none is refused as in a back-off.
+        assert!(got.iter().all(|a| *a != Admit::No), "{got:?}");
+    }
+    // An unanswered one (no DSA answered) frees its place.
+    for _ in 0..3 {
         assert_eq!(t.admit(&r, 1, t0), Admit::Yes);
     }
-    for _ in 0..10 {
-        t.abandoned(1);
-    }
-    fail(&mut t, &r, 1, t0);
-    // One failure: two more may be in flight, the third is refused.
-    let admitted = (0..10).filter(|_| t.admit(&r, 1, t0) == Admit::Yes).count();
-    assert_eq!(admitted, 2);
-    // An unanswered one (no DSA answered) frees its place.
+    assert_eq!(t.admit(&r, 1, t0), Admit::Wait);
     t.abandoned(1);
     assert_eq!(t.admit(&r, 1, t0), Admit::Yes);
+    // A success frees its place and resets; the key is forgotten once
+    // nothing of it is in flight.
+    for _ in 0..3 {
+        t.succeeded(1);
+    }
+    assert!(t.is_empty());
+}
+
+#[tokio::test]
+async fn a_bind_over_the_cap_waits_for_one_in_flight_then_goes_or_is_busy() {
+    use super::{Config, Guard, Refused};
+    use crate::wire::response::rc::INVALID_CREDENTIALS;
+    use std::sync::Arc;
+    let mut cfg = Config::default();
+    cfg.dn.limit = 2;
+    let g = Arc::new(Guard::new(cfg));
+    let addr: std::net::IpAddr = "192.0.2.7".parse().unwrap();
+    let dn = crate::dn::Dn::parse_ldap("uid=victim,o=x").unwrap();
+    let first = g.admit(&dn, addr).unwrap();
+    let second = g.admit(&dn, addr).unwrap();
+    // Over the cap: busy after the wait.
+    let over = g.admit_within(&dn, addr, Duration::from_millis(30)).await;
+    assert_eq!(over.err(), Some(Refused::Busy));
+    assert_eq!(g.busy(), 1);
+    // Two waiting at once do not wake each other (a check that gave a
+    // place back woke every waiter, itself included: they spun past the
+    // deadline).
+    let both = futures::future::join(
+        g.admit_within(&dn, addr, Duration::from_millis(30)),
+        g.admit_within(&dn, addr, Duration::from_millis(30)),
+    );
+    let (a, b) = tokio::time::timeout(5 * S, both)
+        .await
+        .expect("waiters over the cap ended at their deadline");
+    assert_eq!(
+        (a.err(), b.err()),
+        (Some(Refused::Busy), Some(Refused::Busy))
+    );
+    assert_eq!(g.busy(), 3);
+    // A waiter is admitted once one in flight ends without a failure.
+    let g2 = g.clone();
+    let dn2 = dn.clone();
+    let waiter = tokio::spawn(async move { g2.admit_within(&dn2, addr, 10 * S).await.is_ok() });
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    drop(first);
+    assert!(waiter.await.unwrap(), "admitted once a place was freed");
+    // The second fails, the third (the waiter's, dropped) freed nothing
+    // more: one failure with one in flight reaches the limit of 2, so the
+    // next waits; the failure of the one in flight begins the back-off,
+    // and the waiter is refused as in a back-off, not busy.
+    second.answered(INVALID_CREDENTIALS);
+    let third = g.admit(&dn, addr).unwrap();
+    let g3 = g.clone();
+    let dn3 = dn.clone();
+    let waiter = tokio::spawn(async move { g3.admit_within(&dn3, addr, 10 * S).await.err() });
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert!(third.answered(INVALID_CREDENTIALS).dn);
+    assert_eq!(waiter.await.unwrap(), Some(Refused::Dn));
 }
 
 #[test]

@@ -102,14 +102,20 @@ impl Session {
         // critical: DSAs without the overlay ignore it), so it learns of a
         // restriction whether or not the client asked.
         let trace = self.trace_for(req, dn, &p.text);
-        let Some(ticket) = self.admit_bind(&parsed, dn, password) else {
-            if let Some(t) = &trace {
-                t.failed("", rc::INVALID_CREDENTIALS, "failed-bind back-off");
+        let ticket = match self.admit_bind(&parsed, dn, password).await {
+            Ok(ticket) => ticket,
+            Err((code, msg)) => {
+                if let Some(t) = &trace {
+                    let why = if msg.is_empty() {
+                        "failed-bind back-off"
+                    } else {
+                        msg
+                    };
+                    t.failed("", code.clone() as u8, why);
+                }
+                self.reply_in(req, code, "", msg, trace.as_deref()).await;
+                return Flow::Continue;
             }
-            let trace = trace.as_deref();
-            self.reply_in(req, Code::InvalidCredentials, "", "", trace)
-                .await;
-            return Flow::Continue;
         };
         let client_ppolicy = req.control(ppolicy::OID_PPOLICY).is_some();
         let sent = with_ppolicy_request(pdu, h, client_ppolicy);
@@ -190,22 +196,36 @@ impl Session {
     }
 
     /// The failed-bind defence's leave for a bind with a password (an
-    /// unauthenticated bind is not counted); `None`: refused, the client
-    /// gets invalidCredentials as from a DSA.
-    fn admit_bind(
+    /// unauthenticated bind is not counted), waiting up to --bind-timeout
+    /// for a place among the DN's binds in flight; else the answer: in
+    /// back-off invalidCredentials as from a DSA, busy after the wait.
+    async fn admit_bind(
         &self,
         parsed: &Dn,
         dn: &str,
         password: &[u8],
-    ) -> Option<Option<crate::guard::Ticket>> {
+    ) -> Result<Option<crate::guard::Ticket>, (Code, &'static str)> {
         if password.is_empty() {
-            return Some(None);
+            return Ok(None);
         }
-        match self.router.failed_binds.admit(parsed, self.peer.ip()) {
-            Ok(t) => Some(Some(t)),
+        let wait = self.router.cfg.limits().bind_timeout;
+        match self
+            .router
+            .failed_binds
+            .admit_within(parsed, self.peer.ip(), wait)
+            .await
+        {
+            Ok(t) => Ok(Some(t)),
+            Err(crate::guard::Refused::Busy) => {
+                tracing::info!(client = %self.peer, dn = %crate::logsafe::esc(&dn), "bind answered busy: its DN's (address's) failures plus binds in flight stayed at --failed-bind-limit for --bind-timeout");
+                Err((
+                    Code::Busy,
+                    "dsa-router: too many binds in flight for this name; retry",
+                ))
+            }
             Err(why) => {
                 tracing::debug!(client = %self.peer, dn = %crate::logsafe::esc(&dn), ?why, "bind refused: failed-bind back-off");
-                None
+                Err((Code::InvalidCredentials, ""))
             }
         }
     }

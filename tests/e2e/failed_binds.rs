@@ -213,14 +213,15 @@ fn one_address_guessing_many_dns_is_stopped_at_its_own_limit() {
 /// and the real password binds once the back-off ends.
 ///
 /// Two connections, one bind at a time each: no more than the limit (2).
-/// A DN's first guesses sent at once on more connections than the limit
-/// all reach the DSA (a DN with no failure yet has no cap on binds in
-/// flight: README, "Failed-bind defence"); from its first failure on,
-/// failures plus binds in flight stay below the limit.
+/// Guesses sent at once on many connections reach the DSA no more often
+/// than guesses in a row: failures plus binds in flight for one DN stay
+/// within the limit, from the first guess on (README, "Failed-bind
+/// defence"); a bind over it waits for one in flight, then is refused
+/// (49, the back-off began) or, after the bind timeout, answered busy.
 #[test]
 fn a_thousand_guesses_in_ten_seconds_reach_the_dsa_at_most_limit_times() {
     const GUESSES: usize = 1_000;
-    const CONNECTIONS: usize = LIMIT;
+    const CONNECTIONS: usize = 100;
     let s = lockout_slapd();
     let dir = tempfile::tempdir().unwrap();
     let backoff = Duration::from_secs(2);
@@ -271,8 +272,11 @@ fn a_thousand_guesses_in_ten_seconds_reach_the_dsa_at_most_limit_times() {
         took < Duration::from_secs(10),
         "{GUESSES} guesses took {took:?}"
     );
-    let others: Vec<_> = codes.iter().filter(|&&rc| rc != 49).collect();
-    assert!(others.is_empty(), "answers other than 49: {others:?}");
+    let others: Vec<_> = codes.iter().filter(|&&rc| rc != 49 && rc != 51).collect();
+    assert!(
+        others.is_empty(),
+        "answers other than 49 and 51: {others:?}"
+    );
     assert!(
         seen <= LIMIT,
         "the DSA recorded {seen} failures of {GUESSES} guesses, above the router's limit {LIMIT}"
