@@ -198,7 +198,7 @@ fn source_hash(body: Option<&str>) -> String {
     use base64::Engine;
     match body {
         Some(b) => {
-            let d = ring::digest::digest(&ring::digest::SHA256, b.as_bytes());
+            let d = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, b.as_bytes());
             format!(
                 "'sha256-{}'",
                 base64::engine::general_purpose::STANDARD.encode(d.as_ref())

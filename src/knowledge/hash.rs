@@ -123,7 +123,10 @@ pub fn hash(algo: Algo, value: &str) -> u64 {
     let v = normalise(value);
     match algo {
         Algo::Hash1 => {
-            let d = ring::digest::digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, v.as_bytes());
+            let d = aws_lc_rs::digest::digest(
+                &aws_lc_rs::digest::SHA1_FOR_LEGACY_USE_ONLY,
+                v.as_bytes(),
+            );
             let b = d.as_ref();
             u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as u64
         }

@@ -15,7 +15,7 @@ use std::time::Duration;
 use tokio::net::TcpStream;
 
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
+    Arc::new(rustls::crypto::aws_lc_rs::default_provider())
 }
 
 /// The PEM files of the client-facing TLS configuration.

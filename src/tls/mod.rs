@@ -1,4 +1,4 @@
-//! TLS with rustls (ring provider; no OpenSSL).
+//! TLS with rustls (aws-lc-rs provider; no OpenSSL).
 //!
 //! Client side: one [`ServerTls`] holds the certificate, key and optional
 //! client CA read from PEM files, as an acceptor configuration swapped whole

@@ -87,7 +87,7 @@ impl Ca {
         let key = rustls::pki_types::PrivateKeyDer::try_from(key.serialize_der()).unwrap();
         Arc::new(
             rustls::ClientConfig::builder_with_provider(Arc::new(
-                rustls::crypto::ring::default_provider(),
+                rustls::crypto::aws_lc_rs::default_provider(),
             ))
             .with_safe_default_protocol_versions()
             .unwrap()
@@ -102,7 +102,7 @@ impl Ca {
         roots.add(self.cert.der().clone()).unwrap();
         Arc::new(
             rustls::ClientConfig::builder_with_provider(Arc::new(
-                rustls::crypto::ring::default_provider(),
+                rustls::crypto::aws_lc_rs::default_provider(),
             ))
             .with_safe_default_protocol_versions()
             .unwrap()

@@ -157,7 +157,7 @@ fn client_config(ca: &Path, resume: bool) -> Result<Arc<rustls::ClientConfig>, S
     if roots.is_empty() {
         return Err(format!("--ca-file {}: no certificate", ca.display()));
     }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let mut cfg = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?
