@@ -282,22 +282,26 @@ pub fn status(router: &Context) -> Status {
             .metrics
             .clients
             .load(std::sync::atomic::Ordering::Relaxed),
-        utilization: {
-            let (cpu, mem) = router.throttle.averages();
-            let t = router.throttle.thresholds();
-            Utilization {
-                cpu_avg_percent: cpu,
-                memory_avg_percent: mem,
-                cpu_threshold_percent: t.cpu,
-                memory_threshold_percent: t.memory,
-                window_seconds: router.throttle.window().as_secs_f64(),
-            }
-        },
+        utilization: Utilization::of(&router.throttle),
         draining: router.drain.is_draining(),
         binds_refused: router.failed_binds.refused(),
         binds_busy: router.failed_binds.busy(),
         policy: PolicyCounts::of(router),
         clients: router.clients.list(crate::clients::LISTED),
+    }
+}
+
+impl Utilization {
+    fn of(throttle: &crate::limits::Throttle) -> Utilization {
+        let (cpu, mem) = throttle.averages();
+        let t = throttle.thresholds();
+        Utilization {
+            cpu_avg_percent: cpu,
+            memory_avg_percent: mem,
+            cpu_threshold_percent: t.cpu,
+            memory_threshold_percent: t.memory,
+            window_seconds: throttle.window().as_secs_f64(),
+        }
     }
 }
 
