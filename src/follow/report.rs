@@ -93,6 +93,11 @@ pub fn metrics(router: &Context, out: &mut String, label: fn(&str) -> String) {
             "Bytes of contextCSN readings (requests and answers).",
             rep.bytes.load(std::sync::atomic::Ordering::Relaxed),
         ),
+        (
+            "dsa_router_replication_entry_csn_writes_total",
+            "Writes whose position the router took from the written entry's entryCSN (post-read control).",
+            rep.entry_csns.load(std::sync::atomic::Ordering::Relaxed),
+        ),
     ] {
         let _ = writeln!(out, "# HELP {name} {help}");
         let _ = writeln!(out, "# TYPE {name} counter");

@@ -1,25 +1,33 @@
 //! Read-your-writes by position (issue 38, point 2). A client's write is
-//! watched on its way back (`watch`): when it is acknowledged, the time
-//! is noted. The write's position is then the first `contextCSN` reading
-//! of the DSA that took it which was *sent* after that acknowledgement
-//! (the write is in it, maybe with later ones: never too old). The
-//! client's later reads of the partition go to any eligible DSA whose
-//! known position has reached it, by the usual least-busy rule, and to no
-//! DSA in particular once all have; only while none has (or the write's
-//! position is not known yet), to the DSA that took the write, even when
-//! it is ejected as an outlier (slow beats stale). A write DSA that
-//! publishes no position, or a write never acknowledged, keeps the time
-//! window.
+//! watched on its way back (`watch`). Its position is the written entry's
+//! `entryCSN` where the DSA supports the post-read control (RFC 4527): an
+//! add, modify or modify DN asks it for that attribute
+//! (`crate::wire::postread`), and the control is taken out of the
+//! response unless the client asked for one. Otherwise (a delete, a write
+//! inside a transaction, a DSA without the control) the time of the
+//! acknowledgement is noted and the position is the first `contextCSN`
+//! reading of the write DSA *sent* after it; that reading can be older
+//! than the write while the DSA has older changes of the same server ID
+//! pending. The client's later reads of the partition go to any eligible
+//! DSA whose known position has reached it, by the usual least-busy rule,
+//! and to no DSA in particular once all have; only while none has (or the
+//! write's position is not known yet), to the DSA that took the write,
+//! even when it is ejected as an outlier (slow beats stale). A write DSA
+//! that publishes no position, or a write never acknowledged, keeps the
+//! time window.
 
 use crate::context::Routing;
 use crate::replication::mark::{Affinity, WriteMark};
+use crate::replication::positions::Position;
 use crate::replication::Replication;
 use crate::route::{select_read, DsaIdx, DsaStatus, DsaView, Partition, ReadGate};
 use crate::upstream::batch::Batch;
 use crate::upstream::conn::Conn;
 use crate::upstream::{Delivery, Source};
-use crate::wire::frame::Header;
+use crate::wire::frame::{self, Header};
+use crate::wire::postread::{self, Plan};
 use bytes::Bytes;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -137,10 +145,38 @@ pub fn affine(rep: &Replication, routing: &Routing, p: &Partition, a: &Affinity)
 }
 
 /// A write's responses on their way to the client: a successful result
-/// notes when it was acknowledged.
+/// notes when it was acknowledged, and the entry's `entryCSN` when the
+/// DSA read it back.
 struct Watch {
     inner: Arc<dyn Delivery>,
     mark: Arc<WriteMark>,
+    plan: Plan,
+    rep: Arc<Replication>,
+}
+
+impl Watch {
+    /// What the router learns from the write's result `pdu`; the result
+    /// as the client gets it (without the router's post-read control).
+    fn learn(&self, pdu: Bytes, h: &Header) -> (Bytes, Header) {
+        if crate::wire::response::result_code(&pdu, h) == Some(0) {
+            let at = postread::response_csn(&pdu, h).map(|c| Position::from_values([c]));
+            if let Some(p) = at.filter(|p| !p.is_empty()) {
+                self.mark.written_at(p);
+                self.rep.entry_csns.fetch_add(1, Ordering::Relaxed);
+            }
+            let _ = self.mark.acked.set(Instant::now());
+        }
+        if self.plan != Plan::Router {
+            return (pdu, *h);
+        }
+        match postread::strip(&pdu, h).map(|b| b.freeze()) {
+            Some(b) => match frame::header(&b) {
+                Ok(sh) => (b, sh),
+                Err(_) => (pdu, *h),
+            },
+            None => (pdu, *h),
+        }
+    }
 }
 
 impl Delivery for Watch {
@@ -148,10 +184,8 @@ impl Delivery for Watch {
         self.inner.deliver(pdu, h, batch)
     }
     fn finish(&self, pdu: Bytes, h: &Header, from: Source<'_>, batch: &mut Batch) {
-        if crate::wire::response::result_code(&pdu, h) == Some(0) {
-            let _ = self.mark.acked.set(Instant::now());
-        }
-        self.inner.finish(pdu, h, from, batch)
+        let (pdu, h) = self.learn(pdu, h);
+        self.inner.finish(pdu, &h, from, batch)
     }
     fn fail(&self, e: &crate::error::Error, at: Source<'_>) {
         self.inner.fail(e, at)
@@ -171,22 +205,37 @@ impl Delivery for Watch {
     fn trace_control(&self, conn: &Arc<Conn>) -> Option<Vec<u8>> {
         self.inner.trace_control(conn)
     }
+    fn post_read(&self, conn: &Arc<Conn>) -> bool {
+        self.plan == Plan::Router
+            && conn
+                .dsa
+                .advertised()
+                .is_some_and(|a| a.controls.iter().any(|c| c == postread::OID_POST_READ))
+    }
 }
 
-/// `delivery`, watched when it carries a write and positions are read;
-/// the mark to keep with the client's affinity.
+/// `delivery`, watched when it carries a write (the request `pdu`), the
+/// client's reads follow its writes (`ryw`) and positions are read; the
+/// mark to keep with the client's affinity.
 pub(crate) fn watch(
-    rep: &Replication,
+    rep: &Arc<Replication>,
+    ryw: bool,
     is_write: bool,
+    (pdu, h): (&[u8], &Header),
     delivery: Arc<dyn Delivery>,
 ) -> (Arc<dyn Delivery>, Option<Arc<WriteMark>>) {
-    if !is_write || rep.cfg.interval.is_zero() {
+    if !ryw || !is_write || rep.cfg.interval.is_zero() {
         return (delivery, None);
     }
     let mark = Arc::new(WriteMark::default());
     let w = Watch {
         inner: delivery,
         mark: mark.clone(),
+        plan: match rep.cfg.post_read {
+            true => postread::plan(pdu, h),
+            false => Plan::None,
+        },
+        rep: rep.clone(),
     };
     (Arc::new(w), Some(mark))
 }

@@ -18,8 +18,16 @@ pub struct WriteMark {
 }
 
 impl WriteMark {
-    /// The write's position, once a reading after its acknowledgement
-    /// shows one.
+    /// The write's own position: the written entry's `entryCSN` (read
+    /// back with the post-read control), which no reading can improve on.
+    pub fn written_at(&self, p: Position) {
+        if !p.is_empty() {
+            let _ = self.position.set(p);
+        }
+    }
+
+    /// The write's position: its entry's `entryCSN` when the DSA told it,
+    /// else once a reading after its acknowledgement shows one.
     pub fn position(&self, rep: &Replication, partition: &str, dsa: &str) -> Option<&Position> {
         if let Some(p) = self.position.get() {
             return Some(p);

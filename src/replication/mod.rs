@@ -33,6 +33,12 @@ pub struct Args {
     /// newest serves). Default: off.
     #[arg(long)]
     pub max_staleness: Option<String>,
+    /// Do not ask the DSA that takes a write for the written entry's
+    /// `entryCSN` (the post-read control, RFC 4527): a write's position is
+    /// then the write DSA's first `contextCSN` reading after it, which can
+    /// be older than the write while that DSA has other writes pending.
+    #[arg(long)]
+    pub no_post_read: bool,
 }
 
 /// Replication settings (`serve` options).
@@ -42,6 +48,9 @@ pub struct Config {
     pub interval: Duration,
     pub max_lag: Option<Duration>,
     pub max_staleness: Option<Duration>,
+    /// A write's position is its entry's `entryCSN` where the DSA reads
+    /// it back (post-read control).
+    pub post_read: bool,
 }
 
 impl Config {
@@ -51,6 +60,7 @@ impl Config {
             interval: Duration::from_millis(100),
             max_lag: None,
             max_staleness: None,
+            post_read: true,
         }
     }
 
@@ -73,6 +83,7 @@ impl Args {
             interval: parse(&self.csn_interval)?,
             max_lag: opt(&self.max_replication_lag)?,
             max_staleness: opt(&self.max_staleness)?,
+            post_read: !self.no_post_read,
         })
     }
 }
@@ -108,6 +119,8 @@ pub struct Replication {
     /// Position readings sent and bytes exchanged (probe traffic).
     pub requests: std::sync::atomic::AtomicU64,
     pub bytes: std::sync::atomic::AtomicU64,
+    /// Writes whose position is their entry's `entryCSN` (post-read).
+    pub entry_csns: std::sync::atomic::AtomicU64,
 }
 
 impl Replication {

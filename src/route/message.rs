@@ -4,7 +4,6 @@
 use super::{DsaView, Partition};
 use crate::knowledge::Snapshot;
 
-/// `unavailable` (52): names the partition and the state of each DSA.
 /// A write to a partition whose DSAs are all `read-only`.
 pub fn read_only(p: &Partition, snap: &Snapshot) -> String {
     let names: Vec<&str> = p
@@ -19,6 +18,7 @@ pub fn read_only(p: &Partition, snap: &Snapshot) -> String {
     )
 }
 
+/// `unavailable` (52): names the partition and the state of each DSA.
 pub fn unavailable(p: &Partition, snap: &Snapshot, view: &impl DsaView) -> String {
     let states: Vec<String> = p
         .order
@@ -27,6 +27,34 @@ pub fn unavailable(p: &Partition, snap: &Snapshot, view: &impl DsaView) -> Strin
         .collect();
     format!(
         "dsa-router: no DSA available for partition {} ({})",
+        p.prefix,
+        states.join(", ")
+    )
+}
+
+/// `unavailable` (52) for a read kept to the DSAs that have the client's
+/// last write (`only`, lower-case names; read-your-writes): each other
+/// DSA is named as not having it, each of those as `view` sees it.
+pub fn kept_unavailable(
+    p: &Partition,
+    snap: &Snapshot,
+    view: &impl DsaView,
+    only: &[String],
+) -> String {
+    let states: Vec<String> = p
+        .order
+        .iter()
+        .map(|&i| {
+            let name = &snap.dsas[i].name;
+            if only.contains(&name.to_ascii_lowercase()) {
+                format!("{name} {}", view.status(i).as_str())
+            } else {
+                format!("{name} has not reached the client's write")
+            }
+        })
+        .collect();
+    format!(
+        "dsa-router: no DSA that has your last write is available for partition {} ({}); the read is not sent to a DSA without it",
         p.prefix,
         states.join(", ")
     )

@@ -319,7 +319,10 @@ fn choose(
     let dsa = match chosen {
         Ok(c) => c.dsa,
         Err(RouteError::Unavailable) => {
-            let msg = message::unavailable(p, &routing.snap, &view);
+            let msg = match only {
+                Some(only) => message::kept_unavailable(p, &routing.snap, &view, only),
+                None => message::unavailable(p, &routing.snap, &view),
+            };
             return Err(Error::router(Kind::Unavailable, msg));
         }
         Err(RouteError::Busy { group }) => {

@@ -249,8 +249,14 @@ impl Session {
             rebind,
         };
         let delivery = Logged::new(Hide::wrap(to_client, self.pol.hide.clone()), log, trace);
-        let (delivery, mark) =
-            crate::follow::ryw::watch(&self.router.replication, op.is_write, delivery);
+        let ryw = !self.router.cfg.read_your_writes.is_zero();
+        let (delivery, mark) = crate::follow::ryw::watch(
+            &self.router.replication,
+            ryw,
+            op.is_write,
+            (op.pdu, op.h),
+            delivery,
+        );
         // A read may be hedged (when it may be re-sent: see
         // `Pending::movable`), unless it keeps to the DSA that took the
         // client's write.

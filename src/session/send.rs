@@ -101,16 +101,22 @@ impl Outgoing {
         let (pdu, h) = self.pdu(pdu, h);
         let delivery = &self.delivery;
         let placed = |conn: &Arc<Conn>, id| delivery.as_ref().is_none_or(|d| d.placed(conn, id));
-        // Tracing off: one branch.
+        // Tracing off: one branch; a read: two.
         let traced = match (crate::otel::enabled(), delivery) {
             (true, Some(d)) => d.trace_control(conn),
             _ => None,
         };
-        let sent = match traced {
-            None => conn.submit(pending, pdu, &h, self.control.as_deref(), placed),
-            Some(tc) => {
-                let (pdu, h, ctl) = with_trace_control(pdu, &h, self.control.as_deref(), tc);
+        let post_read = pending.is_write() && delivery.as_ref().is_some_and(|d| d.post_read(conn));
+        let sent = match (traced, post_read) {
+            (None, false) => conn.submit(pending, pdu, &h, self.control.as_deref(), placed),
+            (Some(tc), _) => {
+                let (pdu, h, ctl) =
+                    with_trace_control(pdu, &h, self.control.as_deref(), tc, post_read);
                 conn.submit(pending, &pdu, &h, Some(&ctl), placed)
+            }
+            (None, true) => {
+                let ctl = added(self.control.as_deref(), &[], true);
+                conn.submit(pending, pdu, &h, Some(&ctl), placed)
             }
         };
         match sent {
@@ -173,13 +179,15 @@ impl Outgoing {
 }
 
 /// `pdu` without the client's trace context control, if it had one, and
-/// the controls to add: `control` (if any) and the router's trace context
-/// control `tc` (which replaces the client's).
+/// the controls to add: `control` (if any), the router's trace context
+/// control `tc` (which replaces the client's) and, with `post_read`, the
+/// post-read control.
 fn with_trace_control(
     pdu: &[u8],
     h: &Header,
     control: Option<&[u8]>,
     tc: Vec<u8>,
+    post_read: bool,
 ) -> (Bytes, Header, Vec<u8>) {
     use crate::wire::search;
     let oid = crate::otel::OID_TRACE_CONTEXT;
@@ -190,11 +198,19 @@ fn with_trace_control(
         Some((sh, b)) => (b, sh),
         None => (Bytes::copy_from_slice(pdu), *h),
     };
-    let ctl = match control {
-        Some(c) => [c, &tc[..]].concat(),
-        None => tc,
+    (pdu, h, added(control, &tc, post_read))
+}
+
+/// The controls the router adds to a request, encoded one after another:
+/// `control` (proxied authorization), `tc` (trace context) and the
+/// post-read control.
+fn added(control: Option<&[u8]>, tc: &[u8], post_read: bool) -> Vec<u8> {
+    let pr: &[u8] = if post_read {
+        crate::wire::postread::REQUEST
+    } else {
+        &[]
     };
-    (pdu, h, ctl)
+    [control.unwrap_or(&[]), tc, pr].concat()
 }
 
 /// `pending` could not be sent to DSA `name` (`e`): nothing reached the

@@ -121,6 +121,12 @@ pub trait Delivery: Send + Sync {
     fn trace_control(&self, _conn: &Arc<Conn>) -> Option<Vec<u8>> {
         None
     }
+    /// Whether the write about to be placed on `conn` asks its DSA for the
+    /// written entry's `entryCSN` (`crate::wire::postread`). Only the
+    /// outermost delivery of a write answers (`crate::follow::ryw`).
+    fn post_read(&self, _conn: &Arc<Conn>) -> bool {
+        false
+    }
 }
 
 /// An operation that may be sent to another DSA: the connection hands the

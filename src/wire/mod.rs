@@ -8,6 +8,7 @@
 //! * `scope_check`: whether an entry lies within the search it answers.
 //! * `search`: re-basing a search onto one partition; paged results.
 //! * `ppolicy`: the password policy controls on binds.
+//! * `postread`: the post-read control that tells a write's `entryCSN`.
 //! * `state`: which requests need a DSA connection of the client's own.
 //! * `response`: the PDUs the router writes itself (with `ldap3_proto`).
 
@@ -15,6 +16,7 @@ pub mod ber;
 pub mod dnmap;
 pub mod frame;
 pub mod oid;
+pub mod postread;
 pub mod ppolicy;
 pub mod request;
 pub mod response;

@@ -346,6 +346,11 @@ async fn a_read_back_never_goes_to_a_dsa_without_the_write_when_the_writer_is_do
         res.text,
         entries.len()
     );
+    assert!(
+        res.text.contains("B has not reached the client's write"),
+        "the refusal names why B may not serve: {}",
+        res.text
+    );
     assert!(position_of(&admin, "B", "001").is_some_and(|p| p < w));
     let from_b = r
         .access_dsas("search", &dn)
