@@ -50,7 +50,8 @@ fn map() -> &'static PrefixMap {
 
 /// A DSA's bytes: framing, the header, and every reader the router applies
 /// to responses (result codes, entries, referrals, password policy, the
-/// native-prefix mapping, the message-ID rewrite).
+/// native-prefix mapping, the post-read control, the message-ID
+/// rewrite).
 pub fn response(data: &[u8]) {
     let mut rest = data;
     while let Ok(Some(len)) = frame::frame_len(rest, 16 << 20) {
@@ -66,6 +67,14 @@ pub fn response(data: &[u8]) {
         let _ = response::extended_value(pdu);
         let _ = ppolicy::Policy::of_response(pdu, &h);
         let _ = ppolicy::strip(pdu, &h, 3);
+        let _ = crate::wire::postread::response_csn(pdu, &h);
+        let _ = crate::wire::postread::entry_csn(pdu);
+        if let Some(b) = crate::wire::postread::strip(pdu, &h) {
+            assert!(
+                frame::header(&b).is_ok(),
+                "a response without its post-read control does not frame"
+            );
+        }
         sasl_response(pdu, &h);
         if let Some(b) = map().response(pdu, &h) {
             assert!(
