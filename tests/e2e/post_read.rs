@@ -10,21 +10,52 @@
 #![allow(clippy::unwrap_used, clippy::panic)]
 
 use crate::support;
-use ldap3::{Ldap, LdapConnAsync, Mod};
+use ldap3::{Ldap, Mod};
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 use support::replica::{self, metric, read, router, wait_for, Mode};
+use support::router::Router;
 use support::slapd::{ldap_tool, writer_dn, Slapd, WRITER_PW};
 
 const SUFFIX: &str = "o=DEMOCORP,c=AU";
 const POST_READ: &str = "1.3.6.1.1.13.2";
 const WRITES: &str = "dsa_router_replication_entry_csn_writes_total";
 
-fn knowledge(dir: &std::path::Path, p: &Slapd, c: &Slapd) -> std::path::PathBuf {
-    replica::knowledge(
-        dir,
+/// A provider `P`, a consumer `C` replicating in `mode`, and two routers
+/// in front of both: one with post-read, one with `--no-post-read` (each
+/// with its admin address); returns once the first knows `C`'s position.
+struct Rig {
+    _dsas: (Slapd, Slapd),
+    _dir: tempfile::TempDir,
+    on: (Router, String),
+    off: (Router, String),
+}
+
+fn rig(mode: Mode) -> Rig {
+    let p = replica::provider("P", SUFFIX);
+    let c = replica::consumer("C", SUFFIX, &p, mode);
+    let dir = tempfile::tempdir().unwrap();
+    let k = replica::knowledge(
+        dir.path(),
         &[("P", p.port, "multi-write"), ("C", c.port, "read-only")],
-    )
+    );
+    let on = router(dir.path(), &k, &["--csn-interval", "50ms"]);
+    let off = router(
+        dir.path(),
+        &k,
+        &["--csn-interval", "50ms", "--no-post-read"],
+    );
+    // The router knows what the DSAs advertise once their positions are read.
+    wait_for("positions", Duration::from_secs(10), || {
+        replica::position_of(&on.1, "C", "000").is_some()
+            && replica::position_of(&on.1, "P", "000").is_some()
+    });
+    Rig {
+        _dsas: (p, c),
+        _dir: dir,
+        on,
+        off,
+    }
 }
 
 /// The OIDs of a result's controls.
@@ -58,20 +89,8 @@ async fn add(l: &mut Ldap, uid: &str) -> (String, Vec<String>) {
 /// from its entry.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writes_take_their_entry_csn_and_the_client_sees_no_control_it_did_not_ask_for() {
-    let p = replica::provider("P", SUFFIX);
-    let c = replica::consumer("C", SUFFIX, &p, Mode::Persist);
-    let dir = tempfile::tempdir().unwrap();
-    let k = knowledge(dir.path(), &p, &c);
-    let (r, admin) = router(dir.path(), &k, &["--csn-interval", "50ms"]);
-    let (off, off_admin) = router(
-        dir.path(),
-        &k,
-        &["--csn-interval", "50ms", "--no-post-read"],
-    );
-    // The router knows what P advertises once P's position is read.
-    wait_for("positions", Duration::from_secs(10), || {
-        replica::position_of(&admin, "P", "000").is_some()
-    });
+    let rig = rig(Mode::Persist);
+    let ((r, admin), (off, off_admin)) = (&rig.on, &rig.off);
     let mut l = replica::writer(&r.url, SUFFIX).await;
     for i in 0..10 {
         let (_, o) = add(&mut l, &format!("pr{i}")).await;
@@ -88,7 +107,7 @@ async fn writes_take_their_entry_csn_and_the_client_sees_no_control_it_did_not_a
     let del = format!("uid=pr1,ou=people,{SUFFIX}");
     assert_eq!(l.delete(&del).await.unwrap().rc, 0);
     assert_eq!(
-        metric(&admin, WRITES),
+        metric(admin, WRITES),
         12.0,
         "10 adds, a modify, a modify DN"
     );
@@ -118,30 +137,20 @@ async fn writes_take_their_entry_csn_and_the_client_sees_no_control_it_did_not_a
         "the client's post-read answer: {}",
         out.stdout
     );
-    assert_eq!(
-        metric(&admin, WRITES),
-        13.0,
-        "the client asked for entryCSN"
-    );
+    assert_eq!(metric(admin, WRITES), 13.0, "the client asked for entryCSN");
     // The same writes through the router without post-read.
     let mut l = replica::writer(&off.url, SUFFIX).await;
     for i in 0..5 {
         add(&mut l, &format!("off{i}")).await;
     }
-    assert_eq!(metric(&off_admin, WRITES), 0.0);
+    assert_eq!(metric(off_admin, WRITES), 0.0);
     println!("post-read: 13 of 14 writes positioned by their entryCSN, the delete by a reading; --no-post-read: 0 of 5");
 }
 
 /// One client's tries: add, then read back every 20 ms for 1.2 s (over a
 /// consumer pull every second); the reads that missed the entry.
 async fn tries(url: String, client: usize, n: usize) -> usize {
-    let (conn, mut l) = LdapConnAsync::new(&url).await.unwrap();
-    ldap3::drive!(conn);
-    l.simple_bind(&writer_dn(SUFFIX), WRITER_PW)
-        .await
-        .unwrap()
-        .success()
-        .unwrap();
+    let mut l = replica::writer(&url, SUFFIX).await;
     let tag = url.rsplit(':').next().unwrap_or("").to_string();
     let mut stale = 0;
     for i in 0..n {
@@ -164,19 +173,8 @@ async fn tries(url: String, client: usize, n: usize) -> usize {
 /// timing).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_writes_are_read_back_by_their_entry_csn() {
-    let p = replica::provider("P", SUFFIX);
-    let c = replica::consumer("C", SUFFIX, &p, Mode::RefreshOnly(1));
-    let dir = tempfile::tempdir().unwrap();
-    let k = knowledge(dir.path(), &p, &c);
-    let (on, admin) = router(dir.path(), &k, &["--csn-interval", "50ms"]);
-    let (off, _) = router(
-        dir.path(),
-        &k,
-        &["--csn-interval", "50ms", "--no-post-read"],
-    );
-    wait_for("positions", Duration::from_secs(10), || {
-        replica::position_of(&admin, "C", "000").is_some()
-    });
+    let rig = rig(Mode::RefreshOnly(1));
+    let ((on, admin), (off, _)) = (&rig.on, &rig.off);
     let run = |url: &str| {
         let url = url.to_string();
         (0..20)
@@ -191,7 +189,7 @@ async fn concurrent_writes_are_read_back_by_their_entry_csn() {
     for h in b {
         stale_off += h.await.unwrap();
     }
-    let by_dn = replica::reads_by_dn(&on);
+    let by_dn = replica::reads_by_dn(on);
     let on_c: usize = by_dn.values().flatten().filter(|d| *d == "C").count();
     let all: usize = by_dn.values().map(Vec::len).sum();
     println!(
@@ -200,7 +198,7 @@ async fn concurrent_writes_are_read_back_by_their_entry_csn() {
          reads on the consumer with post-read: {on_c} of {all}"
     );
     assert_eq!(stale_on, 0, "stale reads with post-read");
-    assert_eq!(metric(&admin, WRITES), 160.0);
+    assert_eq!(metric(admin, WRITES), 160.0);
     // Reads still leave P once C has the write.
     assert!(on_c > 0, "no read went to the consumer");
 }
