@@ -10,7 +10,7 @@
 //! its group and partition is assessed and its read read gate set.
 
 use crate::context::{Context, Routing};
-use crate::replication::positions::{lags, Assessed, Lag, Position, Reading};
+use crate::replication::positions::{lags, staleness, Assessed, Lag, Position, Reading};
 use crate::replication::Replication;
 use crate::upstream::conn::Conn;
 use bytes::Bytes;
@@ -221,6 +221,9 @@ fn assess(rep: &Replication, routing: &Routing, p: &Poller) {
     let fresh_after = Instant::now()
         .checked_sub(rep.cfg.fresh_for())
         .unwrap_or_else(Instant::now);
+    let now_micros = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX));
     let n = routing.snap.dsas.len();
     let mut gate: Vec<(bool, u32)> = vec![(false, 0); n];
     let mut keys = HashSet::new();
@@ -241,7 +244,7 @@ fn assess(rep: &Replication, routing: &Routing, p: &Poller) {
         };
         let readings: Vec<Option<Reading>> = members.iter().map(|&i| reading(i)).collect();
         let refs: Vec<Option<&Reading>> = readings.iter().map(Option::as_ref).collect();
-        let staleness = lags(&refs, fresh_after);
+        let staleness = staleness(&refs, fresh_after, now_micros);
         for (k, &i) in members.iter().enumerate() {
             let group: Vec<usize> = part
                 .group_of(i)
@@ -296,7 +299,7 @@ fn why_out(rep: &Replication, lag: Lag, staleness: Lag) -> Option<String> {
     }
     if let Some(max) = rep.cfg.max_staleness.filter(|&m| staleness.beyond(m)) {
         return Some(format!(
-            "replication position {} behind the partition's newest, over --max-staleness {:.3} s",
+            "may lack changes {} old (behind the partition's newest), over --max-staleness {:.3} s",
             show(staleness),
             max.as_secs_f64()
         ));

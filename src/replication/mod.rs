@@ -28,9 +28,10 @@ pub struct Args {
     /// Default: off.
     #[arg(long)]
     pub max_replication_lag: Option<String>,
-    /// Reads go only to DSAs whose position is within this of the newest
-    /// position this router knows for the partition (when none is, the
-    /// newest serves). Default: off.
+    /// Reads go only to DSAs that may lack no change older than this: one
+    /// that has the newest position this router knows for the partition,
+    /// or one behind it whose own CSN is at most this old (when none is,
+    /// the newest serves). Default: off.
     #[arg(long)]
     pub max_staleness: Option<String>,
     /// Do not ask the DSA that takes a write for the written entry's

@@ -75,6 +75,25 @@ impl Position {
         }
         Some(Duration::from_micros(worst.max(0) as u64))
     }
+
+    /// How old a read from this position may be against `newest`, at
+    /// `now_micros` (UTC): 0 when it has every change of `newest`; else,
+    /// per server ID it is behind on, the time since its own CSN of it
+    /// (every change it lacks came after that CSN, so none of them is
+    /// older), the largest of them; `None` when we have nothing of one of
+    /// its server IDs. Unlike [`Position::behind`] this grows with time
+    /// while the position stands still, whether or not later readings of
+    /// the newest come in.
+    pub fn unseen_for(&self, newest: &Position, now_micros: i64) -> Option<Duration> {
+        let mut worst = 0i64;
+        for n in &newest.0 {
+            let ours = self.get(n.sid)?;
+            if ours < *n {
+                worst = worst.max(now_micros.max(n.micros) - ours.micros);
+            }
+        }
+        Some(Duration::from_micros(worst.max(0) as u64))
+    }
 }
 
 /// One reading of a DSA's `contextCSN`.
@@ -183,6 +202,24 @@ impl Positions {
 /// against the newest position among them; a reading finished before
 /// `fresh_after` counts as unknown.
 pub fn lags(members: &[Option<&Reading>], fresh_after: Instant) -> Vec<Lag> {
+    against_newest(members, fresh_after, |ours, newest| ours.behind(newest))
+}
+
+/// The staleness of each of `members` for `--max-staleness`: how old a
+/// read from it may be at `now_micros` (UTC) against the newest position
+/// among them ([`Position::unseen_for`]); a reading finished before
+/// `fresh_after` counts as unknown.
+pub fn staleness(members: &[Option<&Reading>], fresh_after: Instant, now_micros: i64) -> Vec<Lag> {
+    against_newest(members, fresh_after, |ours, newest| {
+        ours.unseen_for(newest, now_micros)
+    })
+}
+
+fn against_newest(
+    members: &[Option<&Reading>],
+    fresh_after: Instant,
+    measure: impl Fn(&Position, &Position) -> Option<Duration>,
+) -> Vec<Lag> {
     let mut newest = Position::default();
     for r in members.iter().flatten() {
         newest.merge(&r.position);
@@ -193,7 +230,7 @@ pub fn lags(members: &[Option<&Reading>], fresh_after: Instant) -> Vec<Lag> {
             None => Lag::NoPosition,
             Some(r) if r.position.is_empty() => Lag::NoPosition,
             Some(r) if r.finished < fresh_after => Lag::Unknown,
-            Some(r) => r.position.behind(&newest).map_or(Lag::Unknown, Lag::Known),
+            Some(r) => measure(&r.position, &newest).map_or(Lag::Unknown, Lag::Known),
         })
         .collect()
 }
@@ -257,6 +294,36 @@ mod tests {
                 *behind,
                 "{ours:?} {target:?}"
             );
+        }
+    }
+
+    #[test]
+    fn unseen_for_grows_with_time_while_behind() {
+        // (ours, newest, now, expected micros)
+        type Row = (
+            &'static [(i64, u16)],
+            &'static [(i64, u16)],
+            i64,
+            Option<u64>,
+        );
+        let table: &[Row] = &[
+            // Has everything: 0, however old its position.
+            (&[(10, 1)], &[(10, 1)], 1_000_000, Some(0)),
+            // Behind by 1 µs of CSN, but its own position is 1 s old: a
+            // change it lacks may be that old (a stopped consumer).
+            (&[(10, 1)], &[(11, 1)], 1_000_010, Some(1_000_000)),
+            // Newest ahead of the clock (skew): at least the CSN distance.
+            (&[(10, 1)], &[(50, 1)], 20, Some(40)),
+            // Behind on one server ID only; the other does not count.
+            (&[(10, 1), (5, 2)], &[(10, 1), (8, 2)], 100, Some(95)),
+            // Nothing of server ID 2: unknown.
+            (&[(10, 1)], &[(10, 1), (8, 2)], 100, None),
+        ];
+        for (ours, newest, now, want) in table {
+            let got = pos(ours)
+                .unseen_for(&pos(newest), *now)
+                .map(|d| d.as_micros() as u64);
+            assert_eq!(got, *want, "{ours:?} {newest:?} at {now}");
         }
     }
 
