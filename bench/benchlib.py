@@ -326,7 +326,7 @@ TRACES_POINTER = ("The cost of traces (CPU per operation at 1% and 100% sampling
 POLICY_POINTER = ("The cost of client policies (CPU per operation with a 20-rule `--policy` file and "
                   "without) is measured by `ROW_GROUPS=policy bench/compare.sh`, which writes "
                   "[benchmarks-policy.md](benchmarks-policy.md).")
-SECTION_ORDER = ["direct", "meta", "haproxy", "haproxy-1t", "router-off", "router", "router-1pct", "router-100pct"]
+SECTION_ORDER = ["direct", "meta", "haproxy", "haproxy-1t", "router-off", "router", "router-trust", "router-1pct", "router-100pct"]
 
 
 def section_prefix(key):
@@ -579,8 +579,17 @@ def cmd_report(work, out_path):
         vs(r, h, 1, 1.0, False, f"{what}: dsa-router CPU/op <= HAProxy's")
         vs(r, h, 0, 0.95, True, f"{what}: dsa-router throughput >= 0.95 x HAProxy")
     if "bind-router" in by or "bind-haproxy" in by:
-        vs(by.get("bind-router"), cheaper(by, "bind-haproxy", "bind-haproxy-1t"), 1, 1.0, False,
+        bind_hap = cheaper(by, "bind-haproxy", "bind-haproxy-1t")
+        vs(by.get("bind-router"), bind_hap, 1, 1.0, False,
            "binds on persistent connections: dsa-router CPU/op <= HAProxy's")
+        # DSAs that trust the router: stated beside it, no target of its own.
+        trust = by.get("bind-router-trust")
+        r, per = paired(trust, bind_hap, 1) if trust and bind_hap else (None, [])
+        if r is not None:
+            targets.append(("binds, DSAs trusting the router (proxied authorization): dsa-router CPU/op vs "
+                            "HAProxy's (stated, no target)", "STATED",
+                            f"{r:.2f}x, the median of the rounds' ratios (" + ", ".join(f"{x:.2f}" for x in per)
+                            + f"); medians {trust['cpu_us_per_op']:.1f} vs {bind_hap['cpu_us_per_op']:.1f} µs"))
     if "bulk-router" in by or "bulk-direct" in by:
         vs(by.get("bulk-router"), by.get("bulk-direct"), 0, 0.95, True,
            "large search streamed through dsa-router >= 0.95 x direct throughput")

@@ -128,7 +128,15 @@
 #                              an earlier commit): adds the paths router-base
 #                              and router-base-churn, measured beside router
 #                              and router-churn in every round, and the
-#                              paired ratios new/baseline (CPU/op, p99)
+#                              paired ratios new/baseline (CPU/op, p99).
+#                              Compare builds this way, not with a router
+#                              started by hand beside --hold: that one is
+#                              in another session, and with the kernel's
+#                              autogroups (sched_autogroup_enabled=1, the
+#                              default) each session is scheduled as a
+#                              group, so its CPU per operation is not
+#                              comparable (seen: one binary at 17 and at
+#                              25 µs/op, started in and out of the session)
 #   KEEP [0]                   1: keep the temp dir (configs, logs, JSON)
 #
 # Needs slapd, slapadd, ldapsearch, haproxy, python3 (scripts/install-deps.sh
@@ -489,6 +497,9 @@ write_slapd_conf() {
         echo "rootDSE $dir/rootdse.ldif"
         echo "sizelimit unlimited"
         echo "timelimit unlimited"
+        # Who may assume whose identity (proxied authorization): the
+        # identity's authzTo, as sites that trust a proxy set it.
+        if [ "${CONF_AUTHZ:-0}" = 1 ]; then echo "authz-policy to"; fi
         if [ "${CONF_TLS:-0}" = 1 ]; then
             echo "TLSCACertificateFile $TLS_DIR/ca.pem"
             echo "TLSCertificateFile $TLS_DIR/cert.pem"
@@ -620,12 +631,20 @@ if has_group tls; then
 fi
 CONF_TLS=0
 has_group tls && CONF_TLS=1
+# Group bind: the router's identity on slapd #1 and #2, allowed to assume
+# the users' (authzTo), for the row whose DSAs trust the router.
+CONF_AUTHZ=0
+if has_group bind; then
+    CONF_AUTHZ=1
+    printf 'dn: cn=router,%s\nobjectClass: applicationProcess\nobjectClass: simpleSecurityObject\ncn: router\nuserPassword: routerpw\nauthzTo: dn.subtree:ou=people,%s\n\n' \
+        "$SUFFIX" "$SUFFIX" >>"$WORK/people.ldif"
+fi
 new_slapd slapd1 mdb "$WORK/people.ldif"
 P1=$S_PORT PID1=$S_PID P1S=$S_LDAPS_PORT
 config_file "slapd #1 and #2 (slapd.conf)" "$S_DIR/slapd.conf"
 new_slapd slapd2 mdb "$WORK/people.ldif"
 P2=$S_PORT PID2=$S_PID P2S=$S_LDAPS_PORT
-CONF_TLS=0
+CONF_TLS=0 CONF_AUTHZ=0
 URI1="ldap://127.0.0.1:$P1"
 URI2="ldap://127.0.0.1:$P2"
 
@@ -848,7 +867,7 @@ fi
 # The other groups' servers (bench/groups.sh).
 # shellcheck source=bench/groups.sh
 source "$ROOT/bench/groups.sh"
-for g in tls bulk spanning positions traces policy; do
+for g in tls bind bulk spanning positions traces policy; do
     if has_group "$g"; then "setup_$g"; fi
 done
 
@@ -1157,7 +1176,7 @@ for g in plain latency tls bind bulk spanning positions traces policy; do
         plain) keys="direct haproxy haproxy-1t meta asyncmeta router router-1thread router-accesslog haproxy-churn haproxy-1t-churn router-churn" ;;
         latency) keys=$(for p in $LOAD_PCTS; do echo "lat$p-direct lat$p-haproxy lat$p-haproxy-1t lat$p-router"; done) ;;
         tls) keys=$(for r in tls tlschurn tlsresume tlsdsa; do echo "$r-haproxy $r-haproxy-1t $r-router"; done) ;;
-        bind) keys="bind-haproxy bind-haproxy-1t bind-router" ;;
+        bind) keys="bind-haproxy bind-haproxy-1t bind-router bind-router-trust" ;;
         bulk) keys="bulk-direct bulk-haproxy bulk-haproxy-1t bulk-router" ;;
         spanning) keys="span-meta span-router" ;;
         positions) keys="pos-router-off pos-router" ;;
@@ -1170,7 +1189,7 @@ for g in plain latency tls bind bulk spanning positions traces policy; do
 done
 has_group latency && note "Group latency: each round, fixed offered loads of $LOAD_PCTS percent of HAProxy's (nbthread $HAPROXY_NBTHREAD) throughput in that round's plain row (or a full-speed run of its own without the plain group), \`dsa-bench --rate\`, the same $CONNECTIONS connections each sending on its own schedule; direct to slapd #1, through both HAProxy and through dsa-router. Latency runs from each request's send; the added latency is the path's percentile minus direct's in the same round."
 has_group tls && note "Group tls: a CA and one RSA 2048 server certificate for 127.0.0.1 (openssl). HAProxy terminates LDAPS with \`bind ... ssl crt\` (OpenSSL, its session cache and tickets on by default) to the plain slapd; dsa-router with --tls-cert/--tls-key --ldaps-listen (rustls, its default session cache and tickets). dsa-bench verifies the certificate (--ca-file); 'connection per op' makes a full handshake per connection, 'resumed' shares one client session cache across its connections (--tls-resume, as a client library's process does; the JSON counts the resumed handshakes). The rows 'LDAPS to LDAPS slapd': slapd #1 and #2 also listen on ldaps:// with the same certificate; HAProxy \`server ... ssl verify required ca-file\`, dsa-router \`link-flags = dsp-ldap, ssl-encryption\` with --dsa-ca."
-has_group bind && note "Group bind: \`dsa-bench --mix $MIX_BIND --depth 1\` on $CONNECTIONS persistent connections: each bind is a simple bind as a random user (password pw), then searches follow as that user."
+has_group bind && note "Group bind: \`dsa-bench --mix $MIX_BIND --depth 1\` on $CONNECTIONS persistent connections: each bind is a simple bind as a random user (password pw), then searches follow as that user. Row 'dsa-router': the slapd do not trust the router, so a bound client's operations run on a DSA connection of its own, bound by its bind. Row 'DSAs trusting it': knowledge gives the slapd \`ldap-dsa-name\` cn=router and \`trust-flags = trust-conveyed-originator\`, and slapd #1 and #2 (\`authz-policy to\`) let cn=router assume the users' identities (\`authzTo: dn.subtree:$PEOPLE\`): binds are verified on connections of their own, searches run on the router's shared connections with the proxied-authorization control; stated beside the target."
 has_group bulk && note "Group bulk: a slapd holding $BULK_STREAM_ENTRIES entries under ou=bulk,$SUFFIX; each round one \`ldapsearch -z 0 '(objectClass=*)' dn\` into a file, direct, through both HAProxy (a frontend of their own to that slapd) and through a dsa-router with that slapd as its only DSA; 'ops/s' is entries per second, CPU per entry."
 has_group positions && note "Group positions: two more slapd with the users, a provider (syncprov, syncprov-checkpoint 100 1) and a consumer (syncrepl refreshAndPersist from it, bound as its rootdn), both publishing contextCSN; two dsa-router with both in one load-share group, one reading positions at the default --csn-interval (100 ms: a base read of contextCSN per DSA on a connection of its own, bound as the router's identity, here anonymous) and one with --csn-interval 0; \`dsa-bench --mix $MIX\` (reads only: the cost measured is the poller's and the read gate's, not read-your-writes' per write). 'CPU/op vs ref' is the router with positions over the one without, per round. The extra row: both idle for $POSITIONS_IDLE s, the readings per DSA (requests and bytes, the router's counters) and the CPU meanwhile."
 has_group traces && note "Group traces: three dsa-router with the same knowledge as dsa-router above (slapd #1 and #2 in one load-share group, access log off): tracing off (no --otlp-endpoint), \`--otlp-endpoint URL --otlp-sample 0.01\` and \`--otlp-sample 1\`, exporting every --otlp-interval (1 s, the default) to a minimal local OTLP/HTTP sink (benchlib.py otlp-sink, a Python HTTP server on the same machine that reads each request and answers 200: the router's batching, encoding and sending are real, a collector's work is not measured); \`dsa-bench --mix $MIX\`, each sampled search a span with one child span (its DSA attempt). The rows run back to back, every second round in the reverse order; 'CPU/op vs ref' is each traced router's CPU per operation over the untraced one's, the median of the per-round ratios. Target: 1% <= 1.03 x off; 100% is stated."

@@ -157,14 +157,35 @@ round_tls() {
     done
 }
 
+# Group bind: a router whose DSAs trust it (their cn=router may assume the
+# users' identities, authzTo): bound clients' operations run on its shared
+# connections, bound as cn=router, with the proxied-authorization control.
+setup_bind() {
+    KNOW_LINK="ldap-dsa-name    = <c AU><o DEMOCORP><cn router>
+    ldap-dsa-password = \"routerpw\"
+    trust-flags      = trust-conveyed-originator" write_knowledge "$WORK/router/trust.dxg" "S1:$P1" "S2:$P2"
+    config_file "dsa-router knowledge with DSAs that trust it (trust.dxg)" "$WORK/router/trust.dxg"
+    # shellcheck disable=SC2086
+    new_router router-trust "$WORK/router/trust.dxg" router_ready --no-access-log ${ROUTER_ARGS:-}
+    P_RTRUST=$S_PORT PID_RTRUST=$S_PID
+    # A bound user's search runs under proxied authorization: slapd #1
+    # and #2 take cn=router's assertion of the user (a refused one fails
+    # the search with authorizationDenied, 123).
+    local n
+    n=$(timeout 10 ldapsearch -x -LLL -o nettimeout=5 -H "ldap://127.0.0.1:$P_RTRUST/" -D "uid=user0001,$PEOPLE" -w pw \
+        -b "$SUFFIX" "(uid=user0002)" uid 2>"$WORK/trust-check.err" | grep -c '^dn:' || true)
+    [ "$n" = 1 ] || die "a bound search through the trusted router returned $n entries (want 1): $(cat "$WORK/trust-check.err")"
+}
+
 # Group bind: MIX_BIND (binds as random users) on persistent connections.
 round_bind() {
     local key
-    for key in $(ordered bind-haproxy-1t bind-haproxy bind-router); do
+    for key in $(ordered bind-haproxy-1t bind-haproxy bind-router bind-router-trust); do
         case $key in
             bind-haproxy) M_MIX=$MIX_BIND M_DEPTH=1 measure "$key" "HAProxy, $MIX_BIND" "$P_HAP" "$PID_HAP" "nbthread $HAPROXY_NBTHREAD; depth 1" ;;
             bind-haproxy-1t) M_MIX=$MIX_BIND M_DEPTH=1 measure "$key" "HAProxy nbthread 1, $MIX_BIND" "$P_HAP1" "$PID_HAP1" "nbthread 1; depth 1" ;;
             bind-router) M_MIX=$MIX_BIND M_DEPTH=1 measure "$key" "dsa-router, $MIX_BIND" "$P_R" "$PID_R" "as dsa-router; depth 1" ;;
+            bind-router-trust) M_MIX=$MIX_BIND M_DEPTH=1 measure "$key" "dsa-router, DSAs trusting it, $MIX_BIND" "$P_RTRUST" "$PID_RTRUST" "trust-conveyed-originator, ldap-dsa-name cn=router (authzTo the users); depth 1" ;;
         esac
     done
 }
