@@ -527,6 +527,14 @@ def cmd_report(work, out_path):
         verdict = "PASS" if ok_fn(measured, limit) else "FAIL"
         targets.append((name, verdict, unit_fmt(measured, limit)))
 
+    def stated(a, b, what):
+        """a's CPU/op over b's, paired by round: stated, no target."""
+        r, per = paired(a, b, 1) if a and b else (None, [])
+        if r is not None:
+            targets.append((what + " (stated, no target)", "STATED",
+                            f"{r:.2f}x, the median of the rounds' ratios (" + ", ".join(f"{x:.2f}" for x in per)
+                            + f"); medians {a['cpu_us_per_op']:.1f} vs {b['cpu_us_per_op']:.1f} µs"))
+
     def vs(a, b, i, limit, more, what):
         """A target on the paired ratio of a's figure i to b's."""
         if a is None or b is None:
@@ -583,13 +591,8 @@ def cmd_report(work, out_path):
         vs(by.get("bind-router"), bind_hap, 1, 1.0, False,
            "binds on persistent connections: dsa-router CPU/op <= HAProxy's")
         # DSAs that trust the router: stated beside it, no target of its own.
-        trust = by.get("bind-router-trust")
-        r, per = paired(trust, bind_hap, 1) if trust and bind_hap else (None, [])
-        if r is not None:
-            targets.append(("binds, DSAs trusting the router (proxied authorization): dsa-router CPU/op vs "
-                            "HAProxy's (stated, no target)", "STATED",
-                            f"{r:.2f}x, the median of the rounds' ratios (" + ", ".join(f"{x:.2f}" for x in per)
-                            + f"); medians {trust['cpu_us_per_op']:.1f} vs {bind_hap['cpu_us_per_op']:.1f} µs"))
+        stated(by.get("bind-router-trust"), bind_hap,
+               "binds, DSAs trusting the router (proxied authorization): dsa-router CPU/op vs HAProxy's")
     if "bulk-router" in by or "bulk-direct" in by:
         vs(by.get("bulk-router"), by.get("bulk-direct"), 0, 0.95, True,
            "large search streamed through dsa-router >= 0.95 x direct throughput")
@@ -601,13 +604,7 @@ def cmd_report(work, out_path):
         vs(by.get("otel-router-1pct"), off, 1, 1.03, False,
            "traces at 1% sampling: dsa-router CPU/op <= 1.03 x tracing off")
         # 100%: stated, no target.
-        full = by.get("otel-router-100pct")
-        r, per = paired(full, off, 1) if full and off else (None, [])
-        if r is not None:
-            targets.append(("traces at 100% sampling: dsa-router CPU/op vs tracing off (stated, no target)",
-                            "STATED", f"{r:.2f}x, the median of the rounds' ratios ("
-                            + ", ".join(f"{x:.2f}" for x in per)
-                            + f"); medians {full['cpu_us_per_op']:.1f} vs {off['cpu_us_per_op']:.1f} µs"))
+        stated(by.get("otel-router-100pct"), off, "traces at 100% sampling: dsa-router CPU/op vs tracing off")
     # This build against an earlier one (DSA_ROUTER_BASELINE): not targets
     # of the project, figures for a change that must not regress.
     baseline = []
