@@ -4,13 +4,15 @@
 //! source lines and messages of diagnostics, which reach the terminal,
 //! the log, reload responses and `/status`: whether the value is quoted or
 //! bare, its string terminated or not, the `=` there or not, on the line of
-//! its attribute or a later one.
+//! its attribute or a later one, with blank or comment lines between.
 //!
-//! A diagnostic points at one line. The secrets it may show are the values
-//! written on that line, and a value on it whose attribute (and `=`) are
-//! on the non-blank lines just before: those three lines are scanned, not
-//! the whole file, so that a file with many warnings is not read again
-//! for each.
+//! The secrets are found in the whole file, not around the diagnostic's
+//! line: comments are blanked first (as the lexer skips them: `#` first on
+//! its line or after whitespace, outside a quoted string), then every
+//! value after a `-password` attribute is taken, whatever lies between.
+//! Each secret is then masked wherever it stands in the shown line and in
+//! the message. A file's secrets are kept for the next diagnostic of the
+//! same text, so a file with many warnings is scanned once.
 //!
 //! The scan is textual, not the lexer's (a file that does not lex still
 //! has its diagnostic): after an attribute name ending in `-password`
@@ -18,6 +20,10 @@
 //! the next `name =`. A name ending in `-password` that is itself a value
 //! (`trust-flags = allow-check-password`) is not an attribute: it follows
 //! `=` or `,` and no `=` follows it.
+
+use std::cell::RefCell;
+use std::hash::{Hash, Hasher};
+use std::rc::Rc;
 
 /// What a secret is shown as.
 pub(super) const MASK: &str = "***";
@@ -269,25 +275,68 @@ pub(super) struct Shown {
     pub secrets: Vec<String>,
 }
 
-/// Line `line` (1-based) of `text` with its secrets masked, and the secrets
-/// around it; `None` past the end of `text`.
-pub(super) fn source_line(text: &str, line: usize, column: usize) -> Option<Shown> {
-    let mut before = ["", ""];
-    for (i, l) in text.lines().enumerate() {
-        if i + 1 == line {
-            let secrets = secrets(&format!("{}\n{}\n{l}", before[0], before[1]));
-            let (masked, column) = self::line(l, column, &secrets);
-            return Some(Shown {
-                line: masked,
-                column,
-                secrets,
-            });
+/// `text` with its comments blanked: each character of a comment (from a
+/// `#` first on its line or after whitespace, outside a quoted string, to
+/// the end of its line) becomes a space, so that positions and lines stay.
+fn blank_comments(text: &str) -> Vec<char> {
+    let mut out: Vec<char> = text.chars().collect();
+    let (mut i, mut quoted) = (0, false);
+    while i < out.len() {
+        match out[i] {
+            '\n' => quoted = false,
+            '"' => quoted = !quoted,
+            '\\' if quoted => i += 1,
+            '#' if !quoted && (i == 0 || out[i - 1].is_whitespace()) => {
+                while out.get(i).is_some_and(|c| *c != '\n') {
+                    out[i] = ' ';
+                    i += 1;
+                }
+                continue;
+            }
+            _ => {}
         }
-        if !l.trim().is_empty() {
-            before = [before[1], l];
-        }
+        i += 1;
     }
-    None
+    out
+}
+
+/// The secrets of a whole file (see [`secrets`]), comments blanked; the
+/// last file's are kept, keyed by a hash of its text.
+fn file_secrets(text: &str) -> Rc<Vec<String>> {
+    thread_local! {
+        static LAST: RefCell<Option<(u64, Rc<Vec<String>>)>> = const { RefCell::new(None) };
+    }
+    if !mentions_key(text) {
+        return Rc::new(Vec::new());
+    }
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut h);
+    let key = h.finish();
+    if let Some(hit) = LAST.with(|l| {
+        l.borrow()
+            .as_ref()
+            .filter(|(k, _)| *k == key)
+            .map(|(_, s)| s.clone())
+    }) {
+        return hit;
+    }
+    let blanked: String = blank_comments(text).into_iter().collect();
+    let found = Rc::new(secrets(&blanked));
+    LAST.with(|l| *l.borrow_mut() = Some((key, found.clone())));
+    found
+}
+
+/// Line `line` (1-based) of `text` with its secrets masked, and the
+/// secrets of the file; `None` past the end of `text`.
+pub(super) fn source_line(text: &str, line: usize, column: usize) -> Option<Shown> {
+    let l = text.lines().nth(line.checked_sub(1)?)?;
+    let secrets = file_secrets(text).as_ref().clone();
+    let (masked, column) = self::line(l, column, &secrets);
+    Some(Shown {
+        line: masked,
+        column,
+        secrets,
+    })
 }
 
 /// A source line with its secrets masked (those written on it, and the

@@ -48,6 +48,18 @@ const BROKEN: &[(&str, &str, char)] = &[
         "r.dxg:3:5: 'ldap-dsa-password' takes one name or quoted string",
         '*',
     ),
+    // The value below its attribute with comment and blank lines between
+    // (more lines than a diagnostic's neighbourhood).
+    (
+        "set dsa D1 = { prefix = <c AU>\n  ldap-dsa-password =\n  # the DSA's password, from the vault\n\n  # rotated yearly\n  # by the directory team\n    Hunter2-S3cret bogus address = tcp h port 1 };\n",
+        "r.dxg:7:5: 'ldap-dsa-password' takes one name or quoted string",
+        '*',
+    ),
+    (
+        "set dsa D1 = { prefix = <c AU> ldap-dsa-password # see below\n # and here\n # and here\n = \"Hunter2-S3cret\" address = tcp h port x };\n",
+        "r.dxg:4:42: expected a port number",
+        'x',
+    ),
     // An error later on the line: the caret moves left with the mask.
     (
         "set dsa D1 = { prefix = <c AU> console-password = \"Hunter2-S3cret\" address = tcp h port 99999 };\n",
