@@ -1,5 +1,8 @@
-//! Operation rates (issue 41 point 2): token buckets per client address
-//! and per bound identity, for binds and for other operations apart.
+//! Operation rates: token buckets per client address and per bound
+//! identity, for binds and for other operations apart. An IPv6 client
+//! counts by its network (`ipv6_prefix`, /64 by default: one site is
+//! given a /64 and picks any of its 2^64 addresses, so a bucket per
+//! address would give one client as many buckets as it likes).
 //! Each table holds hashes of its keys, keyed per process, in shards of a
 //! fixed capacity: a new key in a full shard first drops the buckets that
 //! have refilled (forgetting them changes nothing), then the one used
@@ -8,6 +11,7 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash};
+use std::net::{IpAddr, Ipv6Addr};
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -108,7 +112,7 @@ impl Buckets {
 }
 
 /// The `[rates]` section of the policy file: each limit optional.
-#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Rates {
     /// Operations other than binds, per client address.
@@ -119,6 +123,57 @@ pub struct Rates {
     pub address_binds: Option<Limit>,
     /// Binds per bind DN.
     pub identity_binds: Option<Limit>,
+    /// The prefix length an IPv6 client address is counted by (0 to 128;
+    /// 128: each address apart).
+    #[serde(default = "default_ipv6_prefix", deserialize_with = "ipv6_prefix")]
+    pub ipv6_prefix: u8,
+}
+
+fn default_ipv6_prefix() -> u8 {
+    64
+}
+
+/// `ipv6_prefix`: a prefix length, 0 to 128.
+fn ipv6_prefix<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u8, D::Error> {
+    let n = <u8 as serde::Deserialize>::deserialize(d)?;
+    if n > 128 {
+        return Err(serde::de::Error::custom(format!(
+            "ipv6_prefix {n} is not a prefix length (0 to 128)"
+        )));
+    }
+    Ok(n)
+}
+
+impl Default for Rates {
+    fn default() -> Rates {
+        Rates {
+            address: None,
+            identity: None,
+            address_binds: None,
+            identity_binds: None,
+            ipv6_prefix: default_ipv6_prefix(),
+        }
+    }
+}
+
+/// The key a client address counts under: an IPv4 address (an
+/// IPv4-mapped IPv6 one as its IPv4 address) as it is, an IPv6 address
+/// with all but its first `prefix` bits cleared.
+pub fn address_key(addr: IpAddr, prefix: u8) -> IpAddr {
+    match addr {
+        IpAddr::V4(_) => addr,
+        IpAddr::V6(a) => match a.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let bits = u128::from(a);
+                let keep = match u32::from(prefix.min(128)) {
+                    0 => 0,
+                    n => u128::MAX << (128 - n),
+                };
+                IpAddr::V6(Ipv6Addr::from(bits & keep))
+            }
+        },
+    }
 }
 
 /// Which rate was over.
@@ -144,7 +199,7 @@ impl Meter {
         &self,
         r: &Rates,
         bind: bool,
-        addr: std::net::IpAddr,
+        addr: IpAddr,
         identity: Option<&str>,
         now: Instant,
     ) -> Result<(), Over> {
@@ -159,7 +214,7 @@ impl Meter {
             (r.address, r.identity, &self.address, &self.identity)
         };
         if let Some(l) = a {
-            if !ta.take(addr, &l, now) {
+            if !ta.take(address_key(addr, r.ipv6_prefix), &l, now) {
                 return Err(Over::Address);
             }
         }
@@ -177,5 +232,89 @@ impl Meter {
             self.address.len() + self.address_binds.len(),
             self.identity.len() + self.identity_binds.len(),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn ipv6_clients_count_by_their_network() {
+        for (addr, prefix, key) in [
+            ("2001:db8:1:2:aaaa:bbbb:cccc:dddd", 64, "2001:db8:1:2::"),
+            ("2001:db8:1:2:aaaa:bbbb:cccc:dddd", 48, "2001:db8:1::"),
+            ("2001:db8:1:2:aaaa:bbbb:cccc:dddd", 56, "2001:db8:1::"),
+            ("2001:db8:1:2ff:aaaa:bbbb:cccc:dddd", 56, "2001:db8:1:200::"),
+            (
+                "2001:db8:1:2:aaaa:bbbb:cccc:dddd",
+                128,
+                "2001:db8:1:2:aaaa:bbbb:cccc:dddd",
+            ),
+            ("2001:db8:1:2:aaaa:bbbb:cccc:dddd", 0, "::"),
+            ("::ffff:192.0.2.7", 64, "192.0.2.7"),
+            ("192.0.2.7", 64, "192.0.2.7"),
+            ("192.0.2.7", 0, "192.0.2.7"),
+        ] {
+            assert_eq!(address_key(ip(addr), prefix), ip(key), "{addr}/{prefix}");
+        }
+    }
+
+    #[test]
+    fn one_network_shares_a_bucket_unless_told_otherwise() {
+        let limit = Limit {
+            per_second: 0.001,
+            burst: 2,
+        };
+        let t = Instant::now();
+        let per_64 = Rates {
+            address: Some(limit),
+            ..Rates::default()
+        };
+        assert_eq!(per_64.ipv6_prefix, 64, "the default");
+        let m = Meter::default();
+        // Fresh addresses of one /64 do not bring fresh buckets.
+        let mut served = 0;
+        for i in 1..=20u16 {
+            let a = ip(&format!("2001:db8:0:1::{i:x}"));
+            served += usize::from(m.take(&per_64, false, a, None, t).is_ok());
+        }
+        assert_eq!(served, 2, "one bucket for the /64");
+        let other = ip("2001:db8:0:2::1");
+        assert_eq!(m.take(&per_64, false, other, None, t), Ok(()));
+
+        let per_128 = Rates {
+            ipv6_prefix: 128,
+            ..per_64
+        };
+        let m = Meter::default();
+        let served = (1..=20u16)
+            .filter(|i| {
+                let a = ip(&format!("2001:db8:0:1::{i:x}"));
+                m.take(&per_128, false, a, None, t).is_ok()
+            })
+            .count();
+        assert_eq!(served, 20, "each address apart");
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    struct Wrap {
+        rates: Rates,
+    }
+
+    #[test]
+    fn the_prefix_is_read_and_checked() {
+        let r: Wrap = toml::from_str("[rates]\nipv6_prefix = 56\n").unwrap();
+        assert_eq!(r.rates.ipv6_prefix, 56);
+        let r: Wrap = toml::from_str("[rates]\n").unwrap();
+        assert_eq!(r.rates.ipv6_prefix, 64);
+        let e = toml::from_str::<Wrap>("[rates]\nipv6_prefix = 129\n").unwrap_err();
+        assert!(e.to_string().contains("0 to 128"), "{e}");
+        assert!(toml::from_str::<Wrap>("[rates]\nipv6_prefix = -1\n").is_err());
     }
 }
