@@ -5,6 +5,10 @@
 use std::fmt::Write;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
+/// Operations whose caller asked for a trace past `--otlp-caller-rate`
+/// (counted by `otel`, which has no `Metrics` at hand).
+pub(crate) static TRACES_CALLER_CAPPED: AtomicU64 = AtomicU64::new(0);
+
 /// Operation kinds, in metric label order.
 pub(crate) const OPS: &[&str] = &[
     "bind", "unbind", "search", "modify", "add", "delete", "moddn", "compare", "abandon",
@@ -220,6 +224,12 @@ impl Metrics {
                 "counter",
                 "Access-log lines dropped because their destination did not keep up.",
                 crate::access::dropped() as i64,
+            ),
+            (
+                "dsa_router_traces_caller_capped_total",
+                "counter",
+                "Operations whose caller asked for a trace past --otlp-caller-rate (sampled at --otlp-sample instead).",
+                TRACES_CALLER_CAPPED.load(Ordering::Relaxed) as i64,
             ),
             (
                 "dsa_router_hedges_total",

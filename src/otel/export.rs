@@ -19,6 +19,9 @@ pub struct Settings {
     pub ratio: f64,
     /// How often batches are sent.
     pub every: Duration,
+    /// Operations per second traced because their caller's trace context
+    /// said so, beyond the ratio (0: a caller's flag counts for nothing).
+    pub caller_rate: u32,
 }
 
 /// The traces URL for `endpoint`.

@@ -6,9 +6,11 @@
 //! **Sampling** is decided when an operation starts, before anything is
 //! recorded: an operation whose request carries the trace context control
 //! ([`OID_TRACE_CONTEXT`]) follows its caller's decision (the
-//! `traceparent`'s sampled flag) and continues its trace; any other is
-//! sampled at `--otlp-sample` (a ratio, default 1.0 once an endpoint is
-//! given). An operation that is not sampled costs one load and, at a
+//! `traceparent`'s sampled flag) and continues its trace, as long as
+//! such operations stay within `--otlp-caller-rate` ([`cap`]: past it, a
+//! caller's "sampled" counts for nothing, so no client can make the
+//! router trace all its operations); any other is sampled at
+//! `--otlp-sample` (a ratio, default 1.0 once an endpoint is given). An operation that is not sampled costs one load and, at a
 //! ratio below 1, one random number: no span, no allocation.
 //!
 //! **What a span says:** the operation, its partition, DN, client
@@ -26,12 +28,14 @@
 //! # Layout
 //! * `mod.rs`: the switch, the sampling decision, [`start`].
 //! * `op`: one operation's recording and its spans.
+//! * `cap`: the rate of operations traced because their caller asked.
 //! * `parent`: the W3C `traceparent` in the trace context control, read
 //!   from a client's request and written into a DSA's.
 //! * `ids`: span and trace IDs chosen when an operation or attempt starts.
 //! * `export`: the exporter (OTLP/HTTP over `ureq`, already linked for
 //!   `ctl`) and the tracer provider.
 
+mod cap;
 mod export;
 mod ids;
 mod op;
@@ -57,6 +61,8 @@ struct Otel {
     tracer: opentelemetry_sdk::trace::SdkTracer,
     /// Operations sampled out of 2^64 (ratio * 2^64).
     threshold: u64,
+    /// Operations traced because their caller asked, per second.
+    cap: cap::Cap,
 }
 
 static OTEL: OnceLock<Otel> = OnceLock::new();
@@ -77,6 +83,7 @@ pub fn init(s: &Settings) -> crate::error::Result<()> {
         provider,
         tracer,
         threshold,
+        cap: cap::Cap::new(s.caller_rate),
     });
     Ok(())
 }
@@ -122,11 +129,15 @@ fn random() -> u64 {
 }
 
 /// The sampling decision for an operation whose request carried the
-/// trace context `control` (its value), if any.
-fn sampled(threshold: u64, control: Option<&[u8]>) -> (bool, Option<TraceParent>) {
+/// trace context `control` (its value), if any: the caller's, while `cap`
+/// lets its "sampled" through, else the ratio's. The trace is continued
+/// (the caller's trace ID and parent) either way, when sampled.
+fn sampled(threshold: u64, cap: &cap::Cap, control: Option<&[u8]>) -> (bool, Option<TraceParent>) {
+    let ours = || threshold == u64::MAX || random() < threshold;
     match control.and_then(TraceParent::parse) {
-        Some(p) => (p.sampled, Some(p)),
-        None => (threshold == u64::MAX || random() < threshold, None),
+        Some(p) if !p.sampled => (false, Some(p)),
+        Some(p) => (ours() || cap.take(std::time::Instant::now()), Some(p)),
+        None => (ours(), None),
     }
 }
 
@@ -140,7 +151,7 @@ pub fn start(
     control: Option<&[u8]>,
 ) -> Option<Box<OpTrace>> {
     let o = OTEL.get()?;
-    let (yes, parent) = sampled(o.threshold, control);
+    let (yes, parent) = sampled(o.threshold, &o.cap, control);
     if !yes {
         return None;
     }
@@ -175,17 +186,46 @@ mod tests {
     fn a_caller_s_decision_is_followed_and_the_ratio_holds_otherwise() {
         let yes = b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
         let no = b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00";
-        assert!(sampled(0, Some(yes)).0, "sampled by the caller, ratio 0");
-        assert!(!sampled(u64::MAX, Some(no)).0, "not sampled by the caller");
+        let cap = cap::Cap::new(1000);
         assert!(
-            sampled(u64::MAX, Some(b"junk")).0,
+            sampled(0, &cap, Some(yes)).0,
+            "sampled by the caller, ratio 0"
+        );
+        assert!(
+            !sampled(u64::MAX, &cap, Some(no)).0,
+            "not sampled by the caller"
+        );
+        assert!(
+            sampled(u64::MAX, &cap, Some(b"junk")).0,
             "malformed: own decision"
         );
-        assert!(!sampled(0, None).0);
+        assert!(!sampled(0, &cap, None).0);
         // 1% of 100,000: within 5 standard deviations (about 157).
         let n = (0..100_000)
-            .filter(|_| sampled(u64::MAX / 100, None).0)
+            .filter(|_| sampled(u64::MAX / 100, &cap, None).0)
             .count();
         assert!((840..=1160).contains(&n), "{n} sampled of 100,000 at 1%");
+    }
+
+    #[test]
+    fn a_caller_cannot_have_every_operation_traced() {
+        let yes = b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        // Ratio 0, a cap of 50 per second: 100,000 operations asking at
+        // once get 50 traces (the burst), and carry the caller's trace.
+        let cap = cap::Cap::new(50);
+        let t0 = std::time::Instant::now();
+        let n = (0..100_000)
+            .filter(|_| sampled(0, &cap, Some(yes)).0)
+            .count();
+        // The burst, and one per 20 ms the loop took.
+        let refilled = (t0.elapsed().as_secs_f64() * 50.0).ceil() as usize;
+        assert!((50..=51 + refilled).contains(&n), "{n} traced");
+        // At ratio 1% past the cap, about 1% of them.
+        let n = (0..100_000)
+            .filter(|_| sampled(u64::MAX / 100, &cap, Some(yes)).0)
+            .count();
+        assert!((840..=1200).contains(&n), "{n} traced past the cap at 1%");
+        let (_, parent) = sampled(0, &cap, Some(yes));
+        assert!(parent.is_some(), "the caller's trace is kept");
     }
 }

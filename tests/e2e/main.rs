@@ -60,5 +60,6 @@ mod tls;
 mod tls_both_sides;
 mod traces;
 mod traces_binds;
+mod traces_cap;
 mod upgrade;
 mod workers;

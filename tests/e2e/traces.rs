@@ -120,7 +120,7 @@ fn tree(out: &Path, want: impl Fn(&Value, &[Value]) -> bool) -> Option<(Value, V
 
 /// ldapsearch's `-e` for the trace context control with `traceparent`
 /// (ldapsearch takes a generic control's value in base64).
-fn control(traceparent: &str) -> String {
+pub(crate) fn control(traceparent: &str) -> String {
     use base64::Engine;
     let b64 = base64::engine::general_purpose::STANDARD.encode(traceparent);
     format!("{OID}={b64}")
@@ -132,7 +132,7 @@ fn ldapsearch(url: &str, extra: &[&str]) {
 
 /// A base search of `base` (then `extra`: more options, a filter,
 /// attributes); its output.
-fn ldapsearch_at(url: &str, base: &str, extra: &[&str]) -> String {
+pub(crate) fn ldapsearch_at(url: &str, base: &str, extra: &[&str]) -> String {
     let mut args = vec!["-x", "-LLL", "-H", url, "-b", base, "-s", "base"];
     args.extend_from_slice(extra);
     let out = run_tool("ldapsearch", &args, None, Duration::from_secs(30));

@@ -23,6 +23,13 @@ pub struct TraceArgs {
     /// decision and continues its trace.
     #[arg(long, default_value_t = 1.0, value_name = "RATIO")]
     pub otlp_sample: f64,
+    /// At most this many operations a second are traced because their
+    /// request's trace context asked (the caller sampled it); past it,
+    /// such an operation is sampled at --otlp-sample like any other, so
+    /// no client can have all its operations traced and exported (0: a
+    /// caller's flag is never followed).
+    #[arg(long, default_value_t = 100, value_name = "PER_SECOND")]
+    pub otlp_caller_rate: u32,
     /// How often batches of spans are sent.
     #[arg(long, default_value = "1s", value_parser = parse_duration, value_name = "DURATION")]
     pub otlp_interval: Duration,
@@ -44,6 +51,7 @@ impl TraceArgs {
             endpoint: endpoint.clone(),
             ratio: self.otlp_sample,
             every: self.otlp_interval.max(Duration::from_millis(10)),
+            caller_rate: self.otlp_caller_rate,
         })?;
         tracing::info!(
             endpoint = %endpoint,
