@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/fuzz.sh [SECONDS]: run each fuzz target (fuzz/fuzz_targets: the
 # client request reader, the DSA response reader, the knowledge parser, the
-# DN parser, the PROXY header reader, the DSAs' schema reader) for SECONDS (default 60) from its seed corpus (fuzz/corpus),
+# DN parser, the PROXY header reader, the DSAs' schema reader) for SECONDS
+# (default 60) from its seed corpus (fuzz/corpus),
 # and print the executions per target. Exits 1 on the first crash; libFuzzer
 # leaves the input in fuzz/artifacts/TARGET/: add it to fuzz/regressions/
 # TARGET/ (tests/logic runs every file there) and fix the bug.

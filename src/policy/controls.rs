@@ -65,7 +65,7 @@ pub fn named(oid: &str, value: Option<&[u8]>) -> Named {
                 filter_value_names(v, &mut n)?;
                 Named::Tests(n)
             }
-            OID_MATCHED_VALUES => Named::Tests(seq(v, |item, n| filter_value_names(item, n))?),
+            OID_MATCHED_VALUES => Named::Tests(seq(v, filter_value_names)?),
             OID_SORT => Named::Tests(seq(v, sort_key)?),
             _ => Named::Returns(selection(v)?),
         })
