@@ -74,8 +74,26 @@ fn tool(program: &str, url: &str, writer: bool, args: &[&str], stdin: Option<&st
 
 /// `ldapsearch -LLL` under `ou=people` with `extra` options and `filter`.
 fn search(url: &str, writer: bool, extra: &[&str], filter: &str, attrs: &[&str]) -> ToolOutput {
-    let base = format!("ou=people,{DEMOCORP}");
-    let mut args = vec!["-LLL", "-o", "ldif-wrap=no", "-b", base.as_str()];
+    search_at(
+        url,
+        writer,
+        &format!("ou=people,{DEMOCORP}"),
+        extra,
+        filter,
+        attrs,
+    )
+}
+
+/// `ldapsearch -LLL` at `base` with `extra` options and `filter`.
+fn search_at(
+    url: &str,
+    writer: bool,
+    base: &str,
+    extra: &[&str],
+    filter: &str,
+    attrs: &[&str],
+) -> ToolOutput {
+    let mut args = vec!["-LLL", "-o", "ldif-wrap=no", "-b", base];
     args.extend_from_slice(extra);
     args.push(filter);
     args.extend_from_slice(attrs);
@@ -173,8 +191,13 @@ fn hidden_attributes_answer_alike_under_every_name_and_control() {
             _ => (extra.clone(), Vec::new()),
         };
         let en: Vec<&str> = en.iter().map(String::as_str).collect();
-        let a = search(&url, false, &ey, yes, &["uid"]);
-        let b = search(&url, false, &en, no, &["uid"]);
+        // An assertion is on the search's base entry: user0001's.
+        let base = match extra.first() {
+            Some(&"-e") => user_dn(DEMOCORP, "user0001"),
+            _ => format!("ou=people,{DEMOCORP}"),
+        };
+        let a = search_at(&url, false, &base, &ey, yes, &["uid"]);
+        let b = search_at(&url, false, &base, &en, no, &["uid"]);
         if a.code != Some(53) || !a.stderr.contains("policy rule \"default\"") {
             bad.push(format!("search {extra:?} {yes}: not refused: {a:?}"));
         }
