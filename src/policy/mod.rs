@@ -199,12 +199,13 @@ impl Policy {
         out
     }
 
-    /// Whether a rule hides attributes (then the DSAs' schemas are read).
+    /// Whether a rule hides attributes or refuses filters on some (then
+    /// the DSAs' schemas are read).
     pub fn hides(&self) -> bool {
         self.rules
             .iter()
             .chain([&self.default])
-            .any(|r| !r.hide.is_empty())
+            .any(|r| !r.hide.is_empty() || !r.refuse_filters_on.is_empty())
     }
 
     /// Whether a rule names groups.

@@ -18,23 +18,26 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// What one rule keeps from results: hidden attributes, the subtrees
-/// entries must be in.
+/// entries must be in; and the attributes filters may not name
+/// (`refuse_filters_on`, by every name too).
 #[derive(Debug)]
 pub struct Shield {
     pub hidden: Hidden,
+    pub refused: Hidden,
     /// Empty: anywhere.
     pub subtrees: Vec<Dn>,
 }
 
 impl Shield {
-    /// The shield of `rule` with `schema`; `None` when it hides nothing
-    /// and allows every subtree.
+    /// The shield of `rule` with `schema`; `None` when it hides nothing,
+    /// refuses no filter and allows every subtree.
     pub fn of(rule: &Rule, schema: &Arc<Schema>) -> Option<Shield> {
-        if rule.hide.is_empty() && rule.subtrees.is_empty() {
+        if rule.hide.is_empty() && rule.subtrees.is_empty() && rule.refuse_filters_on.is_empty() {
             return None;
         }
         Some(Shield {
             hidden: schema.hidden(&rule.hide),
+            refused: schema.hidden(&rule.refuse_filters_on),
             subtrees: rule.subtrees.clone(),
         })
     }
@@ -92,6 +95,20 @@ impl Shield {
         ))
     }
 
+    /// Whether a filter or compare may name `a` under `refuse_filters_on`:
+    /// not another name of one of its attributes, of a subtype or of a
+    /// supertype (names the schema does not know are the rule's to
+    /// judge as written).
+    pub fn check_refused(&self, rule: &Rule, a: &str) -> Result<(), Refusal> {
+        match self.refused.refuses(a) {
+            Some(Why::Hidden | Why::Supertype) => Err(rule.refuse(
+                UNWILLING,
+                format!("filters and compares on attribute {a} are not allowed (refuse_filters_on, by another name)"),
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// Whether request control `oid` (with `value`) may go on.
     pub fn check_control(
         &self,
@@ -131,11 +148,20 @@ struct Read {
     whole: bool,
 }
 
+/// Where one DSA's schema stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Known {
+    /// Not read yet.
+    Unread,
+    /// The last read failed.
+    Unreadable,
+    Read(Read),
+}
+
 /// The schemas of the DSAs, and their merge.
 #[derive(Default)]
 pub struct Schemas {
-    /// By DSA name; `None`: its schema could not be read.
-    per_dsa: Mutex<BTreeMap<String, Option<Read>>>,
+    per_dsa: Mutex<BTreeMap<String, Known>>,
     merged: ArcSwap<Schema>,
     /// Moves when every schema is to be read again (a reload).
     asked: AtomicU64,
@@ -165,12 +191,15 @@ impl Schemas {
     /// value was read, or `None` when it could not be read at all.
     /// Whether that changed what was known.
     pub fn set(&self, dsa: &str, read: Option<(Vec<AttrType>, bool)>) -> bool {
-        let read = read.map(|(types, whole)| Read { types, whole });
+        let read = match read {
+            Some((types, whole)) => Known::Read(Read { types, whole }),
+            None => Known::Unreadable,
+        };
         {
             let mut done = self.done.lock().unwrap_or_else(|p| p.into_inner());
             match &read {
-                Some(_) => done.insert(dsa.to_string(), self.asked.load(Ordering::Relaxed)),
-                None => done.remove(dsa),
+                Known::Read(_) => done.insert(dsa.to_string(), self.asked.load(Ordering::Relaxed)),
+                _ => done.remove(dsa),
             };
         }
         let mut m = self.per_dsa.lock().unwrap_or_else(|p| p.into_inner());
@@ -191,7 +220,7 @@ impl Schemas {
         let mut changed = m.len() != before;
         for d in dsas {
             if !m.contains_key(d) {
-                m.insert(d.clone(), None);
+                m.insert(d.clone(), Known::Unread);
                 changed = true;
             }
         }
@@ -200,21 +229,30 @@ impl Schemas {
         }
     }
 
-    fn merge(&self, m: &BTreeMap<String, Option<Read>>) {
-        let complete = m.values().all(|r| r.as_ref().is_some_and(|r| r.whole));
-        let types = m
-            .values()
-            .flatten()
-            .flat_map(|r| r.types.iter().cloned())
-            .collect();
+    fn merge(&self, m: &BTreeMap<String, Known>) {
+        let read = || {
+            m.values().filter_map(|k| match k {
+                Known::Read(r) => Some(r),
+                _ => None,
+            })
+        };
+        let complete = read().count() == m.len() && read().all(|r| r.whole);
+        let types = read().flat_map(|r| r.types.iter().cloned()).collect();
         self.merged.store(Arc::new(Schema::new(types, complete)));
     }
 
-    /// Per DSA: `None` unread, else (types read, every value read).
+    /// Per DSA: `None` not read (yet, or its last read failed), else
+    /// (types read, every value read).
     pub fn summary(&self) -> BTreeMap<String, Option<(usize, bool)>> {
         let m = self.per_dsa.lock().unwrap_or_else(|p| p.into_inner());
         m.iter()
-            .map(|(k, r)| (k.clone(), r.as_ref().map(|r| (r.types.len(), r.whole))))
+            .map(|(k, r)| {
+                let r = match r {
+                    Known::Read(r) => Some((r.types.len(), r.whole)),
+                    _ => None,
+                };
+                (k.clone(), r)
+            })
             .collect()
     }
 }

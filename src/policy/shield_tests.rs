@@ -34,14 +34,15 @@ fn the_merge_is_complete_when_every_expected_dsa_was_read_whole() {
     );
     s.expect(&["D1".into(), "D3".into()]);
     assert!(!s.current().complete, "D3 new, unread");
-    s.set("D3", None);
+    assert!(s.set("D3", None), "a first failure is news (logged)");
+    assert!(!s.set("D3", None), "the same failure again is not");
     assert!(!s.current().complete, "D3 unreadable");
     s.expect(&["D1".into()]);
     assert!(s.current().complete);
     assert_eq!(s.summary().len(), 1);
 }
 
-fn hiding(hide: &[&str], complete: bool) -> (Rule, Shield) {
+fn schema(complete: bool) -> Arc<Schema> {
     let types = [
         "( 2.5.4.41 NAME 'name' )",
         "( 2.5.4.3 NAME ( 'cn' 'commonName' ) SUP name )",
@@ -49,13 +50,17 @@ fn hiding(hide: &[&str], complete: bool) -> (Rule, Shield) {
         "( 0.9.2342.19200300.100.1.3 NAME ( 'mail' 'rfc822Mailbox' ) )",
         "( 0.9.2342.19200300.100.1.1 NAME ( 'uid' 'userid' ) )",
     ];
-    let schema = Arc::new(Schema::new(
+    Arc::new(Schema::new(
         types
             .iter()
             .map(|t| super::super::schema::parse(t).unwrap())
             .collect(),
         complete,
-    ));
+    ))
+}
+
+fn hiding(hide: &[&str], complete: bool) -> (Rule, Shield) {
+    let schema = schema(complete);
     let rule = Rule {
         name: "r".into(),
         hide: hide
@@ -158,6 +163,27 @@ fn filters_and_controls_are_checked_by_the_names_they_use() {
     assert!(osh
         .check_names(&open, &names(&["x"], true), "search")
         .is_ok());
+}
+
+#[test]
+fn refused_filters_are_refused_by_every_name() {
+    let rule = Rule {
+        name: "r".into(),
+        refuse_filters_on: vec!["mail".into(), "sn".into()],
+        ..Rule::default()
+    };
+    let sh = Shield::of(&rule, &schema(true)).unwrap();
+    for (a, ok) in [
+        ("rfc822Mailbox", false),
+        ("0.9.2342.19200300.100.1.3", false),
+        ("surname;lang-en", false),
+        ("name", false),
+        ("uid", true),
+        ("unknownToTheSchema", true),
+    ] {
+        assert_eq!(sh.check_refused(&rule, a).is_ok(), ok, "{a}");
+    }
+    assert!(!sh.hidden.any(), "nothing hidden: no control checked");
 }
 
 #[test]

@@ -261,7 +261,10 @@ impl Session {
         if let (OpType::ModDn, Some(d)) = (op, parsed.as_deref()) {
             rule.check_moved(wire::moddn_new_dn(d, pdu, h).as_ref())?;
         }
-        let shield = (!rule.hide.is_empty() || !rule.subtrees.is_empty())
+        let resolved = !rule.hide.is_empty()
+            || !rule.subtrees.is_empty()
+            || !rule.refuse_filters_on.is_empty();
+        let shield = resolved
             .then(|| self.router.policies.shield(policy, idx))
             .flatten();
         names_allowed(rule, shield.as_deref(), op, pdu, h, req)?;
@@ -341,6 +344,9 @@ fn names_allowed(
     };
     for a in &named.attrs {
         rule.check_attr(a)?;
+        if let Some(sh) = shield.filter(|_| !rule.refuse_filters_on.is_empty()) {
+            sh.check_refused(rule, a)?;
+        }
     }
     let Some(sh) = shield.filter(|_| hides) else {
         return Ok(());

@@ -12,7 +12,8 @@
 //!   slapd never returns, under `ou=people`): entries lose `mail` and
 //!   `sn`; the pre-read and post-read controls asking for them, or for
 //!   every attribute, are refused, its writes without them go on (with
-//!   the router's own post-read for read-your-writes); a modify DN with
+//!   the router's own post-read for read-your-writes); a filter on `gn`
+//!   is refused (`refuse_filters_on = ["givenName"]`); a modify DN with
 //!   a newSuperior outside `ou=people` is refused, one inside is done.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
@@ -32,6 +33,7 @@ name = "writer"
 identity = ["cn=writer,o=DEMOCORP,c=AU"]
 subtrees = ["ou=people,o=DEMOCORP,c=AU"]
 hide = ["rfc822Mailbox", "surname"]
+refuse_filters_on = ["givenName"]
 
 [default]
 subtrees = ["ou=people,o=DEMOCORP,c=AU"]
@@ -373,6 +375,10 @@ fn read_controls_naming_hidden_attributes_are_refused() {
         bad.len(),
         bad.join("\n")
     );
+    // refuse_filters_on by another name (gn is givenName).
+    let o = search(&url, true, &[], "(gn=x)", &["uid"]);
+    assert_eq!(o.code, Some(53), "{o:?}");
+    assert!(o.stderr.contains("refuse_filters_on"), "{o:?}");
     // Asking for other attributes, or none, the write goes on.
     for ctl in [
         &["-e", "preread=cn"][..],
