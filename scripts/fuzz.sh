@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/fuzz.sh [SECONDS]: run each fuzz target (fuzz/fuzz_targets: the
 # client request reader, the DSA response reader, the knowledge parser, the
-# DN parser) for SECONDS (default 60) from its seed corpus (fuzz/corpus),
+# DN parser, the PROXY header reader, the DSAs' schema reader) for SECONDS
+# (default 60) from its seed corpus (fuzz/corpus),
 # and print the executions per target. Exits 1 on the first crash; libFuzzer
 # leaves the input in fuzz/artifacts/TARGET/: add it to fuzz/regressions/
 # TARGET/ (tests/logic runs every file there) and fix the bug.
@@ -21,7 +22,7 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
     echo "fuzz.sh: installing cargo-fuzz"
     cargo install cargo-fuzz --locked
 fi
-TARGETS=(request response knowledge dn proxy_header)
+TARGETS=(request response knowledge dn proxy_header schema)
 cd fuzz
 cargo +nightly fuzz build -O
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/dsa-router-fuzz.XXXXXX")

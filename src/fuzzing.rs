@@ -28,6 +28,7 @@ pub fn request(data: &[u8]) {
             let _ = state::needs(&req);
             let _ = search::head(pdu, &h);
             let _ = request::moddn_target(pdu, &h);
+            policed(pdu, &h, &req);
         }
         if let Some(c) = sasl::bind_credentials(pdu, &h) {
             let _ = sasl::digest_qop(c);
@@ -37,6 +38,49 @@ pub fn request(data: &[u8]) {
         if let Some(b) = map().request(pdu, &h) {
             assert!(frame::header(&b).is_ok(), "a mapped request does not frame");
         }
+    }
+}
+
+/// What a rule hiding attributes reads of a request: its filter, its
+/// controls' values, a modify DN's new DN.
+fn policed(pdu: &[u8], h: &frame::Header, req: &request::Request) {
+    use crate::policy::{controls, wire};
+    let _ = wire::filter_names(pdu, h);
+    let _ = wire::compare_attr(pdu, h);
+    let _ = wire::moddn_new_dn(&map().prefix, pdu, h);
+    for c in &req.controls {
+        let _ = controls::named(&c.oid, c.value.as_deref());
+        for oid in [
+            controls::OID_ASSERTION,
+            controls::OID_SORT,
+            controls::OID_PRE_READ,
+        ] {
+            let _ = controls::named(oid, c.value.as_deref());
+        }
+    }
+}
+
+/// A DSA's schema: `attributeTypes` values, one a line, parsed, merged
+/// and resolved for a `hide` list of the first names read.
+pub fn schema(data: &[u8]) {
+    use crate::policy::schema::{parse, Schema};
+    let text = String::from_utf8_lossy(data);
+    let types: Vec<_> = text.lines().filter_map(|l| parse(l).ok()).collect();
+    for t in &types {
+        assert!(
+            t.names
+                .iter()
+                .chain([&t.oid])
+                .all(|n| *n == n.to_ascii_lowercase()),
+            "a name not in lower case"
+        );
+    }
+    let hide: Vec<String> = types.iter().take(3).map(|t| t.oid.clone()).collect();
+    let s = std::sync::Arc::new(Schema::new(types, true));
+    let h = s.hidden(&hide);
+    for n in text.split_whitespace().take(64) {
+        let _ = h.refuses(n);
+        let _ = h.strips(n.as_bytes());
     }
 }
 
@@ -63,6 +107,7 @@ pub fn response(data: &[u8]) {
         let _ = response::diagnostic(pdu, &h);
         let _ = response::referral_urls(pdu, &h);
         let _ = response::entry_dn(pdu);
+        let _ = crate::policy::wire::entry_name(pdu, &h);
         let _ = response::entry_attrs(pdu);
         let _ = response::extended_value(pdu);
         let _ = ppolicy::Policy::of_response(pdu, &h);

@@ -16,17 +16,19 @@
 
 use crate::config::HealthConfig;
 use crate::context::Context;
+use crate::dsa_state::DsaState;
 use crate::error::Kind;
-use crate::upstream::advertised;
+use crate::policy::schema;
 use crate::upstream::conn::Conn;
 use crate::upstream::pool::{self, BindPdu};
+use crate::upstream::{advertised, subschema};
 use crate::wire::frame;
 use crate::wire::response::result_code;
 use bytes::Bytes;
 use ldap3_proto::proto::LdapSearchScope;
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 /// The probe's search request PDU.
@@ -158,6 +160,54 @@ impl Probe {
     }
 }
 
+/// After a good probe on `c` (`fresh`: a new connection): read the DSA's
+/// root DSE when stale, and its schema when a policy rule hides
+/// attributes and it is due (with the root DSE, on a new connection, after
+/// a reload, until read). A schema not read is recorded as such: filters
+/// naming attributes it may call hidden are then refused.
+async fn read_dse(router: &Context, st: &DsaState, c: &Arc<Conn>, fresh: bool, timeout: Duration) {
+    let schemas = &router.policies.schemas;
+    let stale = st.advertised_stale(advertised::REFRESH);
+    let schema = router.policies.hides() && (stale || fresh || schemas.due(&st.name));
+    if stale || schema {
+        match advertised::read(c, timeout).await {
+            Ok(a) => st.set_advertised(a),
+            Err(e) => {
+                tracing::debug!(dsa = %st.name, error = %crate::logsafe::esc(&e), "root DSE not read");
+                if schema && schemas.set(&st.name, None) {
+                    tracing::warn!(dsa = %st.name, "its root DSE is not read: its schema is not read");
+                }
+                return;
+            }
+        }
+    }
+    if !schema {
+        return;
+    }
+    let Some(dn) = st.advertised().and_then(|a| a.subschema.clone()) else {
+        if schemas.set(&st.name, None) {
+            tracing::warn!(dsa = %st.name, "its root DSE names no subschemaSubentry: its schema is not read");
+        }
+        return;
+    };
+    match subschema::read(c, &dn, timeout).await {
+        Ok(values) => {
+            let parsed: Vec<_> = values.iter().map(|v| schema::parse(v)).collect();
+            let whole = parsed.iter().all(Result::is_ok);
+            let types: Vec<_> = parsed.into_iter().flatten().collect();
+            let n = types.len();
+            if schemas.set(&st.name, Some((types, whole))) {
+                tracing::info!(dsa = %st.name, attribute_types = n, whole, "schema read");
+            }
+        }
+        Err(e) => {
+            if schemas.set(&st.name, None) {
+                tracing::warn!(dsa = %st.name, error = %crate::logsafe::esc(&e), "its schema is not read");
+            }
+        }
+    }
+}
+
 /// Probe every DSA until shutdown.
 pub(crate) async fn run(
     router: Arc<Context>,
@@ -186,6 +236,17 @@ pub(crate) async fn run(
             _ = shutdown.changed() => break,
         }
         let routing = router.routing();
+        if router.policies.hides() {
+            let names: Vec<String> = routing
+                .snap
+                .dsas
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| Some(*i) != routing.table.router)
+                .map(|(_, d)| d.name.clone())
+                .collect();
+            router.policies.schemas.expect(&names);
+        }
         let probes = routing
             .snap
             .dsas
@@ -204,28 +265,34 @@ pub(crate) async fn run(
                     timeout: cfg.timeout,
                 };
                 let existing = conns.get(&d.name).filter(|(c, _)| c.is_alive()).cloned();
+                let fresh = existing.is_none();
+                let router = router.clone();
                 let (pdu, cfg) = (pdu.clone(), cfg.clone());
                 // The hold-down keeps a recovering DSA out while another
                 // serves its partitions; a partition with no other eligible
                 // DSA takes it back at once.
-                let covered = routing.table.partitions().iter().filter(|p| p.order.contains(&i)).all(|p| {
-                    p.order
-                        .iter()
-                        .any(|&j| j != i && routing.states.0[j].status().eligible())
-                });
-                let hold = if covered { cfg.failback_hold } else { std::time::Duration::ZERO };
+                let covered = routing
+                    .table
+                    .partitions()
+                    .iter()
+                    .filter(|p| p.order.contains(&i))
+                    .all(|p| {
+                        p.order
+                            .iter()
+                            .any(|&j| j != i && routing.states.0[j].status().eligible())
+                    });
+                let hold = if covered {
+                    cfg.failback_hold
+                } else {
+                    std::time::Duration::ZERO
+                };
                 async move {
                     let started = Instant::now();
                     let result = probe.run(existing, &pdu).await;
                     match &result {
                         Ok((c, _)) => {
                             st.probe_ok(started.elapsed(), cfg.rise, hold);
-                            if st.advertised_stale(advertised::REFRESH) {
-                                match advertised::read(c, cfg.timeout).await {
-                                    Ok(a) => st.set_advertised(a),
-                                    Err(e) => tracing::debug!(dsa = %st.name, error = %crate::logsafe::esc(&e), "root DSE not read"),
-                                }
-                            }
+                            read_dse(&router, &st, c, fresh, cfg.timeout).await;
                         }
                         Err(f) => st.probe_failed(&f.why, cfg.fall),
                     }

@@ -6,19 +6,25 @@
 //! [`groups`]), TLS and SASL mechanism; the first that matches decides, else
 //! the default rule. It allows operation types, target subtrees and
 //! search scopes, clamps searches' size and time limits, hides attributes
-//! from results (and refuses filters and compares naming them) and
+//! from results under every name the DSAs' schema gives them (and refuses
+//! filters, compares and controls naming them or their supertypes) and
 //! refuses filters on other named attributes. `[rates]` sets token
 //! buckets per client address and per bound identity, for binds apart.
 //! The file is re-read with the knowledge (SIGHUP, `ctl reload`), all or
 //! nothing. `docs/policy.md` is the administrator's description.
 //!
 //! [`rule`] is the pure matching, [`wire`] what is read and rewritten in
-//! PDUs, [`rate`] the buckets; the session's hooks are in
-//! `session::policy`.
+//! PDUs, [`controls`] what request controls name, [`schema`] the DSAs'
+//! attribute types and what a `hide` list hides with them, [`shield`]
+//! the schemas kept per DSA and each rule's view of them, [`rate`] the
+//! buckets; the session's hooks are in `session::policy`.
 
+pub mod controls;
 pub mod groups;
 pub mod rate;
 pub mod rule;
+pub mod schema;
+pub mod shield;
 pub mod wire;
 
 use crate::dn::Dn;
@@ -193,6 +199,15 @@ impl Policy {
         out
     }
 
+    /// Whether a rule hides attributes or refuses filters on some (then
+    /// the DSAs' schemas are read).
+    pub fn hides(&self) -> bool {
+        self.rules
+            .iter()
+            .chain([&self.default])
+            .any(|r| !r.hide.is_empty() || !r.refuse_filters_on.is_empty())
+    }
+
     /// Whether a rule names groups.
     pub fn uses_groups(&self) -> bool {
         self.named_groups
@@ -225,6 +240,10 @@ pub struct Policies {
     pub meter: rate::Meter,
     /// The member sets of the groups rules name.
     pub groups: groups::Groups,
+    /// The DSAs' schemas (hidden attributes' other names).
+    pub schemas: shield::Schemas,
+    /// Each rule's hidden attributes and subtrees, resolved.
+    pub shields: shield::Shields,
 }
 
 impl Policies {
@@ -255,7 +274,8 @@ impl Policies {
         let p = p?;
         let msg = format!("policy re-read: {} rule(s) and the default", p.rules.len());
         self.current.store(Some(Arc::new(p)));
-        // Groups are read again at once.
+        // Schemas are read again at the next probe, groups at once.
+        self.schemas.refresh();
         self.groups.wake.notify_one();
         Some(msg)
     }
@@ -268,6 +288,17 @@ impl Policies {
     /// Whether a policy file is in force.
     pub fn is_on(&self) -> bool {
         self.current.load().is_some()
+    }
+
+    /// What rule `rule` (index; past the end: the default) of `policy`
+    /// keeps from results, with the schema in force.
+    pub fn shield(&self, policy: &Arc<Policy>, rule: usize) -> Option<Arc<shield::Shield>> {
+        self.shields.get(policy, &self.schemas.current(), rule)
+    }
+
+    /// Whether the policy in force hides attributes.
+    pub fn hides(&self) -> bool {
+        self.current.load().as_deref().is_some_and(Policy::hides)
     }
 
     /// Count a refusal by rule `name`.

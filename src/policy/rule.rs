@@ -200,7 +200,8 @@ impl Rule {
             && self.refuse_filters_on.is_empty()
     }
 
-    fn refuse(&self, code: u8, why: String) -> Refusal {
+    /// A refusal by this rule, its message naming it.
+    pub fn refuse(&self, code: u8, why: String) -> Refusal {
         Refusal {
             code,
             message: format!(
@@ -245,6 +246,28 @@ impl Rule {
             }
         }
         Ok(())
+    }
+
+    /// Whether a modify DN may land its entry at `new` (`None`: a new
+    /// DN that cannot be read): within the subtrees, as the entry was.
+    pub fn check_moved(&self, new: Option<&Dn>) -> Result<(), Refusal> {
+        if self.subtrees.is_empty() {
+            return Ok(());
+        }
+        let Some(new) = new else {
+            return Err(self.refuse(UNWILLING, "the new DN of a modify DN cannot be read".into()));
+        };
+        if self.subtrees.iter().any(|s| s.is_ancestor_or_self_of(new)) {
+            return Ok(());
+        }
+        let list: Vec<String> = self.subtrees.iter().map(|s| s.to_string()).collect();
+        Err(self.refuse(
+            INSUFFICIENT_ACCESS,
+            format!(
+                "moddn to {new} is outside the subtrees it allows ({})",
+                list.join("; ")
+            ),
+        ))
     }
 
     /// The size and time limits a search goes on with: the client's

@@ -4,6 +4,7 @@
 //! that cannot be read is left alone here: the DSA rejects what is
 //! malformed.
 
+use crate::dn::Dn;
 use crate::wire::ber::{self, put_len, Tlv};
 use crate::wire::frame::Header;
 use bytes::{BufMut, BytesMut};
@@ -30,6 +31,24 @@ fn limits_at(pdu: &[u8], h: &Header) -> Option<(usize, u32, u32, usize)> {
     }
     let v = |b: &[u8]| ber::uint(b).unwrap_or(0);
     Some((at, v(size.body), v(time.body), time_at + time.len))
+}
+
+/// A search's derefAliases (0 never, 1 in searching, 2 finding the
+/// base, 3 always); `None`: not a search, or unreadable.
+pub fn search_deref(pdu: &[u8], h: &Header) -> Option<u8> {
+    if h.op_tag != SEARCH_REQUEST {
+        return None;
+    }
+    let op = pdu.get(h.op_start..h.op_end)?;
+    let mut body = ber::tlv(op).ok()?.body;
+    for _ in 0..2 {
+        body = body.get(ber::tlv(body).ok()?.len..)?;
+    }
+    let deref = ber::tagged(body, 0x0a)?;
+    match deref.body {
+        [v] => Some(*v),
+        _ => None,
+    }
 }
 
 /// A search's size and time limits (0 = none).
@@ -90,9 +109,23 @@ fn wrap(id: &[u8], tag: u8, body: &[u8], rest: &[u8]) -> BytesMut {
     out
 }
 
+/// The attributes a filter names, and whether it has an extensible
+/// match without a type (which tests every attribute).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Names {
+    pub attrs: Vec<String>,
+    pub typeless: bool,
+}
+
 /// The attribute descriptions a search's filter names (`None`: not a
 /// search, or a filter that cannot be read).
 pub fn filter_attrs(pdu: &[u8], h: &Header) -> Option<Vec<String>> {
+    filter_names(pdu, h).map(|n| n.attrs)
+}
+
+/// What a search's filter names (`None`: not a search, or a filter that
+/// cannot be read).
+pub fn filter_names(pdu: &[u8], h: &Header) -> Option<Names> {
     if h.op_tag != SEARCH_REQUEST {
         return None;
     }
@@ -100,13 +133,19 @@ pub fn filter_attrs(pdu: &[u8], h: &Header) -> Option<Vec<String>> {
     // typesOnly, then the filter.
     let types_only = ber::tlv(pdu.get(after..h.op_end)?).ok()?;
     let filter = ber::tlv(pdu.get(after + types_only.len..h.op_end)?).ok()?;
-    let mut out = Vec::new();
+    let mut out = Names::default();
     walk(filter, &mut out, 0)?;
     Some(out)
 }
 
+/// What the encoded filter `f` names (an assertion control's value; a
+/// matched-values control's items), added to `out`.
+pub fn filter_value_names(f: &[u8], out: &mut Names) -> Option<()> {
+    walk(ber::tlv(f).ok()?, out, 0)
+}
+
 /// Collect the attributes of one filter element (RFC 4511 4.5.1).
-fn walk(f: Tlv<'_>, out: &mut Vec<String>, depth: usize) -> Option<()> {
+fn walk(f: Tlv<'_>, out: &mut Names, depth: usize) -> Option<()> {
     if depth > 64 {
         return None;
     }
@@ -123,19 +162,22 @@ fn walk(f: Tlv<'_>, out: &mut Vec<String>, depth: usize) -> Option<()> {
         }
         0xa2 => walk(ber::tlv(f.body).ok()?, out, depth + 1)?,
         // equality, substrings, >=, <=, approx: attribute first.
-        0xa3..=0xa6 | 0xa8 => out.push(text(ber::tlv(f.body).ok()?.body)),
+        0xa3..=0xa6 | 0xa8 => out.attrs.push(text(ber::tlv(f.body).ok()?.body)),
         // present: the attribute itself.
-        0x87 => out.push(text(f.body)),
-        // extensible: [2] type when given.
+        0x87 => out.attrs.push(text(f.body)),
+        // extensible: [2] type when given; without, every attribute.
         0xa9 => {
             let mut body = f.body;
+            let mut typed = false;
             while !body.is_empty() {
                 let e = ber::tlv(body).ok()?;
                 if e.tag == 0x82 {
-                    out.push(text(e.body));
+                    out.attrs.push(text(e.body));
+                    typed = true;
                 }
                 body = body.get(e.len..)?;
             }
+            out.typeless |= !typed;
         }
         _ => return None,
     }
@@ -152,6 +194,33 @@ pub fn compare_attr(pdu: &[u8], h: &Header) -> Option<String> {
     let ava = ber::tlv(body.get(entry.len..)?).ok()?;
     let attr = ber::tlv(ava.body).ok()?;
     Some(String::from_utf8_lossy(attr.body).into_owned())
+}
+
+/// The DN a modify DN request moves entry `dn` to: its newrdn under its
+/// newSuperior, or under its parent without one (`None`: unreadable).
+pub fn moddn_new_dn(dn: &Dn, pdu: &[u8], h: &Header) -> Option<Dn> {
+    let (newrdn, sup) = crate::wire::request::moddn_target(pdu, h)?;
+    let parent = match sup {
+        Some(s) => Dn::parse_ldap(&s).ok()?,
+        None => dn.ancestor(dn.depth().saturating_sub(1)),
+    };
+    let rdn = Dn::parse_ldap(&newrdn).ok()?;
+    if rdn.depth() != 1 {
+        return None;
+    }
+    let mut rdns = rdn.rdns().to_vec();
+    rdns.extend_from_slice(parent.rdns());
+    Some(Dn::from_rdns(rdns))
+}
+
+/// The DN of a search result entry, as sent (`None`: not an entry, or
+/// unreadable).
+pub fn entry_name<'a>(pdu: &'a [u8], h: &Header) -> Option<&'a [u8]> {
+    if h.op_tag != SEARCH_ENTRY {
+        return None;
+    }
+    let op = ber::tlv(pdu.get(h.op_start..h.op_end)?).ok()?;
+    Some(ber::tagged(op.body, 0x04)?.body)
 }
 
 /// A search result entry without the attributes `hide` says; `None` when

@@ -4,12 +4,17 @@
 //! a group's member set changes: group membership is looked up once per
 //! bind, never per operation) and against the
 //! rates, before it is dispatched; a search goes on with its limits
-//! clamped, and its entries lose the attributes the rule hides
-//! ([`Hide`], wrapped round the search's delivery).
+//! clamped, and its entries lose the attributes the rule hides, under
+//! every name the DSAs' schema gives them, and entries outside the rule's
+//! subtrees (reached through aliases) are not returned ([`Hide`], wrapped
+//! round the search's delivery). For a rule that hides attributes,
+//! filters, compares and request controls are checked by the names they
+//! use ([`crate::policy::shield`]).
 
 use super::{Identity, Session};
 use crate::policy::rate::Over;
-use crate::policy::rule::{hidden, Ask, Client, OpType, Refusal, Rule, INSUFFICIENT_ACCESS};
+use crate::policy::rule::{Ask, Client, OpType, Refusal, Rule, INSUFFICIENT_ACCESS, UNWILLING};
+use crate::policy::shield::Shield;
 use crate::policy::{wire, Policy};
 use crate::upstream::batch::Batch;
 use crate::upstream::conn::Conn;
@@ -30,8 +35,18 @@ pub(super) struct State {
     /// Boxed: most sessions never have one (no policy file), and the
     /// session is part of its future (tests/logic future_size).
     cached: Option<Box<Cached>>,
-    /// The attributes the current request's rule hides (set per request).
-    pub hide: Option<Arc<[String]>>,
+    /// What the current search's rule keeps from its results (set per
+    /// request).
+    pub hide: Option<Keep>,
+}
+
+/// What a search's results lose: the rule's hidden attributes, and with
+/// `dns` (a search that dereferences aliases) entries outside its
+/// subtrees.
+#[derive(Clone)]
+pub(crate) struct Keep {
+    shield: Arc<Shield>,
+    dns: bool,
 }
 
 struct Cached {
@@ -110,7 +125,7 @@ impl Session {
         if rule.is_open() {
             return Policed::Go(pdu, h);
         }
-        match self.judge(rule, &pdu, &h, req) {
+        match self.judge(&policy, idx, &pdu, &h, req) {
             Ok(None) => Policed::Go(pdu, h),
             Ok(Some((b, bh))) => Policed::Go(b, bh),
             Err(refusal) => Policed::Answer(Answer::Refused {
@@ -204,15 +219,17 @@ impl Session {
         rule
     }
 
-    /// Whether `rule` allows `req`; the PDU rewritten when its limits are
-    /// clamped. Sets the attributes to hide.
+    /// Whether rule `idx` of `policy` allows `req`; the PDU rewritten
+    /// when its limits are clamped. Sets what a search's results lose.
     fn judge(
         &mut self,
-        rule: &Rule,
+        policy: &Arc<Policy>,
+        idx: usize,
         pdu: &Bytes,
         h: &Header,
         req: &Request,
     ) -> Result<Option<(Bytes, Header)>, Refusal> {
+        let rule = rule_at(policy, idx);
         let (op, dn, scope) = match &req.op {
             // The root DSE is the router's own, for every client.
             Op::Search { base, scope: 0, .. } if base.is_empty() => return Ok(None),
@@ -241,20 +258,25 @@ impl Session {
             dn: parsed.as_deref(),
             scope,
         })?;
-        let attrs = !rule.hide.is_empty() || !rule.refuse_filters_on.is_empty();
-        let named = match op {
-            _ if !attrs => Vec::new(),
-            OpType::Search => wire::filter_attrs(pdu, h).unwrap_or_default(),
-            OpType::Compare => wire::compare_attr(pdu, h).into_iter().collect(),
-            _ => Vec::new(),
-        };
-        for a in &named {
-            rule.check_attr(a)?;
+        if let (OpType::ModDn, Some(d)) = (op, parsed.as_deref()) {
+            rule.check_moved(wire::moddn_new_dn(d, pdu, h).as_ref())?;
         }
+        let resolved = !rule.hide.is_empty()
+            || !rule.subtrees.is_empty()
+            || !rule.refuse_filters_on.is_empty();
+        let shield = resolved
+            .then(|| self.router.policies.shield(policy, idx))
+            .flatten();
+        names_allowed(rule, shield.as_deref(), op, pdu, h, req)?;
         if op != OpType::Search {
             return Ok(None);
         }
-        self.pol.hide = (!rule.hide.is_empty()).then(|| rule.hide.clone());
+        self.pol.hide = shield.and_then(|shield| {
+            // Without dereferencing, entries are under the base, which is
+            // within the subtrees.
+            let dns = !shield.subtrees.is_empty() && wire::search_deref(pdu, h) != Some(0);
+            (dns || shield.hidden.any()).then_some(Keep { shield, dns })
+        });
         Ok(clamped(rule, pdu, h))
     }
 
@@ -288,6 +310,54 @@ impl Session {
     }
 }
 
+/// Whether the attributes `req` names (its filter or compare, its
+/// controls) are allowed by `rule` and its `shield`.
+fn names_allowed(
+    rule: &Rule,
+    shield: Option<&Shield>,
+    op: OpType,
+    pdu: &[u8],
+    h: &Header,
+    req: &Request,
+) -> Result<(), Refusal> {
+    let hides = shield.is_some_and(|s| s.hidden.any());
+    if !hides && rule.refuse_filters_on.is_empty() {
+        return Ok(());
+    }
+    let named = match op {
+        OpType::Search => match wire::filter_names(pdu, h) {
+            Some(n) => n,
+            None if hides => return Err(rule.refuse(UNWILLING, "the filter cannot be read".into())),
+            None => wire::Names::default(),
+        },
+        OpType::Compare => match wire::compare_attr(pdu, h) {
+            Some(a) => wire::Names {
+                attrs: vec![a],
+                typeless: false,
+            },
+            None if hides => {
+                return Err(rule.refuse(UNWILLING, "the compare cannot be read".into()))
+            }
+            None => wire::Names::default(),
+        },
+        _ => wire::Names::default(),
+    };
+    for a in &named.attrs {
+        rule.check_attr(a)?;
+        if let Some(sh) = shield.filter(|_| !rule.refuse_filters_on.is_empty()) {
+            sh.check_refused(rule, a)?;
+        }
+    }
+    let Some(sh) = shield.filter(|_| hides) else {
+        return Ok(());
+    };
+    sh.check_names(rule, &named, op.name())?;
+    for c in &req.controls {
+        sh.check_control(rule, &c.oid, c.value.as_deref())?;
+    }
+    Ok(())
+}
+
 /// A search's PDU with its limits clamped to `rule`'s, when they change.
 fn clamped(rule: &Rule, pdu: &Bytes, h: &Header) -> Option<(Bytes, Header)> {
     if rule.size_limit.is_none() && rule.time_limit.is_none() {
@@ -303,22 +373,31 @@ fn clamped(rule: &Rule, pdu: &Bytes, h: &Header) -> Option<(Bytes, Header)> {
     Some((b, bh))
 }
 
-/// A delivery whose search entries lose the attributes a rule hides.
+/// A delivery whose search entries lose the attributes a rule hides, and
+/// where entries outside the rule's subtrees are not delivered.
 pub(super) struct Hide<D> {
     inner: D,
-    hide: Option<Arc<[String]>>,
+    hide: Option<Keep>,
 }
 
 impl<D: Delivery> Hide<D> {
-    pub(super) fn wrap(inner: D, hide: Option<Arc<[String]>>) -> Hide<D> {
+    pub(super) fn wrap(inner: D, hide: Option<Keep>) -> Hide<D> {
         Hide { inner, hide }
     }
 }
 
 impl<D: Delivery> Delivery for Hide<D> {
     fn deliver(&self, pdu: &[u8], h: &Header, batch: &mut Batch) {
-        let stripped = self.hide.as_ref().and_then(|hide| {
-            let b = wire::strip_entry(pdu, h, |a| hidden(hide, a))?.freeze();
+        if let Some(k) = self.hide.as_ref().filter(|k| k.dns) {
+            if h.op_tag == frame::tag::SEARCH_ENTRY
+                && !wire::entry_name(pdu, h).is_some_and(|dn| k.shield.admits(dn))
+            {
+                return;
+            }
+        }
+        let hidden = self.hide.as_ref().map(|k| &k.shield.hidden);
+        let stripped = hidden.filter(|hd| hd.any()).and_then(|hd| {
+            let b = wire::strip_entry(pdu, h, |a| hd.strips(a))?.freeze();
             let bh = frame::header(&b).ok()?;
             Some((b, bh))
         });

@@ -53,6 +53,7 @@ mod reader;
 pub(crate) mod scope_fault;
 pub(crate) mod self_conn;
 pub(crate) mod spare;
+pub(crate) mod subschema;
 mod table;
 #[cfg(test)]
 mod testing;

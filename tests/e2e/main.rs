@@ -41,6 +41,7 @@ mod paged_results;
 mod pipelining;
 mod policy;
 mod policy_groups;
+mod policy_hide;
 mod post_read;
 mod proxied_authorization;
 mod proxy_protocol;

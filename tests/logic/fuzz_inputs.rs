@@ -11,12 +11,13 @@ type Target = fn(&[u8]);
 #[test]
 fn fuzz_seeds_and_regressions_pass_the_targets_checks() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz");
-    let targets: [(&str, Target); 5] = [
+    let targets: [(&str, Target); 6] = [
         ("request", dsa_router::fuzzing::request),
         ("response", dsa_router::fuzzing::response),
         ("knowledge", dsa_router::fuzzing::knowledge),
         ("dn", dsa_router::fuzzing::dn),
         ("proxy_header", dsa_router::fuzzing::proxy_header),
+        ("schema", dsa_router::fuzzing::schema),
     ];
     for (name, run) in targets {
         let mut n = 0;
