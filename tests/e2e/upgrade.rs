@@ -88,8 +88,7 @@ fn start_router_with(
             .args(["serve", "--knowledge", knowledge.to_str().unwrap()])
             .args(extra)
             .args(["--listen", &format!("127.0.0.1:{port}"), "--admin", admin])
-            .arg("--control-socket")
-            .arg(crate::support::control_socket(admin))
+            .args(control_socket_args(admin))
             .args(["--failback-hold", "0", "--drain-timeout", "20"])
             .env("DSA_ROUTER_LOG", "info")
             .env("NO_COLOR", "1")
@@ -110,6 +109,23 @@ fn start_router_with(
         std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
     });
     child
+}
+
+/// `--control-socket PATH` (each router its own), when the router has it
+/// (a build from before the control socket runs without).
+fn control_socket_args(admin: &str) -> Vec<String> {
+    let help = Command::new(env!("CARGO_BIN_EXE_dsa-router"))
+        .args(["serve", "--help"])
+        .output();
+    let has = help.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("--control-socket"));
+    if !has {
+        return Vec::new();
+    }
+    let path = crate::support::control_socket(admin);
+    vec![
+        "--control-socket".into(),
+        path.to_string_lossy().into_owned(),
+    ]
 }
 
 /// Process `pid` ended (gone, or a zombie not yet reaped: it is not this
