@@ -11,8 +11,12 @@
 #     holding dc=example,dc=com; the router is started with the unit's own
 #     ExecStart line, with /etc/default/dsa-router read as systemd reads
 #     it, as the unit's user with CAP_NET_BIND_SERVICE only; it answers
-#     `ldapsearch` on port 389 with DSA1's entries; the unit's ExecReload
-#     line reloads the knowledge and fails on broken knowledge; logs carry
+#     `ldapsearch` on port 389 with DSA1's entries; the knowledge files are
+#     0640 root:dsa-router; the unit's ExecReload line reloads the
+#     knowledge and fails on broken knowledge; `dsa-router ctl` works as it
+#     is (the control socket in the unit's RuntimeDirectory=) for root and
+#     the service user, and refuses user nobody, over the socket and over
+#     TCP (which is read-only without a token); logs carry
 #     no colour codes; `man dsa-router` shows serve's options; the
 #     completions load; `dpkg --purge` removes it.
 # systemd does not run inside the container: the unit itself is checked by
@@ -158,15 +162,21 @@ to_shell() { sed -E 's/\$\{([A-Za-z_][A-Za-z0-9_]*)\}/"${\1}"/g'; }
 start=$(unit_line ExecStart | to_shell)
 reload=$(unit_line ExecReload | to_shell)
 user=$(unit_line User)
+rundir=/run/$(unit_line RuntimeDirectory)
+runmode=$(unit_line RuntimeDirectoryMode)
+[ "$rundir" = /run/dsa-router ] && [ -n "$runmode" ] || fail "unexpected unit: RuntimeDirectory '$rundir' (mode '$runmode')"
 caps=$(unit_line AmbientCapabilities | tr 'A-Z' 'a-z' | sed -E 's/(^| )cap_/\1+/g; s/ /,/g')
 envfile=$(unit_line EnvironmentFile)
 [ -n "$start" ] && [ -n "$reload" ] && [ "$user" = dsa-router ] && [ "$caps" = +net_bind_service ] ||
     fail "unexpected unit: ExecStart '$start', ExecReload '$reload', User '$user', capabilities '$caps'"
-# As systemd: the environment file read as root, then the command as the
-# unit's user with the unit's ambient capability (and no new privileges).
+# As systemd: the environment file read as root, RuntimeDirectory= made
+# (the service user's) and named in $RUNTIME_DIRECTORY, then the command as
+# the unit's user with the unit's ambient capability (and no new
+# privileges).
+ctr install -d -o "$user" -g "$user" -m "$runmode" "$rundir"
 as_unit() {
-    printf 'set -a; . %s; set +a; exec setpriv --reuid %s --regid %s --init-groups --no-new-privs --inh-caps %s --ambient-caps %s -- %s' \
-        "$envfile" "$user" "$user" "$caps" "$caps" "$1"
+    printf 'set -a; . %s; RUNTIME_DIRECTORY=%s; set +a; exec setpriv --reuid %s --regid %s --init-groups --no-new-privs --inh-caps %s --ambient-caps %s -- %s' \
+        "$envfile" "$rundir" "$user" "$user" "$caps" "$caps" "$1"
 }
 docker exec -d "$container" bash -c "$(as_unit "$start") >/tmp/router.log 2>&1"
 search() {
@@ -185,6 +195,38 @@ uid=$(ctr sh -c "$owners" | sort -u | tr -d ' \n')
 out=$(search -b "dc=example,dc=com" "(uid=alice)" mail) || fail "search (uid=alice) failed: $out"
 grep -qx 'mail: alice@example.com' <<<"$out" || fail "search (uid=alice): $out"
 ok "the router (ExecStart, user dsa-router) answers on 389 with the packaged knowledge: cn=served-by from DSA1, alice's mail"
+
+# ---- knowledge holds DSA passwords: not for every local user
+for f in /etc/dsa-router/router.dxg /etc/dsa-router/R1.dxc /etc/dsa-router/DSA1.dxc; do
+    mode=$(ctr stat -c '%a %U:%G' "$f")
+    [ "$mode" = "640 root:dsa-router" ] || fail "$f is $mode, want 640 root:dsa-router"
+done
+if ctr setpriv --reuid nobody --regid nogroup --clear-groups cat /etc/dsa-router/DSA1.dxc >/dev/null 2>&1; then
+    fail "user nobody reads /etc/dsa-router/DSA1.dxc"
+fi
+ok "the knowledge files are 0640 root:dsa-router: the service reads them, nobody does not"
+
+# ---- ctl as it is: the control socket, for root and the service user
+sock=$(ctr stat -c '%a %U %F' "$rundir/control.sock") || fail "no control socket $rundir/control.sock"
+[ "$sock" = "600 $user socket" ] || fail "$rundir/control.sock is '$sock', want '600 $user socket'"
+ctr dsa-router ctl drain DSA1 >"$work/ctl.out" 2>&1 || fail "ctl drain DSA1 as root: $(cat "$work/ctl.out")"
+grep -q "DSA1: draining" "$work/ctl.out" || fail "ctl drain DSA1 as root: $(cat "$work/ctl.out")"
+ctr setpriv --reuid "$user" --regid "$user" --init-groups dsa-router ctl enable DSA1 >"$work/ctl.out" 2>&1 ||
+    fail "ctl enable DSA1 as $user: $(cat "$work/ctl.out")"
+ctr dsa-router ctl status | grep -E '^ +DSA1 ' | grep -qw up || fail "DSA1 not up after ctl enable: $(ctr dsa-router ctl status)"
+ok "dsa-router ctl (no options) drains as root and enables as $user through $rundir/control.sock"
+as_nobody() { ctr setpriv --reuid nobody --regid nogroup --clear-groups "$@"; }
+for cmd in "reload" "drain DSA1" "shutdown" "upgrade"; do
+    # shellcheck disable=SC2086
+    if as_nobody dsa-router ctl $cmd >"$work/ctl.out" 2>&1; then fail "user nobody: ctl $cmd succeeded"; fi
+    grep -q "control socket" "$work/ctl.out" || fail "user nobody: ctl $cmd: $(cat "$work/ctl.out")"
+    # shellcheck disable=SC2086
+    if as_nobody dsa-router ctl --token guess $cmd >"$work/ctl.out" 2>&1; then fail "user nobody: ctl --token guess $cmd (TCP) succeeded"; fi
+    grep -q "HTTP 403" "$work/ctl.out" || fail "user nobody over TCP: ctl $cmd: $(cat "$work/ctl.out")"
+done
+search -b "cn=served-by,dc=example,dc=com" -s base description >/dev/null || fail "no answer after nobody's attempts"
+ctr dsa-router ctl status | grep -E '^ +DSA1 ' | grep -qw up || fail "DSA1 changed by nobody: $(ctr dsa-router ctl status)"
+ok "user nobody: ctl reload, drain, shutdown and upgrade refused over the control socket and over TCP; the router serves on"
 
 # ---- systemctl reload: ExecReload
 ctr bash -c "$(as_unit "$reload")" >"$work/reload.out" 2>&1 || fail "ExecReload failed: $(cat "$work/reload.out")"

@@ -1,5 +1,8 @@
 //! `dsa-router ctl`: the admin API for people (a table) and scripts
-//! (`--json`); exit status non-zero on any failure.
+//! (`--json`); exit status non-zero on any failure. `status` reads over
+//! TCP (`--admin`); state changes go through the control socket
+//! (`--control-socket`, [`super::socket`]: root and the router's user),
+//! or over TCP with `--token`.
 
 use super::status::Status;
 use crate::error::Error;
@@ -10,10 +13,17 @@ pub const DEFAULT_ADMIN: &str = "127.0.0.1:8389";
 
 #[derive(clap::Args, Debug)]
 pub struct CtlArgs {
-    /// Admin API address of the router (before or after the command).
+    /// Admin API address of the router (before or after the command):
+    /// `status` reads it; with --token the other commands use it too.
     #[arg(long, default_value = DEFAULT_ADMIN, global = true)]
     pub admin: String,
-    /// Bearer token (default: $DSA_ROUTER_ADMIN_TOKEN).
+    /// The router's control socket, for every command but `status`
+    /// (default: $RUNTIME_DIRECTORY/control.sock, else
+    /// /run/dsa-router/control.sock; `serve --control-socket`).
+    #[arg(long, value_name = "PATH", global = true)]
+    pub control_socket: Option<std::path::PathBuf>,
+    /// Bearer token (default: $DSA_ROUTER_ADMIN_TOKEN): state changes go
+    /// to --admin with it instead of the control socket.
     #[arg(
         long,
         env = "DSA_ROUTER_ADMIN_TOKEN",
@@ -46,17 +56,13 @@ pub enum CtlCmd {
     /// operations in flight finish (`--drain-timeout`), each client
     /// connection closes between operations.
     Shutdown,
-    /// Hot upgrade: start the new binary (default: the router's own path
-    /// as at start, so a rebuilt binary there is picked up) with the same
+    /// Hot upgrade: start the binary at the router's own path (as at its
+    /// start: install the new version there first) with the same
     /// arguments, and hand it the listening sockets and every plain-LDAP
     /// client session between operations; the rest drain as on shutdown.
     /// Fails, and the router keeps serving, when the new one cannot load
     /// its knowledge.
-    Upgrade {
-        /// The binary to start instead.
-        #[arg(long)]
-        binary: Option<std::path::PathBuf>,
-    },
+    Upgrade,
 }
 
 fn call(args: &CtlArgs, method: &str, path: &str) -> crate::error::Result<serde_json::Value> {
@@ -66,7 +72,23 @@ fn call(args: &CtlArgs, method: &str, path: &str) -> crate::error::Result<serde_
     } else {
         10
     };
-    fetch_within(&args.admin, args.token.as_deref(), method, path, secs)
+    let token = args.token.as_deref().filter(|t| !t.is_empty());
+    if method == "GET" || token.is_some() {
+        return fetch_within(&args.admin, token, method, path, secs);
+    }
+    let socket = args
+        .control_socket
+        .clone()
+        .unwrap_or_else(super::socket::default_path);
+    let (code, body) = super::ctl_socket::call(&socket, method, path, secs)
+        .map_err(|e| Error::config(e.to_string()))?;
+    if code != 200 {
+        let msg = body.get("error").and_then(|e| e.as_str()).unwrap_or("");
+        return Err(Error::config(format!(
+            "{method} {path}: HTTP {code}: {msg}"
+        )));
+    }
+    Ok(body)
 }
 
 /// `method path` on the admin API at `admin`, its JSON answer.
@@ -91,9 +113,7 @@ fn fetch_within(
     let agent = ureq::AgentBuilder::new()
         .timeout(std::time::Duration::from_secs(secs))
         .build();
-    // Without a token the API refuses state changes that lack this header
-    // (a form of another web page cannot send it).
-    let mut req = agent.request(method, &url).set(super::guard::HEADER, "1");
+    let mut req = agent.request(method, &url);
     if let Some(t) = token {
         req = req.set("Authorization", &format!("Bearer {t}"));
     }
@@ -142,15 +162,7 @@ pub fn run(args: &CtlArgs) -> ExitCode {
         CtlCmd::Enable { name } => ("POST", format!("/dsas/{}/enable", escape(name))),
         CtlCmd::Reload => ("POST", "/reload".to_string()),
         CtlCmd::Shutdown => ("POST", "/shutdown".to_string()),
-        CtlCmd::Upgrade { binary: None } => ("POST", "/upgrade".to_string()),
-        CtlCmd::Upgrade { binary: Some(b) } => {
-            let b = escape(
-                &std::path::absolute(b)
-                    .unwrap_or_else(|_| b.clone())
-                    .to_string_lossy(),
-            );
-            ("POST", format!("/upgrade?binary={b}"))
-        }
+        CtlCmd::Upgrade => ("POST", "/upgrade".to_string()),
     };
     let v = match call(args, method, &path) {
         Ok(v) => v,
@@ -178,7 +190,7 @@ pub fn run(args: &CtlArgs) -> ExitCode {
             }
         },
         CtlCmd::Shutdown => println!("draining: the router exits once its clients' operations end"),
-        CtlCmd::Upgrade { .. } => println!(
+        CtlCmd::Upgrade => println!(
             "upgraded: process {} ({}) serves; this one hands over its sessions and exits",
             v.get("pid").and_then(|m| m.as_u64()).unwrap_or(0),
             v.get("binary").and_then(|m| m.as_str()).unwrap_or("?")

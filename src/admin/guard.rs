@@ -1,36 +1,36 @@
-//! What keeps web pages and other machines out of the admin API.
+//! What keeps other local users, web pages and other machines from
+//! changing the router through the admin API over TCP.
 //!
-//! Without a token the API is for this machine only:
-//! * it listens on loopback only ([`exposure`] refuses anything else at
-//!   start);
+//! State changes (every POST) need `Authorization: Bearer TOKEN`
+//! (`--admin-token`), which no other site or local account has
+//! ([`control`]); without a token the TCP API is read-only, and control
+//! goes through the control socket (`ctl`, [`super::socket`]). Anyone who
+//! can connect to a loopback port is any local user: a header or an
+//! address is no credential.
+//!
+//! Reads need no token (Prometheus holds no key that could stop the
+//! router), but a request without the token must come from a page of the
+//! API's own:
 //! * a request's `Host` must name the address it listens on
-//!   (`127.0.0.1:PORT`, `localhost:PORT`, `[::1]:PORT` or the `--admin`
-//!   address as given): a page on another site whose name was rebound to
-//!   127.0.0.1 (DNS rebinding) sends its own name and is refused;
-//! * an `Origin`, when sent, must be `http://` and one of those: a page on
-//!   another site cannot drain, disable or reload with a form or `fetch`;
-//! * a request that changes state (anything but GET and HEAD) must carry
-//!   [`HEADER`], which an HTML form cannot send and a script of another
-//!   origin cannot send without a CORS preflight the API never grants.
+//!   (`127.0.0.1:PORT`, `localhost:PORT`, `[::1]:PORT`, the `--admin`
+//!   address as given, or any IP address with the port): a page on another
+//!   site whose name was rebound to 127.0.0.1 (DNS rebinding) sends its own
+//!   name and is refused;
+//! * an `Origin`, when sent, must be `http://` and one of those.
 //!
-//! With a token, every request but the page needs `Authorization: Bearer
-//! TOKEN`, which no other site has; the API may then listen anywhere, under
-//! any name. Every response, refused or not, carries the headers of
-//! `secure`: a Content-Security-Policy that lets the page run its own
-//! script and style only (by hash) and be framed by nobody.
+//! Without a token the API listens on loopback only ([`exposure`] refuses
+//! anything else at start). Every response, refused or not, carries the
+//! headers of `secure`: a Content-Security-Policy that lets the page run
+//! its own script and style only (by hash) and be framed by nobody.
 
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::json;
 use std::net::SocketAddr;
 use std::sync::OnceLock;
-
-/// The header `ctl` and the status page send with every request: a state
-/// change without it (and without the token) is refused.
-pub const HEADER: &str = "x-dsa-router";
 
 /// The status page.
 pub(super) const PAGE: &str = include_str!("page.html");
@@ -43,8 +43,9 @@ pub fn exposure(addr: SocketAddr, token: Option<&str>) -> Result<(), String> {
     }
     Err(format!(
         "--admin {addr} is not a loopback address and the admin API has no token: \
-         anyone who reaches it could drain, disable and reload; set --admin-token \
-         (or $DSA_ROUTER_ADMIN_TOKEN), or keep --admin on 127.0.0.1 or [::1]"
+         keep --admin on 127.0.0.1 or [::1], or set --admin-token (or \
+         $DSA_ROUTER_ADMIN_TOKEN) to control the router from other machines (then \
+         /status and /metrics are readable by whoever reaches the port: a firewall decides)"
     ))
 }
 
@@ -92,13 +93,36 @@ pub(super) fn hosts(local: SocketAddr, given: &str) -> Vec<String> {
     out
 }
 
-/// Why a request is refused, if it is (an API without a token).
-fn refusal(hosts: &[String], method: &Method, headers: &HeaderMap) -> Option<String> {
+/// Whether `host` (lower case) names this API: one of `hosts`, or an IP
+/// address with the API's port (no DNS name: nothing to rebind).
+fn own_host(hosts: &[String], host: &str) -> bool {
+    if hosts.iter().any(|h| h == host) {
+        return true;
+    }
+    let port = hosts
+        .first()
+        .and_then(|h| h.rsplit_once(':'))
+        .map(|(_, p)| p);
+    let Some((name, p)) = host.rsplit_once(':') else {
+        return false;
+    };
+    let ip = name
+        .strip_prefix('[')
+        .and_then(|n| n.strip_suffix(']'))
+        .map_or_else(
+            || name.parse::<std::net::Ipv4Addr>().is_ok(),
+            |n| n.parse::<std::net::Ipv6Addr>().is_ok(),
+        );
+    ip && Some(p) == port
+}
+
+/// Why a request without the token is refused, if it is.
+fn refusal(hosts: &[String], headers: &HeaderMap) -> Option<String> {
     let host = headers
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
         .map(str::to_ascii_lowercase);
-    let Some(host) = host.filter(|h| hosts.contains(h)) else {
+    let Some(host) = host.filter(|h| own_host(hosts, h)) else {
         return Some(format!(
             "the Host header does not name this admin API (it answers {}; set --admin-token to reach it by other names)",
             hosts.join(", ")
@@ -113,7 +137,7 @@ fn refusal(hosts: &[String], method: &Method, headers: &HeaderMap) -> Option<Str
                     .strip_prefix("http://")
                     .map(String::from)
             })
-            .is_some_and(|o| hosts.contains(&o));
+            .is_some_and(|o| own_host(hosts, &o));
         if !same {
             return Some(format!(
                 "cross-origin request refused: Origin {} is not http://{host}",
@@ -121,20 +145,39 @@ fn refusal(hosts: &[String], method: &Method, headers: &HeaderMap) -> Option<Str
             ));
         }
     }
-    if !matches!(*method, Method::GET | Method::HEAD) && !headers.contains_key(HEADER) {
-        return Some(format!(
-            "a {method} needs the header X-Dsa-Router: 1 (ctl and the status page send it) or the admin token"
-        ));
-    }
     None
 }
 
-/// Refuses what [`refusal`] says (without a token) and adds the headers of
-/// [`secure`] to every response.
+/// Whether `headers` carry the API's token (`Authorization: Bearer`).
+fn authorized(token: Option<&str>, headers: &HeaderMap) -> bool {
+    token.is_some_and(|t| {
+        headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .is_some_and(|v| same(v.as_bytes(), t.as_bytes()))
+    })
+}
+
+/// Byte strings compared in time that depends on their lengths only, not
+/// on where they differ (the admin token).
+fn same(a: &[u8], b: &[u8]) -> bool {
+    let mut diff = a.len() ^ b.len();
+    for i in 0..a.len().max(b.len()) {
+        let x = a.get(i).copied().unwrap_or(0);
+        let y = b.get(i).copied().unwrap_or(0);
+        diff |= usize::from(x ^ y);
+    }
+    diff == 0
+}
+
+/// Refuses what [`refusal`] says (a request without the token) and adds
+/// the headers of [`secure`] to every response.
 pub(super) async fn guard(State(app): State<super::App>, req: Request, next: Next) -> Response {
-    let refused = match &app.token {
-        Some(_) => None,
-        None => refusal(&app.hosts, req.method(), req.headers()),
+    let refused = if authorized(app.token.as_deref(), req.headers()) {
+        None
+    } else {
+        refusal(&app.hosts, req.headers())
     };
     let mut resp = match refused {
         Some(why) => {
@@ -149,6 +192,26 @@ pub(super) async fn guard(State(app): State<super::App>, req: Request, next: Nex
     };
     secure(resp.headers_mut());
     resp
+}
+
+/// Allows a state change over TCP only with the token: without one
+/// configured the TCP API is read-only (403); with one, a request without
+/// it gets 401.
+pub(super) async fn control(State(app): State<super::App>, req: Request, next: Next) -> Response {
+    if authorized(app.token.as_deref(), req.headers()) {
+        return next.run(req).await;
+    }
+    let (status, why) = match app.token {
+        None => (
+            StatusCode::FORBIDDEN,
+            "the admin API over TCP is read-only without --admin-token: change state with \
+             `dsa-router ctl` on the router's host (its control socket, for root and the \
+             router's user)",
+        ),
+        Some(_) => (StatusCode::UNAUTHORIZED, "missing or wrong bearer token"),
+    };
+    tracing::warn!(method = %req.method(), uri = %req.uri(), "admin request refused: {why}");
+    (status, Json(json!({"ok": false, "error": why}))).into_response()
 }
 
 /// The security headers of every response.
@@ -254,44 +317,63 @@ mod tests {
     }
 
     #[test]
-    fn foreign_hosts_origins_and_plain_posts_are_refused() {
+    fn foreign_hosts_and_origins_are_refused() {
         let hosts = hosts("127.0.0.1:8389".parse().expect("addr"), "127.0.0.1:8389");
-        let req = |method: Method, pairs: &[(&'static str, &'static str)]| {
+        let req = |pairs: &[(&'static str, &'static str)]| {
             let mut h = HeaderMap::new();
             for (k, v) in pairs {
                 h.insert(*k, HeaderValue::from_static(v));
             }
-            refusal(&hosts, &method, &h)
+            refusal(&hosts, &h)
         };
-        assert_eq!(req(Method::GET, &[("host", "127.0.0.1:8389")]), None);
-        assert_eq!(req(Method::GET, &[("host", "LOCALHOST:8389")]), None);
-        assert!(req(Method::GET, &[]).is_some());
-        assert!(req(Method::GET, &[("host", "evil.example:8389")]).is_some());
-        assert!(req(Method::GET, &[("host", "127.0.0.1:8390")]).is_some());
-        let post = |origin: &'static str| {
-            req(
-                Method::POST,
-                &[
-                    ("host", "127.0.0.1:8389"),
-                    ("origin", origin),
-                    (HEADER, "1"),
-                ],
-            )
-        };
-        assert_eq!(post("http://127.0.0.1:8389"), None);
-        assert_eq!(post("http://localhost:8389"), None);
+        assert_eq!(req(&[("host", "127.0.0.1:8389")]), None);
+        assert_eq!(req(&[("host", "LOCALHOST:8389")]), None);
+        assert_eq!(req(&[("host", "192.0.2.7:8389")]), None, "an IP address");
+        assert_eq!(req(&[("host", "[2001:db8::1]:8389")]), None);
+        assert!(req(&[]).is_some());
+        assert!(req(&[("host", "evil.example:8389")]).is_some());
+        assert!(req(&[("host", "127.0.0.1:8390")]).is_some());
+        assert!(req(&[("host", "192.0.2.7")]).is_some());
+        let from = |origin: &'static str| req(&[("host", "127.0.0.1:8389"), ("origin", origin)]);
+        assert_eq!(from("http://127.0.0.1:8389"), None);
+        assert_eq!(from("http://localhost:8389"), None);
         for o in [
             "http://evil.example",
             "https://127.0.0.1:8389",
             "http://127.0.0.1:8390",
             "null",
         ] {
-            assert!(post(o).is_some(), "{o}");
+            assert!(from(o).is_some(), "{o}");
         }
-        assert!(req(Method::POST, &[("host", "127.0.0.1:8389")]).is_some());
-        assert_eq!(
-            req(Method::POST, &[("host", "127.0.0.1:8389"), (HEADER, "1")]),
-            None
-        );
+    }
+
+    #[test]
+    fn only_the_configured_token_authorizes() {
+        let with = |v: &'static str| {
+            let mut h = HeaderMap::new();
+            h.insert(header::AUTHORIZATION, HeaderValue::from_static(v));
+            h
+        };
+        assert!(authorized(Some("t0k"), &with("Bearer t0k")));
+        assert!(!authorized(Some("t0k"), &with("Bearer t0K")));
+        assert!(!authorized(Some("t0k"), &with("t0k")));
+        assert!(!authorized(Some("t0k"), &HeaderMap::new()));
+        // No token configured: nothing authorizes a state change over TCP.
+        assert!(!authorized(None, &with("Bearer ")));
+        assert!(!authorized(None, &HeaderMap::new()));
+    }
+
+    #[test]
+    fn tokens_compare_equal_only_when_equal() {
+        let rows: [(&[u8], &[u8], bool); 5] = [
+            (b"secret", b"secret", true),
+            (b"secret", b"secreT", false),
+            (b"secret", b"secret2", false),
+            (b"", b"", true),
+            (b"s", b"", false),
+        ];
+        for (a, b, want) in rows {
+            assert_eq!(same(a, b), want, "{a:?} {b:?}");
+        }
     }
 }

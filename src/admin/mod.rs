@@ -1,23 +1,33 @@
-//! The admin HTTP API (axum), on loopback by default, optionally behind a
-//! bearer token (without one, loopback only and same-origin only: see
-//! [`guard`]):
+//! The admin HTTP API (axum), served twice:
 //!
-//! * `GET /status`: JSON, each partition with its DSAs in order.
-//! * `GET /metrics`: Prometheus text format.
-//! * `POST /dsas/{name}/disable|drain|enable`: administrative state.
-//! * `POST /shutdown`: drain the router and exit ([`crate::drain`]).
-//! * `POST /upgrade[?binary=PATH]`: hot upgrade ([`crate::upgrade`]).
-//! * `POST /reload`: reload knowledge (validated whole; the old snapshot
+//! * over TCP (`--admin`, loopback by default): reads for anyone who
+//!   reaches it (same-origin only, see [`guard`]); state changes only with
+//!   the bearer token (`--admin-token`), so without one it is read-only;
+//! * on the control socket ([`socket`]): everything, for root and the
+//!   router's own user (the kernel names the peer); what `ctl` uses.
+//!
+//! Reads:
+//! * `GET /`: the status page; `GET /status`: JSON, each partition with
+//!   its DSAs in order; `GET /metrics`: Prometheus text format.
+//!
+//! State changes (POST):
+//! * `/dsas/{name}/disable|drain|enable`: administrative state.
+//! * `/shutdown`: drain the router and exit ([`crate::drain`]).
+//! * `/upgrade`: hot upgrade to the binary at the router's own path
+//!   ([`crate::upgrade`]); a request cannot name another binary.
+//! * `/reload`: reload knowledge (validated whole; the old snapshot
 //!   stays on error, and the response says why).
 
 pub mod ctl;
+mod ctl_socket;
 pub mod guard;
+pub mod socket;
 pub mod status;
 
 use crate::context::Context;
 use crate::dsa_state::Admin;
 use axum::extract::{Path, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Json;
@@ -28,45 +38,16 @@ use tokio::sync::watch;
 #[derive(Clone)]
 struct App {
     router: Arc<Context>,
+    /// Over TCP: the token that allows state changes (none: read-only).
     token: Option<Arc<str>>,
     /// The `Host` values accepted without a token ([`guard`]).
     hosts: Arc<[String]>,
 }
 
-fn authorized(app: &App, headers: &HeaderMap) -> bool {
-    match &app.token {
-        None => true,
-        Some(t) => headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .is_some_and(|v| same(v.as_bytes(), t.as_bytes())),
-    }
-}
-
-/// Byte strings compared in time that depends on their lengths only, not
-/// on where they differ (the admin token).
-fn same(a: &[u8], b: &[u8]) -> bool {
-    let mut diff = a.len() ^ b.len();
-    for i in 0..a.len().max(b.len()) {
-        let x = a.get(i).copied().unwrap_or(0);
-        let y = b.get(i).copied().unwrap_or(0);
-        diff |= usize::from(x ^ y);
-    }
-    diff == 0
-}
-
-fn denied() -> Response {
-    (
-        StatusCode::UNAUTHORIZED,
-        Json(json!({"ok": false, "error": "missing or wrong bearer token"})),
-    )
-        .into_response()
-}
-
 /// The live status page (`GET /`): one embedded HTML file (no outside
 /// assets) that polls `/status` and posts to `/dsas/NAME/ACTION` with the
-/// token the user enters. Served without the token: it holds no data. Its
+/// token the user enters (without one its buttons say control needs the
+/// token or `ctl`). Its
 /// script and style run under the Content-Security-Policy of [`guard`].
 async fn get_page() -> Response {
     (
@@ -79,10 +60,7 @@ async fn get_page() -> Response {
         .into_response()
 }
 
-async fn get_status(State(app): State<App>, headers: HeaderMap) -> Response {
-    if !authorized(&app, &headers) {
-        return denied();
-    }
+async fn get_status(State(app): State<App>) -> Response {
     Json(status::status(&app.router)).into_response()
 }
 
@@ -110,22 +88,15 @@ pub fn metrics_text(router: &crate::context::Context) -> String {
     out
 }
 
-async fn get_metrics(State(app): State<App>, headers: HeaderMap) -> Response {
-    if !authorized(&app, &headers) {
-        return denied();
-    }
+async fn get_metrics(State(app): State<App>) -> Response {
     let out = metrics_text(&app.router);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
 }
 
 async fn post_dsa(
     State(app): State<App>,
-    headers: HeaderMap,
     Path((name, action)): Path<(String, String)>,
 ) -> Response {
-    if !authorized(&app, &headers) {
-        return denied();
-    }
     let admin = match action.as_str() {
         "disable" => Admin::Disabled,
         "drain" => Admin::Draining,
@@ -149,10 +120,7 @@ async fn post_dsa(
     Json(json!({"ok": true, "dsa": st.name, "state": st.status().as_str(), "in_flight": st.in_flight()})).into_response()
 }
 
-async fn post_reload(State(app): State<App>, headers: HeaderMap) -> Response {
-    if !authorized(&app, &headers) {
-        return denied();
-    }
+async fn post_reload(State(app): State<App>) -> Response {
     let router = app.router.clone();
     // Reading files is blocking work.
     let result = tokio::task::spawn_blocking(move || router.reload_from_disk()).await;
@@ -172,33 +140,21 @@ async fn post_reload(State(app): State<App>, headers: HeaderMap) -> Response {
 }
 
 /// `POST /shutdown` (`ctl shutdown`): drain and exit, as on SIGTERM.
-async fn post_shutdown(State(app): State<App>, headers: HeaderMap) -> Response {
-    if !authorized(&app, &headers) {
-        return denied();
-    }
+async fn post_shutdown(State(app): State<App>) -> Response {
     tracing::info!("admin API: shutdown asked");
     app.router.drain.ask();
     Json(json!({"ok": true, "draining": true})).into_response()
 }
 
-/// `POST /upgrade[?binary=PATH]` (`ctl upgrade`, issue 39): start the new
-/// binary (default: the router's own) and hand it the listening sockets and
-/// the client sessions ([`crate::upgrade`]); answered once the new process
-/// serves (its process id) or refused (why: this router keeps serving).
-async fn post_upgrade(
-    State(app): State<App>,
-    headers: HeaderMap,
-    axum::extract::Query(q): axum::extract::Query<std::collections::HashMap<String, String>>,
-) -> Response {
-    if !authorized(&app, &headers) {
-        return denied();
-    }
+/// `POST /upgrade` (`ctl upgrade`): start the binary at the router's own
+/// path and hand it the listening sockets and the client sessions
+/// ([`crate::upgrade`]); answered once the new process serves (its
+/// process id) or refused (why: this router keeps serving). Which binary
+/// runs is the router's own choice, never the request's.
+async fn post_upgrade(State(app): State<App>) -> Response {
     let (reply, answer) = tokio::sync::oneshot::channel();
-    let ask = crate::handover::Ask {
-        binary: q.get("binary").map(std::path::PathBuf::from),
-        reply: Some(reply),
-    };
-    tracing::info!(binary = ?ask.binary, "admin API: upgrade asked");
+    let ask = crate::handover::Ask { reply: Some(reply) };
+    tracing::info!("admin API: upgrade asked");
     if app.router.handover.ask(ask).is_err() {
         let error = "an upgrade is already in progress";
         return (
@@ -261,7 +217,7 @@ pub async fn run(
     given: String,
     router: Arc<Context>,
     token: Option<String>,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) {
     let token = token.filter(|t| !t.is_empty());
     let hosts = match listener.local_addr() {
@@ -283,48 +239,118 @@ pub async fn run(
         token: token.map(Arc::from),
         hosts: hosts.into(),
     };
-    let svc = axum::Router::new()
-        .route("/", get(get_page))
-        .route("/status", get(get_status))
-        .route("/metrics", get(get_metrics))
-        .route("/dsas/{name}/{action}", post(post_dsa))
-        .route("/reload", post(post_reload))
-        .route("/shutdown", post(post_shutdown))
-        .route("/upgrade", post(post_upgrade))
+    // State changes need the token over TCP.
+    let controls = controls().route_layer(axum::middleware::from_fn_with_state(
+        app.clone(),
+        guard::control,
+    ));
+    let svc = reads()
+        .merge(controls)
         .layer(axum::middleware::from_fn_with_state(
             app.clone(),
             guard::guard,
         ))
         .with_state(app);
-    // Up while the router drains (`/status` shows it), down once it ends;
-    // after a hot upgrade at once: the new process answers on the socket.
-    let stop = async move {
-        let _ = shutdown.changed().await;
-        if drained.handover.exporting().is_none() {
-            drained.drain.ended().await;
-        }
-    };
     if let Err(e) = axum::serve(listener, svc)
-        .with_graceful_shutdown(stop)
+        .with_graceful_shutdown(stopped(drained, shutdown))
         .await
     {
         tracing::error!(error = %e, "admin API stopped");
     }
 }
 
-#[cfg(test)]
-mod token_tests {
-    #[test]
-    fn tokens_compare_equal_only_when_equal() {
-        let rows: [(&[u8], &[u8], bool); 5] = [
-            (b"secret", b"secret", true),
-            (b"secret", b"secreT", false),
-            (b"secret", b"secret2", false),
-            (b"", b"", true),
-            (b"s", b"", false),
-        ];
-        for (a, b, want) in rows {
-            assert_eq!(super::same(a, b), want, "{a:?} {b:?}");
-        }
+/// The routes that read: the page, `/status`, `/metrics`.
+fn reads() -> axum::Router<App> {
+    axum::Router::new()
+        .route("/", get(get_page))
+        .route("/status", get(get_status))
+        .route("/metrics", get(get_metrics))
+}
+
+/// The routes that change state.
+fn controls() -> axum::Router<App> {
+    axum::Router::new()
+        .route("/dsas/{name}/{action}", post(post_dsa))
+        .route("/reload", post(post_reload))
+        .route("/shutdown", post(post_shutdown))
+        .route("/upgrade", post(post_upgrade))
+}
+
+/// When an API listener stops: up while the router drains (`/status`
+/// shows it), down once it ends; after a hot upgrade at once (the new
+/// process answers).
+async fn stopped(router: Arc<Context>, mut shutdown: watch::Receiver<bool>) {
+    let _ = shutdown.changed().await;
+    if router.handover.exporting().is_none() {
+        router.drain.ended().await;
     }
+}
+
+/// Serve the whole API on the control socket of `setting` (a task) until
+/// shutdown: every request from root or the router's own user, none from
+/// anyone else ([`socket`]). `takeover`: a hot upgrade's new process,
+/// which replaces the old one's socket. Without a socket (`none`, or the
+/// default's directory missing) state changes need the token over TCP.
+pub async fn start_control(
+    setting: &socket::Setting,
+    takeover: bool,
+    router: Arc<Context>,
+    shutdown: watch::Receiver<bool>,
+) -> crate::error::Result<()> {
+    use crate::error::Error;
+    let Some(path) = setting.path() else {
+        return Ok(());
+    };
+    if matches!(setting, socket::Setting::Default(_))
+        && !path.parent().is_some_and(std::path::Path::is_dir)
+    {
+        tracing::warn!(socket = %path.display(), "no control socket: its directory does not exist; state changes need --admin-token (or --control-socket PATH)");
+        return Ok(());
+    }
+    let bound = match socket::bind(path, takeover) {
+        Ok(b) => b,
+        Err(e @ socket::SocketError::Live(_)) if matches!(setting, socket::Setting::Default(_)) => {
+            tracing::warn!("no control socket: {e}");
+            return Ok(());
+        }
+        Err(e) => return Err(Error::config(e.to_string())),
+    };
+    let own = socket::own_uid().map_err(|e| {
+        Error::config(format!(
+            "control socket: cannot learn this process's user: {e}"
+        ))
+    })?;
+    tracing::info!(socket = %path.display(), "control socket listening (root and this process's user)");
+    tokio::spawn(serve_control(bound, own, router, shutdown));
+    Ok(())
+}
+
+/// The control socket's server.
+async fn serve_control(
+    bound: (tokio::net::UnixListener, socket::Placed),
+    own: u32,
+    router: Arc<Context>,
+    shutdown: watch::Receiver<bool>,
+) {
+    let app = App {
+        router: router.clone(),
+        token: None,
+        hosts: Arc::from(Vec::new()),
+    };
+    let svc = reads()
+        .merge(controls())
+        .layer(axum::middleware::from_fn_with_state(
+            own,
+            socket::check_peer,
+        ))
+        .with_state(app)
+        .into_make_service_with_connect_info::<socket::Peer>();
+    let (listener, placed) = bound;
+    let serving = axum::serve(listener, svc)
+        .with_graceful_shutdown(stopped(router, shutdown))
+        .await;
+    if let Err(e) = serving {
+        tracing::error!(error = %e, "control socket stopped");
+    }
+    placed.remove();
 }

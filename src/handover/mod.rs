@@ -12,14 +12,13 @@ pub mod msg;
 pub mod state;
 
 use state::SessionState;
-use std::path::PathBuf;
 use std::sync::Mutex;
 use tokio::sync::{mpsc, oneshot};
 
-/// An upgrade asked for (`ctl upgrade`, SIGUSR2).
+/// An upgrade asked for (`ctl upgrade`, SIGUSR2). The binary started is
+/// always the router's own ([`crate::upgrade::Upgrader`]): an ask cannot
+/// name one.
 pub struct Ask {
-    /// The binary to start (default: the router's own, as at start).
-    pub binary: Option<PathBuf>,
     /// How it went: the new process's id and binary, or why not.
     pub reply: Option<oneshot::Sender<Result<Upgraded, String>>>,
 }

@@ -1,6 +1,9 @@
-//! Hot upgrade (issue 39): `ctl upgrade [--binary PATH]` or SIGUSR2 starts
-//! the new binary with the router's own arguments and `--handover-fd N`,
-//! the new process's end of a Unix socket pair ([`crate::handover`]).
+//! Hot upgrade: `ctl upgrade` or SIGUSR2 starts the binary at the router's
+//! own path (as at its start: a new version installed there) with the
+//! router's own arguments and `--handover-fd N`, the new process's end of
+//! a Unix socket pair ([`crate::handover`]). Nothing a request says
+//! chooses the binary. SIGTERM while the new process has not taken over
+//! abandons the upgrade (the new process is stopped) and drains.
 //!
 //! 1. The new process loads its knowledge and builds its context first;
 //!    if it cannot, it says why (REFUSED) and exits: the old one keeps

@@ -9,6 +9,8 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 
 /// What an upgrade needs of the running router: its binary and arguments
 /// as at start, and (copies of) its listening sockets.
@@ -18,6 +20,10 @@ pub struct Upgrader {
     ldap: Option<OwnedFd>,
     ldaps: Option<OwnedFd>,
     admin: Option<OwnedFd>,
+    /// The socket pair of an upgrade under way (until the new process
+    /// serves), for [`Upgrader::cancel`].
+    waiting: Mutex<Option<UnixStream>>,
+    cancelled: AtomicBool,
 }
 
 /// A new process that serves.
@@ -56,6 +62,19 @@ impl Upgrader {
             ldap: None,
             ldaps: None,
             admin: None,
+            waiting: Mutex::new(None),
+            cancelled: AtomicBool::new(false),
+        }
+    }
+
+    /// Abandon the upgrade under way, if any (SIGTERM): the wait for the
+    /// new process ends at once, [`Upgrader::start`] stops it and fails.
+    /// No upgrade starts after this.
+    pub fn cancel(&self) {
+        self.cancelled.store(true, Ordering::SeqCst);
+        let waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(s) = waiting.as_ref() {
+            let _ = s.shutdown(std::net::Shutdown::Both);
         }
     }
 
@@ -67,17 +86,29 @@ impl Upgrader {
         self.admin = admin;
     }
 
-    /// Start `binary` (default: this one) and hand it the listeners; `Err`
-    /// says why not (the new process refused, failed, or took too long: it
-    /// is stopped then), and this process goes on serving.
-    pub fn start(&self, binary: Option<PathBuf>) -> Result<Started, String> {
-        let bin = binary
-            .or_else(|| self.exe.clone())
-            .ok_or("the router's own binary is unknown; give --binary")?;
+    /// Start the binary at this process's own path and hand it the
+    /// listeners; `Err` says why not (the new process refused, failed, took
+    /// too long, or the upgrade was cancelled: it is stopped then), and
+    /// this process goes on serving.
+    pub fn start(&self) -> Result<Started, String> {
+        let bin = self
+            .exe
+            .clone()
+            .ok_or("the router's own binary is unknown")?;
         let shown = bin.display().to_string();
         let (ours, theirs) =
             fds::pair().map_err(|e| format!("cannot make the handover socket: {e}"))?;
         fds::inheritable(theirs.as_fd()).map_err(|e| format!("handover socket: {e}"))?;
+        {
+            let mut waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+            if self.cancelled.load(Ordering::SeqCst) {
+                return Err("the router is shutting down".into());
+            }
+            *waiting = ours.try_clone().ok();
+        }
+        // However this ends, a later cancel leaves the socket (then the
+        // sessions') alone.
+        let _waiting = Waiting(&self.waiting);
         let mut tries = 0;
         let mut child = loop {
             let spawned = Command::new(&bin)
@@ -145,11 +176,24 @@ impl Upgrader {
     }
 }
 
+/// The slot of [`Upgrader::cancel`] while an upgrade waits; emptied on
+/// drop.
+struct Waiting<'a>(&'a Mutex<Option<UnixStream>>);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).take();
+    }
+}
+
 /// The next message from the new process.
 fn next(sock: &UnixStream) -> Result<Msg, String> {
     let mut buf = vec![0u8; 64 * 1024];
     match fds::recv(sock, &mut buf) {
-        Ok((0, _)) => Err("the new process ended before it was ready (see its log)".into()),
+        Ok((0, _)) => Err(
+            "the new process ended before it was ready (see its log), or the upgrade was cancelled"
+                .into(),
+        ),
         Ok((n, got)) => msg::decode(&buf[..n], got).map_err(|e| e.to_string()),
         Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
             Err("the new process did not answer in time".into())

@@ -1,11 +1,15 @@
 //! The admin API's defences, against a `dsa-router serve` process (raw
 //! HTTP, so that each test sets `Host` and `Origin` as a browser on another
 //! site would):
-//! * without a token, a foreign `Host` (DNS rebinding) and a cross-origin
-//!   or header-less state change get 403 and change nothing; the API's own
-//!   names and `ctl` still work;
+//! * without a token the TCP API is read-only: every state change gets
+//!   403, from any origin, with any header; a foreign `Host` (DNS
+//!   rebinding) cannot even read; `ctl` changes state through the control
+//!   socket;
+//! * another local user (`nobody`) changes nothing, over TCP or the
+//!   control socket, and no program of theirs is started (`/upgrade` takes
+//!   no binary);
 //! * `--admin 0.0.0.0:PORT` without a token does not start; with one it
-//!   does, under any name;
+//!   does: state changes need the token, reads do not;
 //! * every response carries the CSP, frame, nosniff and referrer headers;
 //! * DSA names with `"` and `\` (and a DN with `\,`) make `/metrics` that
 //!   `prometheus_client` parses back to the same names;
@@ -19,6 +23,8 @@ use crate::support::slapd::pick_port;
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -46,8 +52,26 @@ impl Resp {
 /// One HTTP/1.0 request to `addr` with exactly these headers (no `Host`
 /// unless given).
 fn http(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Resp {
-    let mut s = TcpStream::connect(addr).unwrap();
+    let s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    exchange(s, method, path, headers, body)
+}
+
+/// One HTTP/1.0 request on the control socket at `path`.
+fn unix_http(socket: &Path, method: &str, path: &str) -> Resp {
+    let s = UnixStream::connect(socket).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    exchange(s, method, path, &[("Host", "localhost")], "")
+}
+
+/// Send the request, read the response to its end.
+fn exchange(
+    mut s: impl Read + Write,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Resp {
     let mut req = format!("{method} {path} HTTP/1.0\r\n");
     for (k, v) in headers {
         req += &format!("{k}: {v}\r\n");
@@ -142,12 +166,12 @@ fn state(admin: &str, name: &str) -> String {
 }
 
 #[test]
-fn without_a_token_foreign_hosts_and_cross_origin_posts_get_403_and_change_nothing() {
+fn without_a_token_every_post_and_foreign_hosts_get_403_and_change_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let k = knowledge(dir.path(), &["D1", "D2"]);
     let port = pick_port();
     let admin = format!("127.0.0.1:{port}");
-    let _r = router(&k, dir.path(), &admin, &[]);
+    let rt = router(&k, dir.path(), &admin, &[]);
     let before = state(&admin, "D1");
     let own = format!("http://{admin}");
     // DNS rebinding: evil.example resolves to 127.0.0.1, the page reads.
@@ -186,6 +210,11 @@ fn without_a_token_foreign_hosts_and_cross_origin_posts_get_403_and_change_nothi
         ("Origin", "http://evil.example"),
         ("Content-Type", "text/plain"),
     ];
+    let same_origin = [
+        ("Host", admin.as_str()),
+        ("Origin", own.as_str()),
+        ("X-Dsa-Router", "1"),
+    ];
     let refused: Vec<(&str, Vec<(&str, &str)>)> = vec![
         ("/dsas/D1/drain", form.to_vec()),
         (
@@ -216,6 +245,13 @@ fn without_a_token_foreign_hosts_and_cross_origin_posts_get_403_and_change_nothi
         ),
         ("/dsas/D1/disable", vec![("Host", &admin)]),
         ("/reload", vec![("Host", &admin)]),
+        // The API's own page, and anything on this machine: same origin,
+        // with the header the API once asked for, still read-only.
+        ("/dsas/D1/drain", same_origin.to_vec()),
+        ("/dsas/D1/disable", same_origin.to_vec()),
+        ("/reload", same_origin.to_vec()),
+        ("/upgrade", same_origin.to_vec()),
+        ("/shutdown", same_origin.to_vec()),
     ];
     for (path, headers) in &refused {
         let r = http(&admin, "POST", path, headers, "a=b");
@@ -225,14 +261,11 @@ fn without_a_token_foreign_hosts_and_cross_origin_posts_get_403_and_change_nothi
     assert_eq!(state(&admin, "D1"), before, "a refused request changed D1");
     let st = get(&admin, "/status").json();
     assert!(st["last_reload"].is_null(), "a refused reload ran: {st}");
-    // The API's own page (same origin, with the header) drains.
-    let r = http(
-        &admin,
-        "POST",
-        "/dsas/D1/drain",
-        &[("Host", &admin), ("Origin", &own), ("X-Dsa-Router", "1")],
-        "",
-    );
+    let r = http(&admin, "POST", "/dsas/D1/drain", &same_origin, "");
+    let why = r.json()["error"].as_str().unwrap().to_string();
+    assert!(why.contains("read-only") && why.contains("ctl"), "{why}");
+    // The control socket drains.
+    let r = unix_http(&rt.control, "POST", "/dsas/D1/drain");
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(state(&admin, "D1"), "draining");
 }
@@ -273,10 +306,13 @@ fn every_admin_response_carries_the_csp_frame_nosniff_and_referrer_headers() {
     }
 }
 
-/// `dsa-router ctl --admin ADDR ARGS`: success, stdout and stderr.
-fn ctl(admin: &str, args: &[&str]) -> (bool, String) {
+/// `dsa-router ctl --admin ADDR --control-socket PATH ARGS`: success,
+/// stdout and stderr.
+fn ctl(admin: &str, control: &Path, args: &[&str]) -> (bool, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_dsa-router"))
         .args(["ctl", "--admin", admin])
+        .arg("--control-socket")
+        .arg(control)
         .args(args)
         .env_remove("DSA_ROUTER_ADMIN_TOKEN")
         .output()
@@ -290,22 +326,109 @@ fn ctl(admin: &str, args: &[&str]) -> (bool, String) {
 }
 
 #[test]
-fn ctl_drains_enables_and_reloads_through_an_api_without_a_token() {
+fn ctl_drains_enables_and_reloads_through_the_control_socket() {
     let dir = tempfile::tempdir().unwrap();
     let k = knowledge(dir.path(), &["D1", "D2"]);
     let admin = format!("127.0.0.1:{}", pick_port());
-    let _r = router(&k, dir.path(), &admin, &[]);
+    let r = router(&k, dir.path(), &admin, &[]);
+    let mode = std::fs::metadata(&r.control).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "the control socket's mode");
     let before = state(&admin, "D1");
-    let (ok, out) = ctl(&admin, &["drain", "D1"]);
+    let (ok, out) = ctl(&admin, &r.control, &["drain", "D1"]);
     assert!(ok && out.contains("D1: draining"), "{out}");
     assert_eq!(state(&admin, "D1"), "draining");
-    let (ok, out) = ctl(&admin, &["enable", "D1"]);
+    let (ok, out) = ctl(&admin, &r.control, &["enable", "D1"]);
     assert!(ok, "{out}");
     assert_eq!(state(&admin, "D1"), before, "enabled: its health again");
-    let (ok, out) = ctl(&admin, &["reload"]);
+    let (ok, out) = ctl(&admin, &r.control, &["reload"]);
     assert!(ok, "{out}");
-    let (ok, out) = ctl(&admin, &["status"]);
+    let (ok, out) = ctl(&admin, &r.control, &["status"]);
     assert!(ok && out.contains("D2"), "{out}");
+    // No router at the socket: ctl says so and changes nothing.
+    let (ok, out) = ctl(&admin, &dir.path().join("nothing.sock"), &["drain", "D1"]);
+    assert!(!ok && out.contains("control socket"), "{out}");
+}
+
+/// `curl ARGS` as user `nobody` (runuser): the HTTP status it printed
+/// (`-w %{http_code}`; 000 when it could not connect), or `None` when this
+/// test cannot switch users (not root, no runuser or curl).
+fn curl_as_nobody(args: &[&str]) -> Option<String> {
+    let out = Command::new("runuser")
+        .args(["-u", "nobody", "--", "curl", "-s", "-o", "/dev/null"])
+        .args(["-w", "%{http_code}", "-m", "20", "-X", "POST"])
+        .args(args)
+        .output()
+        .ok()?;
+    let code = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    (code.len() == 3).then_some(code)
+}
+
+#[test]
+fn another_local_user_changes_nothing_over_tcp_or_the_control_socket_and_starts_no_program() {
+    if curl_as_nobody(&["http://127.0.0.1:1/"]).is_none() {
+        eprintln!("skipped: cannot run curl as nobody (runuser needs root)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // nobody may enter the directory (the control socket is in it).
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let k = knowledge(dir.path(), &["D1", "D2"]);
+    let admin = format!("127.0.0.1:{}", pick_port());
+    let r = router(&k, dir.path(), &admin, &[]);
+    // A program of the attacker's, which leaves a mark when it runs.
+    let mark = dir.path().join("ran");
+    let prog = dir.path().join("prog");
+    std::fs::write(
+        &prog,
+        format!("#!/bin/sh\ntouch {}\nexec sleep 60\n", mark.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let before = state(&admin, "D1");
+    let upgrade = format!("/upgrade?binary={}", prog.display());
+    let paths = [
+        "/dsas/D1/disable",
+        "/dsas/D1/drain",
+        "/dsas/D1/enable",
+        "/reload",
+        upgrade.as_str(),
+        "/upgrade",
+        "/shutdown",
+    ];
+    let socket = r.control.to_str().unwrap();
+    for path in paths {
+        // Over TCP, with the header the API once asked for.
+        let url = format!("http://{admin}{path}");
+        let code = curl_as_nobody(&["-H", "X-Dsa-Router: 1", &url]);
+        assert_eq!(code.as_deref(), Some("403"), "nobody: POST {url}");
+        // The control socket: its mode keeps nobody from connecting.
+        let local = format!("http://localhost{path}");
+        let code = curl_as_nobody(&["--unix-socket", socket, &local]);
+        assert_eq!(code.as_deref(), Some("000"), "nobody connected to {socket}");
+    }
+    // With the mode opened, the peer's credentials still refuse nobody.
+    std::fs::set_permissions(&r.control, std::fs::Permissions::from_mode(0o666)).unwrap();
+    for path in paths {
+        let local = format!("http://localhost{path}");
+        let code = curl_as_nobody(&["--unix-socket", socket, &local]);
+        assert_eq!(
+            code.as_deref(),
+            Some("403"),
+            "nobody: POST {path} on {socket}"
+        );
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!mark.exists(), "nobody's program was started");
+    assert_eq!(state(&admin, "D1"), before, "a refused request changed D1");
+    let st = get(&admin, "/status").json();
+    assert!(st["last_reload"].is_null(), "a refused reload ran: {st}");
+    assert_eq!(st["draining"], false, "a refused shutdown drains: {st}");
+    let log = r.log_text();
+    assert!(log.contains("control socket: request refused"), "{log}");
+    assert!(!log.contains("upgrade asked"), "{log}");
+    // Root still controls the router through the socket.
+    let ok = unix_http(&r.control, "POST", "/dsas/D1/drain");
+    assert_eq!(ok.status, 200, "{}", ok.body);
 }
 
 #[test]
@@ -353,7 +476,9 @@ fn a_non_loopback_admin_address_without_a_token_does_not_start() {
             "it listened first: {err}"
         );
     }
-    // With a token it starts, and answers under any name, with the token.
+    // With a token it starts; it answers under any name with the token,
+    // and reads need none (Prometheus holds no key that stops the router)
+    // from a name of its own or an IP address.
     let port = pick_port();
     let _r = router(
         &k,
@@ -363,7 +488,13 @@ fn a_non_loopback_admin_address_without_a_token_does_not_start() {
     );
     let admin = format!("127.0.0.1:{port}");
     let named = [("Host", "router.example.net:8389")];
-    assert_eq!(http(&admin, "GET", "/status", &named, "").status, 401);
+    assert_eq!(http(&admin, "GET", "/status", &named, "").status, 403);
+    let by_ip = format!("192.0.2.7:{port}");
+    assert_eq!(get(&admin, "/metrics").status, 200);
+    assert_eq!(
+        http(&admin, "GET", "/status", &[("Host", &by_ip)], "").status,
+        200
+    );
     let auth = [
         ("Host", "router.example.net:8389"),
         ("Authorization", "Bearer t0k3n"),
@@ -377,7 +508,7 @@ fn a_non_loopback_admin_address_without_a_token_does_not_start() {
     );
     // Stopping and upgrading the router need the token too (the header
     // X-Dsa-Router alone is not enough): /shutdown had no check of its own.
-    let headed = [("Host", "router.example.net:8389"), ("X-Dsa-Router", "1")];
+    let headed = [("Host", by_ip.as_str()), ("X-Dsa-Router", "1")];
     for path in ["/shutdown", "/upgrade"] {
         let r = http(&admin, "POST", path, &headed, "");
         assert_eq!(r.status, 401, "POST {path} without the token: {}", r.body);
@@ -465,7 +596,6 @@ fn a_rejected_reload_names_the_place_and_shows_the_password_nowhere() {
     let admin = format!("127.0.0.1:{}", pick_port());
     let r = router(&k, dir.path(), &admin, &[]);
     let good = std::fs::read_to_string(&k).unwrap();
-    let post = [("Host", admin.as_str()), ("X-Dsa-Router", "1")];
     // Unterminated, then without its '=' (the message would quote it).
     for (line, place, why) in [
         (
@@ -483,7 +613,7 @@ fn a_rejected_reload_names_the_place_and_shows_the_password_nowhere() {
             "{good}set dsa D2 = {{\n{line}  prefix = <c NZ> address = tcp \"127.0.0.1\" port 1 }};\n"
         );
         std::fs::write(&k, broken).unwrap();
-        let resp = http(&admin, "POST", "/reload", &post, "");
+        let resp = unix_http(&r.control, "POST", "/reload");
         assert_eq!(resp.status, 422, "{}", resp.body);
         let error = resp.json()["error"].as_str().unwrap().to_string();
         let want = format!("{}{place}", k.display());
@@ -493,7 +623,7 @@ fn a_rejected_reload_names_the_place_and_shows_the_password_nowhere() {
         );
         let status = get(&admin, "/status").body;
         assert!(status.contains(&want) && status.contains(why), "{status}");
-        let (ok, out) = ctl(&admin, &["reload"]);
+        let (ok, out) = ctl(&admin, &r.control, &["reload"]);
         assert!(!ok && out.contains(&want), "{out}");
         for (what, text) in [
             ("response", &resp.body),

@@ -187,7 +187,8 @@ fn ctl_shutdown_ends_a_sync_search_with_a_result_and_the_router_exits() {
     }
     let t0 = Instant::now();
     let ctl = Command::new(env!("CARGO_BIN_EXE_dsa-router"))
-        .args(["ctl", "--admin", &admin, "shutdown"])
+        .args(["ctl", "--admin", &admin, "shutdown", "--control-socket"])
+        .arg(&router.control)
         .env_remove("DSA_ROUTER_ADMIN_TOKEN")
         .output()
         .unwrap();

@@ -298,7 +298,8 @@ fn a_rule_limits_one_address_range_to_people_with_clamped_size_and_hidden_mail()
     )
     .unwrap();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_dsa-router"))
-        .args(["ctl", "--admin", &admin, "reload"])
+        .args(["ctl", "--admin", &admin, "reload", "--control-socket"])
+        .arg(&r.control)
         .output()
         .unwrap();
     assert!(

@@ -227,7 +227,8 @@ fn members_of_groups_read_from_the_dsa_get_the_rule() {
     );
     std::fs::write(dir.path().join("policy.toml"), policy(&deny)).unwrap();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_dsa-router"))
-        .args(["ctl", "--admin", &admin, "reload"])
+        .args(["ctl", "--admin", &admin, "reload", "--control-socket"])
+        .arg(&r.control)
         .output()
         .unwrap();
     assert!(

@@ -1,11 +1,13 @@
 //! The admin status page in a real browser: `tests/interop/status_page.py`
 //! drives headless Chromium with Selenium (Debian's chromium,
 //! chromium-driver and python3-selenium; `scripts/install-deps.sh`)
-//! against a router process and two test DSA processes: the token prompt,
-//! both DSAs up, one stopped shows down (screenshot), started again shows
-//! up, and the drain and enable buttons work through the API. DSAs named
+//! against a router process and two test DSA processes: without the token
+//! the buttons say control needs the token or `ctl`; both DSAs up, one
+//! stopped shows down (screenshot), started again shows up, and the drain
+//! and enable buttons work through the API with the token. DSAs named
 //! `__proto__` and `constructor` update like the others; a router without
-//! a token serves the page and its buttons too; the lag column, with a
+//! a token serves the page read-only, and `ctl` (its control socket)
+//! drains and enables; the lag column, with a
 //! slapd provider and a refreshOnly consumer behind a third router (the
 //! consumer's lag grows until it is `lagging`, unknown while it is
 //! stopped); and the page runs under its Content-Security-Policy without a
@@ -63,7 +65,7 @@ fn the_status_page_shows_dsas_going_down_and_drains_them_in_chromium() {
         "T1 enabled again",
         "__proto__ and constructor up",
         "constructor down and up again with T2",
-        "page without a token: __proto__ drained and enabled",
+        "page without a token: buttons disabled (control needs the token or ctl); ctl drained and enabled __proto__",
         "page: positions read, no operations shown",
         "page: lag column P 0.000 s, C grew from",
         "page: C stopped (SIGSTOP): lag unknown",

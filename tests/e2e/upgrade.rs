@@ -44,6 +44,8 @@ fn until(what: &str, mut cond: impl FnMut() -> bool) {
 fn ctl(admin: &str, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_dsa-router"))
         .args(["ctl", "--admin", admin])
+        .arg("--control-socket")
+        .arg(crate::support::control_socket(admin))
         .args(args)
         .env_remove("DSA_ROUTER_ADMIN_TOKEN")
         .output()
@@ -86,6 +88,7 @@ fn start_router_with(
             .args(["serve", "--knowledge", knowledge.to_str().unwrap()])
             .args(extra)
             .args(["--listen", &format!("127.0.0.1:{port}"), "--admin", admin])
+            .args(control_socket_args(admin))
             .args(["--failback-hold", "0", "--drain-timeout", "20"])
             .env("DSA_ROUTER_LOG", "info")
             .env("NO_COLOR", "1")
@@ -106,6 +109,23 @@ fn start_router_with(
         std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
     });
     child
+}
+
+/// `--control-socket PATH` (each router its own), when the router has it
+/// (a build from before the control socket runs without).
+fn control_socket_args(admin: &str) -> Vec<String> {
+    let help = Command::new(env!("CARGO_BIN_EXE_dsa-router"))
+        .args(["serve", "--help"])
+        .output();
+    let has = help.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("--control-socket"));
+    if !has {
+        return Vec::new();
+    }
+    let path = crate::support::control_socket(admin);
+    vec![
+        "--control-socket".into(),
+        path.to_string_lossy().into_owned(),
+    ]
 }
 
 /// Process `pid` ended (gone, or a zombie not yet reaped: it is not this
@@ -518,4 +538,75 @@ fn sigterm_under_load_fails_no_operation_clients_reconnect_to_the_other_router()
     assert_eq!(out["before"], out["after"], "{out}");
     let _ = b.kill();
     let _ = b.wait();
+}
+
+/// SIGTERM ends a router whose upgrade never completes: the binary at the
+/// router's path is, this time, a program that takes the handover socket
+/// and never answers. SIGUSR2 starts it; SIGTERM then abandons the
+/// upgrade (the program is stopped) and the router exits at once, not
+/// after the handover's 60 s wait for the new process.
+#[test]
+fn sigterm_ends_a_router_whose_upgrade_child_never_answers() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let knowledge = d.join("router.dxg");
+    std::fs::write(
+        &knowledge,
+        format!(
+            "set dsa \"D1\" = {{ prefix = <c AU> address = tcp \"127.0.0.1\" port {} }};\n",
+            pick_port()
+        ),
+    )
+    .unwrap();
+    let bin: PathBuf = d.join("dsa-router");
+    install(&bin);
+    let (port, admin) = (pick_port(), format!("127.0.0.1:{}", pick_port()));
+    let log = d.join("router.log");
+    let mut router = start_router(&bin, &knowledge, port, &admin, &log);
+    let mut kill = Kill(vec![router.id()]);
+    // The fake new process: says who it is, holds its end of the handover
+    // socket (inherited) and never speaks.
+    let started = d.join("started");
+    let fake = d.join("fake");
+    std::fs::write(
+        &fake,
+        format!(
+            "#!/bin/sh\necho $$ >{0}.tmp && mv {0}.tmp {0}\nexec sleep 300\n",
+            started.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::rename(&fake, &bin).unwrap();
+    let pid = router.id().to_string();
+    let signal = |sig: &str| {
+        let ok = Command::new("kill").args([sig, &pid]).status().unwrap();
+        assert!(ok.success(), "kill {sig}");
+    };
+    signal("-USR2");
+    until("the fake new process started", || started.exists());
+    let child: u32 = read_num(&started).try_into().unwrap();
+    assert!(child > 0);
+    kill.0.push(child);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(router.try_wait().unwrap().is_none(), "the router exited");
+    let t0 = Instant::now();
+    signal("-TERM");
+    let deadline = t0 + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = router.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the router ignored SIGTERM while its upgrade waited:\n{}",
+            std::fs::read_to_string(&log).unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(status.success(), "{status:?}\n{text}");
+    assert!(text.contains("upgrade under way is abandoned"), "{text}");
+    until("the fake new process is stopped", || gone(child));
 }

@@ -6,12 +6,16 @@ Starts two in-tree test DSAs (`dsa-router testdsa`) in one load-share group
 (T1, T2; and the same two again as DSAs named `__proto__` and `constructor`,
 names that break a page keeping per-DSA state in a plain object) and a
 router in front of them with an admin token; then, in the page:
-* without the token it asks for it; with it, all four DSAs show `up`;
+* without the token it shows the DSAs (reads need none), and its buttons
+  are disabled and say that control needs the token or `dsa-router ctl`;
+  with it, all four DSAs show `up` and the buttons are enabled;
 * a stopped DSA shows `down` (probes every 0.3 s), one started again shows
   `up`; a screenshot with the DSA down is saved;
 * the `drain` button drains the other DSA through the API;
-* a second router without a token (loopback, same-origin, the page sends
-  X-Dsa-Router): its page drains and enables too;
+* a second router without a token (its TCP API is read-only): its page
+  shows the DSAs with the buttons disabled and the same note; `dsa-router
+  ctl` drains and enables through the control socket, and the page shows
+  it;
 * replication lag (with DSA_PAGE_REPLICA="P_PORT C_PORT C_PID": a slapd
   provider and a refreshOnly consumer of o=DEMOCORP,c=AU the caller runs):
   a third router in front of both (--csn-interval 100ms,
@@ -116,6 +120,15 @@ def press(driver, dsa, action, want, what, secs=15):
                 pass
             time.sleep(0.1)
     raise SystemExit(f"not seen within {secs} s: {what}")
+
+
+def control_needs_token(driver):
+    """Whether the page says control needs the token or ctl, and its
+    buttons are disabled."""
+    note = driver.find_element(By.ID, "control").text
+    buttons = driver.find_elements(By.CSS_SELECTOR, "button[data-action]")
+    return ("token" in note and "ctl" in note and buttons
+            and all(not b.is_enabled() for b in buttons))
 
 
 def lag(driver, dsa):
@@ -242,12 +255,12 @@ def main():
     driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
     try:
         driver.get(f"http://127.0.0.1:{admin}/")
-        msg = lambda: driver.find_element(By.ID, "msg").text
-        until("the page asks for the token", lambda: "token" in msg())
+        until("the page says control needs the token or ctl", lambda: control_needs_token(driver))
         box = driver.find_element(By.ID, "token")
         box.send_keys(TOKEN)
         driver.execute_script("arguments[0].dispatchEvent(new Event('change'))", box)
         until("all DSAs up", lambda: all(state(driver, n) == "up" for n in ["T1", "T2", "__proto__", "constructor"]))
+        until("the buttons enabled with the token", lambda: not control_needs_token(driver))
         print("page: T1 and T2 up")
         print("page: __proto__ and constructor up")
         conns = driver.find_element(By.CSS_SELECTOR, 'tr[data-dsa="T1"] td[data-label="own / spare conns"]').text
@@ -274,18 +287,22 @@ def main():
         press(driver, "T1", "enable", "up", "T1 up after the enable button")
         print("page: T1 enabled again")
 
-        # A router without a token: the page works as is (same origin,
-        # X-Dsa-Router on its requests).
+        # A router without a token: its page reads, its buttons say that
+        # control needs the token or ctl; ctl (the control socket) drains.
         admin2 = port()
+        sock2 = os.path.join(work, "control2.sock")
         spawn([BIN, "serve", "--knowledge", know, "--listen", f"127.0.0.1:{port()}",
-               "--admin", f"127.0.0.1:{admin2}", "--probe-interval", "0.3", "--probe-timeout", "0.3",
-               "--failback-hold", "0"], open(os.path.join(work, "router2.log"), "w"))
+               "--admin", f"127.0.0.1:{admin2}", "--control-socket", sock2, "--probe-interval", "0.3",
+               "--probe-timeout", "0.3", "--failback-hold", "0"], open(os.path.join(work, "router2.log"), "w"))
         listening(admin2)
         driver.get(f"http://127.0.0.1:{admin2}/")
         until("T1 up on the page of the router without a token", lambda: state(driver, "T1") == "up")
-        press(driver, "__proto__", "drain", "draining", "__proto__ draining (no token)")
-        press(driver, "__proto__", "enable", "up", "__proto__ up (no token)")
-        print("page without a token: __proto__ drained and enabled")
+        until("the page without a token says control needs the token or ctl", lambda: control_needs_token(driver))
+        for action, want in [("drain", "draining"), ("enable", "up")]:
+            subprocess.run([BIN, "ctl", "--control-socket", sock2, action, "__proto__"], check=True,
+                           stdout=subprocess.DEVNULL, timeout=30)
+            until(f"__proto__ {want} on the page after ctl {action}", lambda: state(driver, "__proto__") == want)
+        print("page without a token: buttons disabled (control needs the token or ctl); ctl drained and enabled __proto__")
 
         replica = os.environ.get("DSA_PAGE_REPLICA")
         if replica:

@@ -209,7 +209,9 @@ impl RouterProc {
             // suites run the default, one thread).
             ("--threads", "2"),
         ];
-        let mut args = vec!["serve", "--no-access-log"];
+        let control = support::control_socket(&format!("127.0.0.1:{admin}"));
+        let control = control.to_str().expect("utf-8 path").to_string();
+        let mut args = vec!["serve", "--no-access-log", "--control-socket", &control];
         for (flag, value) in defaults {
             let v = overrides
                 .iter()
@@ -271,6 +273,8 @@ impl RouterProc {
     fn ctl(&self, args: &[&str]) -> (i32, String, String) {
         let out = Command::new(BIN)
             .args(["ctl", "--admin", &self.admin_addr()])
+            .arg("--control-socket")
+            .arg(support::control_socket(&self.admin_addr()))
             .args(args)
             .output()
             .expect("run ctl");

@@ -219,6 +219,8 @@ impl RouterProc {
         let log = dir.join("router.log");
         let err = std::fs::File::create(&log).expect("router log");
         let (listen, admin_addr) = (format!("127.0.0.1:{port}"), format!("127.0.0.1:{admin}"));
+        let control = support::control_socket(&admin_addr);
+        let control = control.to_str().expect("utf-8 path").to_string();
         let mut args = vec![
             "serve",
             "--knowledge",
@@ -227,6 +229,8 @@ impl RouterProc {
             &listen,
             "--admin",
             &admin_addr,
+            "--control-socket",
+            &control,
             "--tls-cert",
             cert.to_str().expect("utf-8 path"),
             "--tls-key",
@@ -330,6 +334,8 @@ impl RouterHandle {
     fn ctl(&self, args: &[&str]) -> (i32, String) {
         match Command::new(bin())
             .args(["ctl", "--admin", &self.admin])
+            .arg("--control-socket")
+            .arg(support::control_socket(&self.admin))
             .args(args)
             .output()
         {

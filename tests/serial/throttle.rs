@@ -37,6 +37,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::codec::Framed;
 
+use crate::support;
 use crate::support::SERIAL;
 
 const BIN: &str = env!("CARGO_BIN_EXE_dsa-router");
@@ -220,6 +221,8 @@ fn start_router(dir: &Path, root: &Path, extra: &[&str]) -> Router {
                 &format!("127.0.0.1:{}", ports[1]),
                 "--no-access-log",
             ])
+            .arg("--control-socket")
+            .arg(support::control_socket(&format!("127.0.0.1:{}", ports[1])))
             .args(extra);
         c
     });
@@ -286,6 +289,10 @@ impl Router {
                     "ctl",
                     "--admin",
                     &format!("127.0.0.1:{}", self.admin),
+                    "--control-socket",
+                    support::control_socket(&format!("127.0.0.1:{}", self.admin))
+                        .to_str()
+                        .unwrap(),
                     "reload",
                 ])
                 .output()

@@ -22,3 +22,13 @@ pub mod slapd;
 /// against the tests of its own file, when each file was a binary of its
 /// own).
 pub static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// A control socket for the router whose admin API is `admin`
+/// (`127.0.0.1:PORT`): `serve --control-socket` and `ctl
+/// --control-socket` for tests that start routers themselves (each its
+/// own, where parallel routers would share the default path).
+#[allow(dead_code)]
+pub fn control_socket(admin: &str) -> std::path::PathBuf {
+    let port = admin.rsplit_once(':').map_or(admin, |(_, p)| p);
+    std::env::temp_dir().join(format!("dsa-router-test-control-{port}.sock"))
+}

@@ -16,6 +16,8 @@ const ROUTER_START: Duration = Duration::from_secs(30);
 /// A `dsa-router serve` process; killed on drop.
 pub struct Router {
     pub url: String,
+    /// The router's control socket (`ctl --control-socket`).
+    pub control: PathBuf,
     child: Child,
     log: PathBuf,
 }
@@ -28,6 +30,8 @@ impl Router {
     /// [`Router::start`] with more `serve` options.
     pub fn start_with(knowledge: &Path, dir: &Path, extra: &[&str]) -> Router {
         let log = dir.join("router.log");
+        let control = dir.join("control.sock");
+        let control_arg = control.to_str().unwrap().to_string();
         let mut last = String::new();
         // A port picked by binding :0 may be taken before the router binds
         // it: then try another.
@@ -46,6 +50,10 @@ impl Router {
             if serve_has_admin_option() && !extra.contains(&"--admin") {
                 args.extend(["--admin", "none"]);
             }
+            // Each router its own control socket, in the test's directory.
+            if serve_has_control_socket_option() && !extra.contains(&"--control-socket") {
+                args.extend(["--control-socket", &control_arg]);
+            }
             // DSAs that come back serve after `--rise` good probes, unless
             // the test is about the failback hold-down.
             if !extra.contains(&"--failback-hold") {
@@ -62,6 +70,7 @@ impl Router {
                 .spawn()
                 .unwrap();
             let mut r = Router {
+                control: control.clone(),
                 child,
                 url: format!("ldap://127.0.0.1:{port}"),
                 log: log.clone(),
@@ -166,6 +175,21 @@ fn serve_has_admin_option() -> bool {
             Duration::from_secs(30),
         );
         out.stdout.contains("--admin ")
+    })
+}
+
+/// Whether `serve` has `--control-socket` (a default path parallel
+/// routers would fight over).
+fn serve_has_control_socket_option() -> bool {
+    static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *HAS.get_or_init(|| {
+        let out = run_tool(
+            env!("CARGO_BIN_EXE_dsa-router"),
+            &["serve", "--help"],
+            None,
+            Duration::from_secs(30),
+        );
+        out.stdout.contains("--control-socket ")
     })
 }
 

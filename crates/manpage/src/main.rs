@@ -104,11 +104,15 @@ further \fBserve\fR options (DSA_ROUTER_OPTS), read by
 \fBdsa-router.service\fR through EnvironmentFile=.
 .TP
 \fI/usr/lib/systemd/system/dsa-router.service\fR
-The systemd unit: a dynamic user, a read-only file system, listening on
+The systemd unit: the system user dsa-router, a read-only file system, listening on
 port 389 with CAP_NET_BIND_SERVICE and no other capability.
 \fBsystemctl reload dsa-router\fR reloads the knowledge
 (\fBdsa-router ctl reload\fR); logs go to the journal
 (\fBjournalctl -u dsa-router\fR).
+.TP
+\fI/run/dsa-router/control.sock\fR
+The control socket (systemd's RuntimeDirectory=): \fBdsa-router ctl\fR
+changes state through it; only root and the service's user may use it.
 .SH ENVIRONMENT
 .TP
 \fBDSA_ROUTER_LOG\fR
@@ -118,8 +122,9 @@ Logs are written to standard error, without colours unless it is a
 terminal.
 .TP
 \fBDSA_ROUTER_ADMIN_TOKEN\fR
-Bearer token of the admin API, for \fBserve\fR (--admin-token) and
-\fBctl\fR (--token).
+Bearer token that allows state changes over the admin API's TCP address,
+for \fBserve\fR (--admin-token) and \fBctl\fR (--token). Without it the
+TCP API is read-only; \fBctl\fR uses the control socket.
 .SH SIGNALS
 .TP
 \fBSIGHUP\fR
@@ -128,6 +133,9 @@ the old stays in force.
 .TP
 \fBSIGUSR1\fR
 Reopen the access log's file (logrotate).
+.TP
+\fBSIGUSR2\fR
+Hot upgrade to the binary at the router's own path (\fBdsa-router ctl upgrade\fR).
 .TP
 \fBSIGTERM\fR, \fBSIGINT\fR
 Stop accepting, let operations in flight finish (--shutdown-grace), exit.

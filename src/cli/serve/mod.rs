@@ -32,16 +32,24 @@ pub struct ServeArgs {
     /// 127.0.0.1:3389).
     #[arg(long)]
     pub listen: Option<String>,
-    /// Admin API address (`/status`, `/metrics`, control); `none` turns it
-    /// off. Without a token it must be loopback (else serve does not
-    /// start), and it refuses other Host names, other origins and state
-    /// changes without the header X-Dsa-Router.
+    /// Admin API address (the status page, `/status`, `/metrics`); `none`
+    /// turns it off. Read-only without --admin-token; it must then be
+    /// loopback (else serve does not start), and it refuses other Host
+    /// names and other origins.
     #[arg(long, default_value = crate::admin::ctl::DEFAULT_ADMIN)]
     pub admin: String,
-    /// Bearer token required by the admin API (default:
-    /// $DSA_ROUTER_ADMIN_TOKEN; none or empty: no token).
+    /// Bearer token that allows state changes (drain, reload, shutdown,
+    /// upgrade...) over --admin (default: $DSA_ROUTER_ADMIN_TOKEN; none or
+    /// empty: none over TCP, use `ctl` on this host).
     #[arg(long, env = "DSA_ROUTER_ADMIN_TOKEN", hide_env_values = true)]
     pub admin_token: Option<String>,
+    /// The control socket `ctl` uses: the admin API for root and this
+    /// process's user only (the kernel names who connects); `none` turns
+    /// it off. Default: $RUNTIME_DIRECTORY/control.sock (systemd's
+    /// RuntimeDirectory=), else /run/dsa-router/control.sock when that
+    /// directory exists.
+    #[arg(long, value_name = "PATH|none")]
+    pub control_socket: Option<String>,
     /// Reload when a knowledge or TLS file changes (polled every second).
     #[arg(long)]
     pub watch: bool,

@@ -59,8 +59,11 @@ pub(super) async fn watch_files(router: Arc<Context>, mut shutdown: watch::Recei
     }
 }
 
-/// SIGINT/SIGTERM, or `ctl shutdown`: drain and shut down. SIGHUP: reload knowledge. SIGUSR1: reopen
-/// the access log's file.
+/// SIGINT/SIGTERM, or `ctl shutdown`: drain and shut down. SIGHUP: reload
+/// knowledge. SIGUSR1: reopen the access log's file. SIGUSR2 or `ctl
+/// upgrade`: a hot upgrade, run beside this loop, so that SIGTERM ends
+/// the router even while a new process never answers (the upgrade is
+/// abandoned and the new process stopped).
 pub(super) async fn signals(
     tx: watch::Sender<bool>,
     router: Arc<Context>,
@@ -80,23 +83,23 @@ pub(super) async fn signals(
     };
     let upgrader = Arc::new(upgrader);
     let mut running: Option<tokio::task::JoinHandle<()>> = None;
+    let mut upgrading: Option<tokio::task::JoinHandle<bool>> = None;
     loop {
         tokio::select! {
             _ = term.recv() => break,
             _ = int.recv() => break,
             _ = router.drain.asked() => break,
-            // SIGUSR2 or `ctl upgrade`: a new process takes over.
+            took = finished(&mut upgrading) => {
+                upgrading = None;
+                if took {
+                    break;
+                }
+            }
             _ = usr2.recv() => {
-                let ask = crate::handover::Ask { binary: None, reply: None };
-                if upgrade(&router, &upgrader, ask).await {
-                    break;
-                }
+                let ask = crate::handover::Ask { reply: None };
+                begin(&router, &upgrader, &mut upgrading, ask);
             }
-            Some(ask) = router.handover.asked() => {
-                if upgrade(&router, &upgrader, ask).await {
-                    break;
-                }
-            }
+            Some(ask) = router.handover.asked() => begin(&router, &upgrader, &mut upgrading, ask),
             _ = usr1.recv() => crate::access::reopen(),
             _ = hup.recv() => {
                 // Off the runtime's threads: with --threads 1 a reload
@@ -112,6 +115,12 @@ pub(super) async fn signals(
             }
         }
     }
+    if upgrading.is_some() {
+        tracing::warn!(
+            "shutting down: the upgrade under way is abandoned; its new process is stopped"
+        );
+        upgrader.cancel();
+    }
     if router.handover.exporting().is_some() {
         tracing::info!(
             timeout_s = router.cfg.drain_timeout.as_secs(),
@@ -126,6 +135,33 @@ pub(super) async fn signals(
     let _ = tx.send(true);
 }
 
+/// Whether the upgrade under way took over (never, without one).
+async fn finished(upgrading: &mut Option<tokio::task::JoinHandle<bool>>) -> bool {
+    match upgrading {
+        Some(h) => h.await.unwrap_or(false),
+        None => std::future::pending().await,
+    }
+}
+
+/// Start the upgrade `ask` asks for, beside the signal loop; one at a
+/// time (another ask meanwhile is told so).
+fn begin(
+    router: &Arc<Context>,
+    upgrader: &Arc<crate::upgrade::Upgrader>,
+    upgrading: &mut Option<tokio::task::JoinHandle<bool>>,
+    ask: crate::handover::Ask,
+) {
+    if upgrading.is_some() {
+        tracing::warn!("upgrade asked while one is under way; ignored");
+        if let Some(r) = ask.reply {
+            let _ = r.send(Err("an upgrade is already in progress".into()));
+        }
+        return;
+    }
+    let (r, u) = (router.clone(), upgrader.clone());
+    *upgrading = Some(tokio::spawn(async move { upgrade(&r, &u, ask).await }));
+}
+
 /// Start the new process and hand it the listeners (off the runtime: it
 /// waits for the new process); true when it serves, and this process's
 /// sessions are to leave for it. On failure this process keeps serving.
@@ -134,9 +170,9 @@ async fn upgrade(
     upgrader: &Arc<crate::upgrade::Upgrader>,
     ask: crate::handover::Ask,
 ) -> bool {
-    let crate::handover::Ask { binary, reply } = ask;
+    let crate::handover::Ask { reply } = ask;
     let up = upgrader.clone();
-    let started = tokio::task::spawn_blocking(move || up.start(binary))
+    let started = tokio::task::spawn_blocking(move || up.start())
         .await
         .unwrap_or_else(|e| Err(format!("upgrade task: {e}")));
     let answer = match started {

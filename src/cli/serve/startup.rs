@@ -213,6 +213,11 @@ async fn listen_and_serve(
         incoming,
         inherited: handed,
     } = taking;
+    let (tx, rx) = watch::channel(false);
+    // The control socket first: once the router says it listens, `ctl`
+    // works. A new process of a hot upgrade replaces the old one's.
+    let control = crate::admin::socket::Setting::from_flag(args.control_socket.as_deref());
+    crate::admin::start_control(&control, incoming.is_some(), router.clone(), rx.clone()).await?;
     let listen = &router.cfg.listen;
     let listener = match handed.ldap {
         Some(l) => inherited(l)?,
@@ -230,7 +235,6 @@ async fn listen_and_serve(
         (_, Some(a)) => Some(listen_ldaps(a).await?),
         (_, None) => None,
     };
-    let (tx, rx) = watch::channel(false);
     let mut admin = None;
     if args.admin != "none" {
         admin = Some(match handed.admin {
