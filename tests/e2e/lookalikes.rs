@@ -337,12 +337,12 @@ fn a_guesser_does_not_lock_the_user_out_from_another_address_and_the_ceiling_hol
     let variants = lookalikes();
     rt().block_on(async {
         let guess = |from: u8, n: usize| {
-            let (url, variants) = (r.url.clone(), variants.clone());
+            let (url, real) = (r.url.clone(), real.clone());
             async move {
                 let mut c = connect([127, 0, 0, from], &url).await;
                 let mut codes = Vec::new();
-                for i in 0..n {
-                    codes.push(bind(&mut c, &variants[i], "wrong").await.0);
+                for _ in 0..n {
+                    codes.push(bind(&mut c, &real, "wrong").await.0);
                 }
                 codes
             }
@@ -387,4 +387,122 @@ fn a_guesser_does_not_lock_the_user_out_from_another_address_and_the_ceiling_hol
         1,
         "{log}"
     );
+}
+
+/// A small deterministic generator (xorshift), so that a failure names
+/// its seed and repeats.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// Characters RFC 4518 maps to nothing or to SPACE where slapd keeps
+/// them: values differing by them alone are one DN to the router, two to
+/// slapd (the documented, fail-safe difference).
+const RFC4518_ONLY: [char; 7] = [
+    '\u{ad}', '\u{200b}', '\u{200d}', '\u{feff}', '\u{b}', '\u{85}', '\u{1680}',
+];
+
+/// Whether `value` differs from another for slapd by what only RFC 4518
+/// maps: one of [`RFC4518_ONLY`], or a TAB, CR or LF that slapd's DN
+/// parser does not drop (it trims ASCII whitespace at the value's ends
+/// only; RFC 4518 maps them to SPACE anywhere).
+fn rfc4518_only(value: &str) -> bool {
+    let ascii_ws = |c: char| matches!(c, ' ' | '\t' | '\r' | '\n');
+    value.contains(&RFC4518_ONLY[..]) || value.trim_matches(ascii_ws).contains(['\t', '\r', '\n'])
+}
+
+/// A random spelling of `user1997`: each character as it is, in upper
+/// case, fullwidth, or `ſ` for `s`; now and then a random character
+/// (Latin, Greek, Cyrillic, CJK, or one of [`RFC4518_ONLY`]) inserted;
+/// spaces of every kind at the ends.
+fn random_spelling(rng: &mut Rng) -> String {
+    let mut v = String::new();
+    let pads = [' ', '\u{a0}', '\u{3000}', '\t', '\r', '\n', '\u{2003}'];
+    for _ in 0..rng.below(3) {
+        v.push(pads[rng.below(pads.len())]);
+    }
+    for c in "user1997".chars() {
+        match rng.below(5) {
+            1 => v.push(c.to_ascii_uppercase()),
+            2 => v.push(char::from_u32(c as u32 - 0x21 + 0xff01).unwrap()),
+            3 if c == 's' => v.push('\u{17f}'),
+            _ => v.push(c),
+        }
+        if rng.below(12) == 0 {
+            let ranges: [(u32, u32); 4] = [
+                (0xc0, 0x24f),
+                (0x391, 0x3c9),
+                (0x410, 0x44f),
+                (0x4e00, 0x4e80),
+            ];
+            let inserted = match rng.below(3) {
+                0 => RFC4518_ONLY[rng.below(RFC4518_ONLY.len())],
+                _ => {
+                    let (lo, hi) = ranges[rng.below(ranges.len())];
+                    char::from_u32(lo + rng.below((hi - lo + 1) as usize) as u32).unwrap()
+                }
+            };
+            v.push(inserted);
+        }
+    }
+    for _ in 0..rng.below(3) {
+        v.push(pads[rng.below(pads.len())]);
+    }
+    v
+}
+
+/// slapd is the oracle: for random spellings of `uid=user1997`, slapd
+/// finds the entry at that DN (a base search) exactly when the router's
+/// key is the entry's, except for spellings with characters RFC 4518
+/// alone maps, which the router takes for the entry and slapd does not
+/// (never the other way round).
+#[test]
+fn slapd_finds_the_entry_exactly_when_the_routers_key_is_the_entrys() {
+    use dsa_router::dn::Dn;
+    let s = slapd(5, &[]);
+    let real = Dn::parse_ldap(&dn("user1997")).unwrap();
+    let seed = 0x5eed_1997_u64;
+    let mut rng = Rng(seed);
+    let (mut same, mut other, mut merged) = (0, 0, 0);
+    rt().block_on(async {
+        let url = s.url.trim_end_matches('/');
+        let mut c = connect([127, 0, 0, 1], url).await;
+        let any = LdapFilter::Present("objectClass".into());
+        for i in 0..400 {
+            let value = random_spelling(&mut rng);
+            let v = dn(&value);
+            let g = search(&mut c, &v, LdapSearchScope::Base, any.clone(), &["uid"]).await;
+            let slapd_same = g.code == LdapResultCode::Success && g.entries.len() == 1;
+            let key_same = Dn::parse_ldap(&v).is_ok_and(|d| d == real && d.key() == real.key());
+            match (slapd_same, key_same) {
+                (true, true) => same += 1,
+                (false, false) => other += 1,
+                (true, false) => panic!("seed {seed:#x} #{i}: slapd takes {v:?} for the entry, the router's key differs"),
+                (false, true) => {
+                    assert!(
+                        rfc4518_only(&value),
+                        "seed {seed:#x} #{i}: the router takes {v:?} for the entry, slapd does not ({:?})",
+                        g.code
+                    );
+                    merged += 1;
+                }
+            }
+        }
+    });
+    println!(
+        "400 spellings: {same} the entry to both, {other} another DN to both, \
+         {merged} the entry to the router only (RFC 4518 mappings slapd lacks)"
+    );
+    assert!(same > 100 && other > 50, "{same} {other}");
 }
