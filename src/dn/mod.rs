@@ -8,15 +8,19 @@
 //!
 //! Comparison follows spec 3.1: attribute types compare case-insensitively
 //! (a few well-known OIDs are mapped to their short names), values compare
-//! case-insensitively after escapes are decoded and leading, trailing and
-//! repeated inner spaces are dropped, and the attribute-value assertions of a
-//! multi-valued RDN compare in any order (they are kept sorted).
+//! after escapes are decoded in their RFC 4518 prepared form ([`prep`]:
+//! mapped, case folded, NFKC, leading, trailing and repeated inner spaces
+//! dropped), as DSAs compare them, and the attribute-value assertions of a
+//! multi-valued RDN compare in any order (they are kept sorted). Every DN
+//! the router compares or keys (routing, the failed-bind defence, rates,
+//! policy identities, group members) goes through this one normalization.
 //!
 //! The two notations have a parser each: `ldap` (RFC 4514 strings) and
 //! `angle` (the knowledge notation).
 
 mod angle;
 mod ldap;
+pub mod prep;
 
 use std::fmt;
 
@@ -386,32 +390,10 @@ fn normalize_attr_into(attr: &str, out: &mut String) {
     out.push_str(short);
 }
 
-/// Append `value` case-folded, without leading, trailing and repeated
-/// inner spaces, to `out`.
+/// Append `value` prepared as DSAs compare it ([`prep`]: RFC 4518
+/// mapping, case folding, NFKC, insignificant spaces) to `out`.
 fn normalize_value_into(value: &str, out: &mut String) {
-    let b = value.as_bytes();
-    // The common case, ASCII with single inner spaces: only case to fold
-    // (for ASCII, `char::to_lowercase` is `to_ascii_lowercase`).
-    if b.is_ascii()
-        && b.first() != Some(&b' ')
-        && b.last() != Some(&b' ')
-        && !b.windows(2).any(|w| w == b"  ")
-    {
-        let start = out.len();
-        out.push_str(value);
-        out[start..].make_ascii_lowercase();
-        return;
-    }
-    let mut first = true;
-    for word in value.split(' ').filter(|w| !w.is_empty()) {
-        if !first {
-            out.push(' ');
-        }
-        first = false;
-        for c in word.chars() {
-            out.extend(c.to_lowercase());
-        }
-    }
+    prep::prepare_into(value, out);
 }
 
 /// RFC 4514 section 2.4 escaping.

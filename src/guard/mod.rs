@@ -1,18 +1,31 @@
-//! Failed-bind defence (issue 41): after `--failed-bind-limit` failed
-//! simple binds (invalidCredentials from the DSA) for one bind DN within
-//! `--failed-bind-window`, or `--failed-bind-limit-per-address` from one
-//! client address, the router answers that DN's (that address's) binds
-//! itself with invalidCredentials for `--failed-bind-backoff`, without
-//! reaching a DSA, so a DSA's lockout policy sees each guess once. A
-//! successful bind resets its DN's count (not its address's: a guesser
-//! holding one valid account could otherwise reset its address at will).
+//! Failed-bind defence: after `--failed-bind-limit` failed binds
+//! (invalidCredentials from the DSA) for one bind DN from one client
+//! address within `--failed-bind-window`, `--failed-bind-limit-per-dn`
+//! for that DN from all addresses together, or
+//! `--failed-bind-limit-per-address` from one address whatever the DNs,
+//! the router answers those binds itself with invalidCredentials for
+//! `--failed-bind-backoff`, without reaching a DSA, so a DSA's lockout
+//! policy sees each guess once. A successful bind resets its DN's counts
+//! (not its address's: a guesser holding one valid account could
+//! otherwise reset its address at will).
 //!
-//! The tables hold hashes of the normalized DN (as routing compares DNs)
-//! and of the client address, keyed per process, so a flood of distinct
-//! DNs costs a fixed amount of memory: [`DN_CAPACITY`] and
-//! [`ADDRESS_CAPACITY`] entries in shards of their own, a new key in a
-//! full shard evicting the entries with nothing left to count, then the
-//! oldest window not in back-off.
+//! Counting a DN per address keeps one guesser from locking its user out
+//! everywhere: the user's own address keeps binding. Guesses spread over
+//! many addresses meet the per-DN ceiling, which an operator sets below
+//! the DSA's own lockout (ppolicy `pwdMaxFailure`): such an attacker can
+//! still have the DN refused everywhere for a back-off, from
+//! ceiling / limit addresses at least, but never have the DSA lock it.
+//!
+//! Simple and SASL binds are counted alike: a SASL bind by the user name
+//! it authenticates (`crate::wire::sasl_name`), or by DN when it names
+//! one.
+//!
+//! The tables hold hashes of the prepared DN (as routing compares DNs:
+//! [`crate::dn::prep`]), of the DN with the client address and of the
+//! address, keyed per process, so a flood of distinct DNs costs a fixed
+//! amount of memory: [`DN_CAPACITY`] and [`ADDRESS_CAPACITY`] entries in
+//! shards of their own, a new key in a full shard evicting the entries
+//! with nothing left to count, then the oldest window not in back-off.
 
 pub mod table;
 mod wait;
@@ -24,18 +37,20 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use table::{Admit, Rule, Table};
 
-/// Bind DNs counted at once: 64 shards of 1,024, each a hash table of at
-/// most 2,048 slots of [`table::ENTRY_BYTES`] (48) bytes: about 6 MiB at
-/// most.
+/// Bind DNs counted at once, from each client address (the pairs) and
+/// from all addresses together (the per-DN ceiling): 64 shards of 1,024
+/// each, a hash table of at most 2,048 slots of [`table::ENTRY_BYTES`]
+/// (48) bytes: about 6 MiB each at most.
 pub const DN_CAPACITY: usize = 65_536;
 /// Client addresses counted at once: 64 shards of 256 (at most 512 slots
 /// each): about 1.5 MiB at most.
 pub const ADDRESS_CAPACITY: usize = 16_384;
 // The memory bound the docs give: a slot of 48 bytes, and each shard's
 // hash table never past twice its capacity in slots (a control byte each):
-// under 8 MiB for both tables.
+// under 16 MiB for the three tables.
 const _: () = assert!(table::ENTRY_BYTES <= 48);
-const _: () = assert!(2 * (DN_CAPACITY + ADDRESS_CAPACITY) * (table::ENTRY_BYTES + 1) < 8 << 20);
+const _: () =
+    assert!(2 * (2 * DN_CAPACITY + ADDRESS_CAPACITY) * (table::ENTRY_BYTES + 1) < 16 << 20);
 
 /// Shards of each table (one lock each; a full shard is scanned to evict).
 const SHARDS: usize = 64;
@@ -43,12 +58,22 @@ const SHARDS: usize = 64;
 /// The `serve` options.
 #[derive(clap::Args, Debug, Clone)]
 pub struct Args {
-    /// Failed simple binds (invalidCredentials from the DSA) for one bind
-    /// DN within --failed-bind-window after which the router answers that
-    /// DN's binds itself, invalidCredentials, for --failed-bind-backoff,
-    /// without reaching a DSA (0: off). A successful bind resets the count.
+    /// Failed binds (invalidCredentials from the DSA) for one bind DN from
+    /// one client address within --failed-bind-window after which the
+    /// router answers that DN's binds from that address itself,
+    /// invalidCredentials, for --failed-bind-backoff, without reaching a
+    /// DSA (0: off). Binds of the DN from other addresses go on. A
+    /// successful bind resets the count. 0 also turns
+    /// --failed-bind-limit-per-dn off.
     #[arg(long, default_value_t = 5)]
     pub failed_bind_limit: u32,
+    /// The ceiling for one bind DN from all addresses together: reached,
+    /// the DN's binds are refused from every address for
+    /// --failed-bind-backoff. Set it below the DSAs' own lockout
+    /// (ppolicy pwdMaxFailure) so that guesses spread over many addresses
+    /// never lock the account (0: off).
+    #[arg(long, default_value_t = 20)]
+    pub failed_bind_limit_per_dn: u32,
     /// The same for all binds from one client address, whatever their DNs
     /// (0: off, the default: behind a load balancer without PROXY protocol
     /// or a NAT every user shares one address, and all would be refused).
@@ -76,8 +101,15 @@ impl Args {
             window,
             backoff,
         };
+        // --failed-bind-limit 0 turns the DN's counting off, its ceiling
+        // included.
+        let ceiling = match self.failed_bind_limit {
+            0 => 0,
+            _ => self.failed_bind_limit_per_dn,
+        };
         Ok(Config {
             dn: rule(self.failed_bind_limit),
+            ceiling: rule(ceiling),
             address: rule(self.failed_bind_limit_per_address),
         })
     }
@@ -86,7 +118,11 @@ impl Args {
 /// The limits (see [`Args`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Config {
+    /// One DN from one address.
     pub dn: Rule,
+    /// One DN from all addresses.
+    pub ceiling: Rule,
+    /// One address, all DNs.
     pub address: Rule,
 }
 
@@ -99,6 +135,7 @@ impl Default for Config {
         };
         Config {
             dn: rule(5),
+            ceiling: rule(20),
             address: rule(0),
         }
     }
@@ -134,6 +171,9 @@ impl Shards {
 pub struct Guard {
     cfg: Config,
     keys: std::collections::hash_map::RandomState,
+    /// (DN, address) pairs, under `cfg.dn`.
+    pairs: Shards,
+    /// DNs from all addresses, under `cfg.ceiling`.
     dns: Shards,
     addresses: Shards,
     refused: AtomicU64,
@@ -148,18 +188,26 @@ pub struct Guard {
 /// Why a bind was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refused {
+    /// The DN from this address is in back-off.
     Dn,
+    /// The DN is in back-off from every address (its ceiling).
+    Ceiling,
     Address,
     /// Not now: the DN's (address's) failures plus binds in flight have
     /// reached its limit.
     Busy,
 }
 
+/// One table a bind takes a place in: which, its key, its rule and the
+/// refusal it gives.
+type Place<'a> = (&'a Shards, u64, Rule, Refused);
+
 impl Guard {
     pub fn new(cfg: Config) -> Guard {
         Guard {
             cfg,
             keys: Default::default(),
+            pairs: Shards::new(DN_CAPACITY),
             dns: Shards::new(DN_CAPACITY),
             addresses: Shards::new(ADDRESS_CAPACITY),
             refused: AtomicU64::new(0),
@@ -170,56 +218,72 @@ impl Guard {
         }
     }
 
-    /// May a simple bind as `dn` (normalized as routing compares DNs)
-    /// from `addr` go to a DSA now? The ticket says how it ended.
-    /// [`Guard::admit_within`] waits while it is [`Refused::Busy`].
-    pub fn admit(self: &Arc<Self>, dn: &crate::dn::Dn, addr: IpAddr) -> Result<Ticket, Refused> {
-        let dn_key = self.keys.hash_one(dn);
-        let addr_key = self.keys.hash_one(addr);
+    /// The keys of `who` from `addr`: (pair, DN, address).
+    fn keys_of<K: std::hash::Hash + ?Sized>(&self, who: &K, addr: IpAddr) -> [u64; 3] {
+        let dn = self.keys.hash_one(who);
+        [self.keys.hash_one((dn, addr)), dn, self.keys.hash_one(addr)]
+    }
+
+    /// The tables a bind of `keys` takes a place in, in order.
+    fn places(&self, k: [u64; 3]) -> [Place<'_>; 3] {
+        [
+            (&self.pairs, k[0], self.cfg.dn, Refused::Dn),
+            (&self.dns, k[1], self.cfg.ceiling, Refused::Ceiling),
+            (&self.addresses, k[2], self.cfg.address, Refused::Address),
+        ]
+    }
+
+    /// May a bind as `who` (a DN, normalized as routing compares DNs, or
+    /// a SASL user, `crate::wire::sasl_name::User`) from `addr` go to a
+    /// DSA now? The ticket says how it
+    /// ended. [`Guard::admit_within`] waits while it is [`Refused::Busy`].
+    pub fn admit<K: std::hash::Hash + ?Sized>(
+        self: &Arc<Self>,
+        who: &K,
+        addr: IpAddr,
+    ) -> Result<Ticket, Refused> {
+        let keys = self.keys_of(who, addr);
         let now = Instant::now();
-        // The DN first, taking nothing: a bind over its DN's cap takes no
-        // address place it would give back (a give-back wakes those
-        // waiting, who would wake each other in turn).
-        let dn_rule = self.cfg.dn;
-        match self.dns.with(dn_key, |t| t.peek(&dn_rule, dn_key, now)) {
-            Admit::Yes => {}
-            Admit::No => {
-                self.refused.fetch_add(1, Ordering::Relaxed);
-                return Err(Refused::Dn);
+        let places = self.places(keys);
+        // The DN's back-offs first, taking nothing: a bind refused there
+        // takes no address place it would give back (a give-back wakes
+        // those waiting, who would wake each other in turn).
+        for (t, k, rule, why) in &places[..2] {
+            match t.with(*k, |t| t.peek(rule, *k, now)) {
+                Admit::Yes => {}
+                Admit::No => {
+                    self.refused.fetch_add(1, Ordering::Relaxed);
+                    return Err(*why);
+                }
+                Admit::Wait => return Err(Refused::Busy),
             }
-            Admit::Wait => return Err(Refused::Busy),
         }
-        let rule = self.cfg.address;
-        match self
-            .addresses
-            .with(addr_key, |t| t.admit(&rule, addr_key, now))
-        {
-            Admit::Yes => {}
-            Admit::No => {
-                self.refused.fetch_add(1, Ordering::Relaxed);
-                return Err(Refused::Address);
+        // Then a place in each, the address first; what was taken is
+        // given back when one refuses.
+        let order = [2, 0, 1];
+        for (n, &i) in order.iter().enumerate() {
+            let (t, k, rule, why) = &places[i];
+            let refused = match t.with(*k, |t| t.admit(rule, *k, now)) {
+                Admit::Yes => continue,
+                Admit::No => *why,
+                Admit::Wait => Refused::Busy,
+            };
+            for &j in &order[..n] {
+                let (t, k, ..) = &places[j];
+                t.with(*k, |t| t.abandoned(*k));
             }
-            Admit::Wait => return Err(Refused::Busy),
-        }
-        let rule = self.cfg.dn;
-        let refused = match self.dns.with(dn_key, |t| t.admit(&rule, dn_key, now)) {
-            Admit::Yes => None,
-            Admit::No => Some(Refused::Dn),
-            Admit::Wait => Some(Refused::Busy),
-        };
-        if let Some(why) = refused {
-            self.addresses.with(addr_key, |t| t.abandoned(addr_key));
-            if why == Refused::Dn {
+            if refused != Refused::Busy {
                 self.refused.fetch_add(1, Ordering::Relaxed);
             }
-            // The address's place was freed: another may take it.
-            self.ended();
-            return Err(why);
+            if n > 0 {
+                // A place was freed: another may take it.
+                self.ended();
+            }
+            return Err(refused);
         }
         Ok(Ticket {
             guard: self.clone(),
-            dn_key,
-            addr_key,
+            keys,
             done: false,
         })
     }
@@ -246,26 +310,27 @@ impl Guard {
         }
     }
 
-    /// DNs and addresses counted now.
-    pub fn tracked(&self) -> (usize, usize) {
-        (self.dns.len(), self.addresses.len())
+    /// DNs (from one address, and from all) and addresses counted now.
+    pub fn tracked(&self) -> (usize, usize, usize) {
+        (self.pairs.len(), self.dns.len(), self.addresses.len())
     }
 
     /// The `/metrics` lines.
     pub fn render(&self, out: &mut String) {
-        let (dns, addrs) = self.tracked();
+        let (pairs, dns, addrs) = self.tracked();
         out.push_str(&format!(
             "# HELP dsa_router_binds_refused_total Simple binds the router answered invalidCredentials itself (a DN or address in failed-bind back-off).\n\
              # TYPE dsa_router_binds_refused_total counter\n\
              dsa_router_binds_refused_total {}\n\
-             # HELP dsa_router_bind_backoffs_total Failed-bind back-offs begun (--failed-bind-limit, --failed-bind-limit-per-address).\n\
+             # HELP dsa_router_bind_backoffs_total Failed-bind back-offs begun (--failed-bind-limit, --failed-bind-limit-per-dn, --failed-bind-limit-per-address).\n\
              # TYPE dsa_router_bind_backoffs_total counter\n\
              dsa_router_bind_backoffs_total {}\n\
              # HELP dsa_router_binds_in_flight_busy_total Simple binds answered busy (51): their DN's (address's) failures plus binds in flight stayed at its limit for the whole --bind-timeout.\n\
              # TYPE dsa_router_binds_in_flight_busy_total counter\n\
              dsa_router_binds_in_flight_busy_total {}\n\
-             # HELP dsa_router_failed_bind_keys Bind DNs and client addresses the failed-bind defence counts now.\n\
+             # HELP dsa_router_failed_bind_keys Bind DNs (from one client address, and from all) and client addresses the failed-bind defence counts now.\n\
              # TYPE dsa_router_failed_bind_keys gauge\n\
+             dsa_router_failed_bind_keys{{of=\"dn_address\"}} {pairs}\n\
              dsa_router_failed_bind_keys{{of=\"dn\"}} {dns}\n\
              dsa_router_failed_bind_keys{{of=\"address\"}} {addrs}\n",
             self.refused(),
@@ -279,43 +344,51 @@ impl Guard {
 /// flight.
 pub struct Ticket {
     guard: Arc<Guard>,
-    dn_key: u64,
-    addr_key: u64,
+    keys: [u64; 3],
     done: bool,
 }
 
 /// What [`Ticket::answered`] saw begin.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Began {
+    /// The DN's back-off from this address.
     pub dn: bool,
+    /// The DN's back-off from every address.
+    pub ceiling: bool,
     pub address: bool,
 }
 
 impl Ticket {
-    /// The DSA answered `code`: 49 counts a failure, 0 resets the DN.
-    /// Which back-offs this answer began.
+    /// The DSA answered `code`: 49 counts a failure, 0 resets the DN's
+    /// counts (from this address and from all). Which back-offs this
+    /// answer began.
     pub fn answered(mut self, code: u8) -> Began {
         self.done = true;
         let g = &self.guard;
-        let (d, a) = (self.dn_key, self.addr_key);
+        let [p, d, a] = g.places(self.keys);
         let now = Instant::now();
+        let failed = |(t, k, rule, _): Place<'_>| t.with(k, |t| t.failed(&rule, k, now));
         let began = match code {
             crate::wire::response::rc::INVALID_CREDENTIALS => Began {
-                dn: g.dns.with(d, |t| t.failed(&g.cfg.dn, d, now)),
-                address: g.addresses.with(a, |t| t.failed(&g.cfg.address, a, now)),
+                dn: failed(p),
+                ceiling: failed(d),
+                address: failed(a),
             },
             crate::wire::response::rc::SUCCESS => {
-                g.dns.with(d, |t| t.succeeded(d));
-                g.addresses.with(a, |t| t.abandoned(a));
+                for (t, k, ..) in [p, d] {
+                    t.with(k, |t| t.succeeded(k));
+                }
+                a.0.with(a.1, |t| t.abandoned(a.1));
                 Began::default()
             }
             _ => {
-                g.dns.with(d, |t| t.abandoned(d));
-                g.addresses.with(a, |t| t.abandoned(a));
+                for (t, k, ..) in [p, d, a] {
+                    t.with(k, |t| t.abandoned(k));
+                }
                 Began::default()
             }
         };
-        let n = u64::from(began.dn) + u64::from(began.address);
+        let n = u64::from(began.dn) + u64::from(began.ceiling) + u64::from(began.address);
         g.backoffs.fetch_add(n, Ordering::Relaxed);
         g.ended();
         began
@@ -325,9 +398,10 @@ impl Ticket {
 impl Drop for Ticket {
     fn drop(&mut self) {
         if !self.done {
-            let (g, d, a) = (&self.guard, self.dn_key, self.addr_key);
-            g.dns.with(d, |t| t.abandoned(d));
-            g.addresses.with(a, |t| t.abandoned(a));
+            let g = &self.guard;
+            for (t, k, ..) in g.places(self.keys) {
+                t.with(k, |t| t.abandoned(k));
+            }
             g.ended();
         }
     }

@@ -279,3 +279,69 @@ fn a_guessed_dn_is_refused_while_another_user_of_the_address_binds_until_the_add
     assert_eq!(g.refused(), 2);
     assert_eq!(g.backoffs(), 2);
 }
+
+/// A guesser at one address backs the DN off from that address only: the
+/// user binds from another; guesses spread over addresses meet the DN's
+/// ceiling, which refuses it from every address.
+#[test]
+fn a_guessers_back_off_holds_at_its_address_and_the_ceiling_everywhere() {
+    use super::{Config, Guard, Refused};
+    use crate::wire::response::rc::{INVALID_CREDENTIALS, SUCCESS};
+    let mut cfg = Config::default();
+    cfg.dn.limit = 2;
+    cfg.ceiling.limit = 5;
+    let g = std::sync::Arc::new(Guard::new(cfg));
+    let at = |i: u8| std::net::IpAddr::from([127, 0, 0, i]);
+    let victim = crate::dn::Dn::parse_ldap("uid=victim,o=x").unwrap();
+    for _ in 0..2 {
+        g.admit(&victim, at(2))
+            .unwrap()
+            .answered(INVALID_CREDENTIALS);
+    }
+    assert_eq!(g.admit(&victim, at(2)).err(), Some(Refused::Dn));
+    // The user, from another address, binds (and so resets the DN's
+    // count from all addresses, not the guesser's back-off).
+    g.admit(&victim, at(3)).unwrap().answered(SUCCESS);
+    assert_eq!(g.admit(&victim, at(2)).err(), Some(Refused::Dn));
+    // Spread out: two guesses from each of three more addresses; the
+    // fifth failure from all reaches the ceiling.
+    let mut began = Vec::new();
+    for i in 4..7 {
+        for _ in 0..2 {
+            match g.admit(&victim, at(i)) {
+                Ok(t) => began.push(t.answered(INVALID_CREDENTIALS).ceiling),
+                Err(why) => began.push(why == Refused::Ceiling),
+            }
+        }
+    }
+    assert_eq!(began, [false, false, false, false, true, true]);
+    assert_eq!(g.admit(&victim, at(3)).err(), Some(Refused::Ceiling));
+    assert_eq!(g.admit(&victim, at(9)).err(), Some(Refused::Ceiling));
+    // Another DN is not concerned.
+    let other = crate::dn::Dn::parse_ldap("uid=other,o=x").unwrap();
+    assert!(g.admit(&other, at(2)).is_ok());
+}
+
+/// A SASL user name and a DN are different keys; a `dn:` name is the DN.
+#[test]
+fn sasl_names_are_keys_of_their_own() {
+    use super::{Config, Guard, Refused};
+    use crate::wire::response::rc::INVALID_CREDENTIALS;
+    use crate::wire::sasl_name::Who;
+    let mut cfg = Config::default();
+    cfg.dn.limit = 1;
+    let g = std::sync::Arc::new(Guard::new(cfg));
+    let at = std::net::IpAddr::from([127, 0, 0, 2]);
+    let dn = crate::dn::Dn::parse_ldap("uid=alice,o=x").unwrap();
+    g.admit(&Who::Name("alice".into()), at)
+        .unwrap()
+        .answered(INVALID_CREDENTIALS);
+    assert_eq!(
+        g.admit(&Who::Name("alice".into()), at).err(),
+        Some(Refused::Dn)
+    );
+    g.admit(&Who::Dn(dn.clone()), at)
+        .unwrap()
+        .answered(INVALID_CREDENTIALS);
+    assert_eq!(g.admit(&dn, at).err(), Some(Refused::Dn));
+}

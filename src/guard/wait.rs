@@ -12,9 +12,9 @@ use std::time::Duration;
 impl Guard {
     /// [`Guard::admit`], waiting up to `wait` while it is
     /// [`Refused::Busy`]. Nothing is allocated unless it waits.
-    pub async fn admit_within(
+    pub async fn admit_within<K: std::hash::Hash + ?Sized>(
         self: &Arc<Self>,
-        dn: &crate::dn::Dn,
+        dn: &K,
         addr: IpAddr,
         wait: Duration,
     ) -> Result<Ticket, Refused> {

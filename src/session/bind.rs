@@ -132,8 +132,10 @@ impl Session {
             t.answered(&a.name, false, code);
         }
         let policy = ppolicy::Policy::of_response(&a.resp, &a.rh);
-        self.bind_counted(ticket, code, dn);
-        self.log_bind(dn, p, &a.name, code, policy.as_ref(), started);
+        let bound = (code == rc::SUCCESS && !password.is_empty()).then_some(&a.conn);
+        let shown = self.shown_dn(dn, &parsed, bound).await;
+        self.bind_counted(ticket, code, &shown);
+        self.log_bind(&shown, p, &a.name, code, policy.as_ref(), started);
         let conn = a.conn.clone();
         if code == rc::SUCCESS && password.is_empty() {
             // An unauthenticated bind (RFC 4513 5.1.2): the DSA took it as
@@ -143,7 +145,7 @@ impl Session {
             conn.release();
         } else if code == rc::SUCCESS {
             let notable = policy.as_ref().filter(|p| p.is_notable()).cloned();
-            self.become_bound(&routing, &a, dn, &parsed, notable, sent);
+            self.become_bound(&routing, &a, (dn, &shown), &parsed, notable, sent);
         } else {
             conn.release();
         }
@@ -236,7 +238,10 @@ impl Session {
             return;
         };
         if began.dn {
-            tracing::info!(client = %self.peer, dn = %crate::logsafe::esc(&dn), "failed-bind back-off begins for this DN: its binds are answered invalidCredentials by the router for --failed-bind-backoff");
+            tracing::info!(client = %self.peer, dn = %crate::logsafe::esc(&dn), "failed-bind back-off begins for this DN from this client address: its binds from there are answered invalidCredentials by the router for --failed-bind-backoff");
+        }
+        if began.ceiling {
+            tracing::info!(client = %self.peer, dn = %crate::logsafe::esc(&dn), "failed-bind back-off begins for this DN from every address (--failed-bind-limit-per-dn): its binds are answered invalidCredentials by the router for --failed-bind-backoff");
         }
         if began.address {
             tracing::info!(client = %self.peer, "failed-bind back-off begins for this client address: its binds are answered invalidCredentials by the router for --failed-bind-backoff");
@@ -411,14 +416,15 @@ impl Session {
         }
     }
 
-    /// A successful bind as `dn`: the client's identity, kept for replay
-    /// to other DSAs, and the bind's connection kept as its own there
-    /// where its operations need one.
+    /// A successful bind as `dn`: the client's identity (`shown`: the DN
+    /// as the DSA names it, [`Session::shown_dn`]), kept for replay to
+    /// other DSAs, and the bind's connection kept as its own there where
+    /// its operations need one.
     fn become_bound(
         &mut self,
         routing: &Routing,
         a: &Answered,
-        dn: &str,
+        (dn, shown): (&str, &str),
         parsed: &Dn,
         notable: Option<ppolicy::Policy>,
         sent: Bytes,
@@ -443,10 +449,10 @@ impl Session {
         } else {
             a.conn.release();
         }
-        let authz = format!("dn:{dn}");
+        let authz = format!("dn:{shown}");
         self.listed.bound(&authz);
         self.identity = Identity::Bound(Bound {
-            dn: dn.to_string(),
+            dn: shown.to_string(),
             authz,
             conveyed: true,
             bind: Some(BindPdu::new(dn.to_string(), sent)),

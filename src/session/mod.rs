@@ -23,6 +23,7 @@ mod handover;
 mod io;
 mod local;
 mod logged;
+mod named;
 pub mod out;
 mod own;
 mod paged_lost;

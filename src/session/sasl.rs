@@ -14,6 +14,11 @@
 //! * Conveyed only where vouched for: a `dn:` identity in a partition of
 //!   the DSA that established it ([`vouched`]). Any other is used on that
 //!   DSA only; other partitions refuse the client's operations.
+//! * Failed binds: a step that names the user (PLAIN's first, CRAM-MD5's
+//!   and DIGEST-MD5's response, SCRAM's client-first) takes its place in
+//!   the failed-bind defence by that user ([`crate::wire::sasl_name`]),
+//!   refused as a simple bind is in back-off; the exchange's last answer
+//!   counts (invalidCredentials a failure, success a reset).
 //! * Security layers: the router reads every PDU, so it cannot carry a SASL
 //!   integrity or confidentiality layer; it keeps one from being
 //!   negotiated ([`crate::wire::sasl`]: mechanisms it cannot strip of
@@ -41,6 +46,9 @@ pub(super) struct InProgress {
     /// The DSA it runs on.
     pub dsa: String,
     pub mech: String,
+    /// The failed-bind defence's count of this exchange, once a step
+    /// named its user; answered with the exchange's last step.
+    pub ticket: Option<crate::guard::Ticket>,
 }
 
 impl Session {
@@ -51,18 +59,35 @@ impl Session {
         req: &Request,
         dn: &str,
         mech: &str,
-        step: Option<InProgress>,
+        mut step: Option<InProgress>,
     ) -> Flow {
         let started = std::time::Instant::now();
         let trace = self.trace_for(req, dn, "");
         let trace = trace.as_deref();
-        if let Some((code, msg)) = self.refusal(pdu, h, mech) {
-            if let Some(s) = step {
-                s.conn.close();
+        let refused = match self.refusal(pdu, h, mech) {
+            Some(r) => Err(r),
+            None => self
+                .sasl_admit(pdu, h, mech)
+                .await
+                .map_err(|(c, m)| (c, m.to_string())),
+        };
+        let ticket = match refused {
+            Ok(t) => t,
+            Err((code, msg)) => {
+                if let Some(s) = step {
+                    s.conn.close();
+                }
+                self.reply_in(req, code, "", &msg, trace).await;
+                return Flow::Continue;
             }
-            self.reply_in(req, code, "", &msg, trace).await;
-            return Flow::Continue;
-        }
+        };
+        // The exchange's ticket: this step's if it names the user, else
+        // the one an earlier step of the same exchange took.
+        let carried = step
+            .as_mut()
+            .filter(|s| s.mech.eq_ignore_ascii_case(mech))
+            .and_then(|s| s.ticket.take());
+        let ticket = ticket.or(carried);
         let (tx, rx) = oneshot::channel();
         let sent = self.send_step(pdu, h, req, dn, mech, step, tx, trace);
         let Some((conn, dsa, id)) = sent.await else {
@@ -96,10 +121,17 @@ impl Session {
                     conn,
                     dsa: dsa.clone(),
                     mech: mech.to_string(),
+                    ticket,
                 });
             }
-            rc::SUCCESS => authz = Some(self.established(conn, &dsa).await),
-            _ => conn.close(),
+            rc::SUCCESS => {
+                self.sasl_counted(ticket, code, mech);
+                authz = Some(self.established(conn, &dsa).await);
+            }
+            _ => {
+                self.sasl_counted(ticket, code, mech);
+                conn.close();
+            }
         }
         crate::access::line(|f| {
             f.head(&self.log_client)
@@ -282,7 +314,7 @@ impl Session {
 
     /// Who the DSA says the client bound on `conn` is (`dn:...`, `u:...`),
     /// or empty when it cannot tell.
-    async fn who_am_i(&self, conn: &Arc<Conn>) -> String {
+    pub(super) async fn who_am_i(&self, conn: &Arc<Conn>) -> String {
         let mut b = BytesMut::new();
         response::extended_request(1, OID_WHOAMI, None, &mut b);
         match pool::request(conn, &b, self.router.cfg.op_timeout).await {

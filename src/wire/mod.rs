@@ -11,6 +11,8 @@
 //! * `postread`: the post-read control that tells a write's `entryCSN`.
 //! * `state`: which requests need a DSA connection of the client's own.
 //! * `response`: the PDUs the router writes itself (with `ldap3_proto`).
+//! * `sasl`, `sasl_name`: SASL mechanisms through the router; the user a
+//!   SASL bind step names.
 
 pub mod ber;
 pub mod dnmap;
@@ -21,6 +23,7 @@ pub mod ppolicy;
 pub mod request;
 pub mod response;
 pub mod sasl;
+pub mod sasl_name;
 pub mod scope_check;
 pub mod search;
 pub mod state;

@@ -189,6 +189,14 @@ pub fn digest_qop(response: &[u8]) -> Result<String, DigestError> {
         ))
 }
 
+/// The value of directive `name` in a DIGEST-MD5 challenge or response.
+pub fn directive(text: &[u8], name: &str) -> Option<Vec<u8>> {
+    directives(text)?
+        .into_iter()
+        .find(|d| d.name.eq_ignore_ascii_case(name.as_bytes()))
+        .map(|d| d.value)
+}
+
 /// The SASL credentials of a BindRequest PDU (`None`: none, or not a SASL
 /// bind).
 pub fn bind_credentials<'a>(pdu: &'a [u8], h: &Header) -> Option<&'a [u8]> {

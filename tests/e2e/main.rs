@@ -32,6 +32,7 @@ mod identity;
 mod inproc_checks;
 mod knowledge_flags;
 mod load_share;
+mod lookalikes;
 mod malformed;
 mod metrics;
 mod out_of_scope;

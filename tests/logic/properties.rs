@@ -127,6 +127,56 @@ proptest! {
         }
     }
 
+    /// Random mixes of the look-alikes slapd takes for one value
+    /// (fullwidth forms, long s, case, NBSP/U+3000/TAB/CR/LF at either
+    /// end, soft hyphens and zero width spaces inside) prepare to the
+    /// value: one DN, one key.
+    #[test]
+    fn look_alike_mixes_are_the_plain_dn(
+        picks in prop::collection::vec(0u8..4, 8),
+        ends in prop::collection::vec(0usize..7, 0..4),
+        inner in prop::collection::vec(0usize..3, 0..3),
+    ) {
+        let plain = "user1997";
+        let mut v = String::new();
+        for (i, c) in plain.chars().enumerate() {
+            match picks[i] {
+                1 => v.push(c.to_ascii_uppercase()),
+                2 => v.push(char::from_u32(c as u32 - 0x21 + 0xff01).unwrap()),
+                3 if c == 's' => v.push('\u{17f}'),
+                _ => v.push(c),
+            }
+            if i == 3 {
+                for &k in &inner {
+                    v.push(['\u{ad}', '\u{200b}', '\u{feff}'][k]);
+                }
+            }
+        }
+        let pad: String = ends.iter().map(|&k| [' ', '\u{a0}', '\u{3000}', '\t', '\r', '\n', '\u{2003}'][k]).collect();
+        let text = format!("uid={pad}{v}{pad},ou=people,o=DEMOCORP,c=AU");
+        let want = Dn::parse_ldap("uid=user1997,ou=people,o=DEMOCORP,c=AU").unwrap();
+        let got = Dn::parse_ldap(&text).map_err(|e| TestCaseError::fail(format!("{text:?}: {e}")))?;
+        prop_assert_eq!(&got, &want, "{:?}", text);
+        prop_assert_eq!(got.key(), want.key());
+        prop_assert_eq!(got.normalized(), want.normalized());
+    }
+
+    /// Preparation is idempotent on any text, and any DN in any script
+    /// normalises to a fixed point.
+    #[test]
+    fn preparing_any_text_is_idempotent(s in "\\PC{0,16}", t in "[\\x00-\\x{2fff}]{0,12}") {
+        use dsa_router::dn::prep::prepare;
+        for x in [&s, &t] {
+            let once = prepare(x);
+            prop_assert_eq!(prepare(&once), once.clone(), "{:?}", x);
+            if let Ok(dn) = Dn::parse_ldap(&format!("cn={x},o=x")) {
+                let n1 = dn.normalized();
+                let again = Dn::parse_ldap(&n1).map_err(|e| TestCaseError::fail(format!("{n1:?}: {e}")))?;
+                prop_assert_eq!(again.normalized(), n1);
+            }
+        }
+    }
+
     #[test]
     fn dn_parser_never_panics(s in "\\PC{0,40}") {
         let _ = Dn::parse_any(&s);
