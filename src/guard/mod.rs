@@ -52,6 +52,11 @@ const _: () = assert!(table::ENTRY_BYTES <= 48);
 const _: () =
     assert!(2 * (2 * DN_CAPACITY + ADDRESS_CAPACITY) * (table::ENTRY_BYTES + 1) < 16 << 20);
 
+/// The prefix an IPv6 client address counts by: a site is given a /64
+/// and may use any of its 2^64 addresses, each of which would otherwise
+/// bring fresh counts.
+pub const IPV6_PREFIX: u8 = 64;
+
 /// Shards of each table (one lock each; a full shard is scanned to evict).
 const SHARDS: usize = 64;
 
@@ -218,8 +223,10 @@ impl Guard {
         }
     }
 
-    /// The keys of `who` from `addr`: (pair, DN, address).
+    /// The keys of `who` from `addr`: (pair, DN, address). An IPv6
+    /// address counts by its /64 ([`IPV6_PREFIX`]).
     fn keys_of<K: std::hash::Hash + ?Sized>(&self, who: &K, addr: IpAddr) -> [u64; 3] {
+        let addr = crate::policy::rate::address_key(addr, IPV6_PREFIX);
         let dn = self.keys.hash_one(who);
         [self.keys.hash_one((dn, addr)), dn, self.keys.hash_one(addr)]
     }

@@ -345,3 +345,27 @@ fn sasl_names_are_keys_of_their_own() {
         .answered(INVALID_CREDENTIALS);
     assert_eq!(g.admit(&dn, at).err(), Some(Refused::Dn));
 }
+
+/// An IPv6 guesser counts by its /64: fresh addresses of its network
+/// share its back-off; another network binds.
+#[test]
+fn an_ipv6_guesser_counts_by_its_network() {
+    use super::{Config, Guard, Refused};
+    use crate::wire::response::rc::INVALID_CREDENTIALS;
+    let mut cfg = Config::default();
+    cfg.dn.limit = 2;
+    cfg.ceiling.limit = 100;
+    let g = std::sync::Arc::new(Guard::new(cfg));
+    let at = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+    let victim = crate::dn::Dn::parse_ldap("uid=victim,o=x").unwrap();
+    for a in ["2001:db8:7:1::1", "2001:db8:7:1::2"] {
+        g.admit(&victim, at(a))
+            .unwrap()
+            .answered(INVALID_CREDENTIALS);
+    }
+    for i in 3..40 {
+        let a = at(&format!("2001:db8:7:1:{i:x}::{i:x}"));
+        assert_eq!(g.admit(&victim, a).err(), Some(Refused::Dn), "{a}");
+    }
+    assert!(g.admit(&victim, at("2001:db8:7:2::1")).is_ok());
+}
