@@ -31,7 +31,7 @@ pub mod table;
 mod wait;
 
 use std::hash::BuildHasher;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv6Addr};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -56,6 +56,26 @@ const _: () =
 /// and may use any of its 2^64 addresses, each of which would otherwise
 /// bring fresh counts.
 pub const IPV6_PREFIX: u8 = 64;
+
+/// The key a client address counts under: an IPv4 address (an
+/// IPv4-mapped IPv6 one as its IPv4 address) as it is, an IPv6 address
+/// with all but its first `prefix` bits cleared.
+pub fn address_key(addr: IpAddr, prefix: u8) -> IpAddr {
+    match addr {
+        IpAddr::V4(_) => addr,
+        IpAddr::V6(a) => match a.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let bits = u128::from(a);
+                let keep = match u32::from(prefix.min(128)) {
+                    0 => 0,
+                    n => u128::MAX << (128 - n),
+                };
+                IpAddr::V6(Ipv6Addr::from(bits & keep))
+            }
+        },
+    }
+}
 
 /// Shards of each table (one lock each; a full shard is scanned to evict).
 const SHARDS: usize = 64;
@@ -226,7 +246,7 @@ impl Guard {
     /// The keys of `who` from `addr`: (pair, DN, address). An IPv6
     /// address counts by its /64 ([`IPV6_PREFIX`]).
     fn keys_of<K: std::hash::Hash + ?Sized>(&self, who: &K, addr: IpAddr) -> [u64; 3] {
-        let addr = crate::policy::rate::address_key(addr, IPV6_PREFIX);
+        let addr = address_key(addr, IPV6_PREFIX);
         let dn = self.keys.hash_one(who);
         [self.keys.hash_one((dn, addr)), dn, self.keys.hash_one(addr)]
     }

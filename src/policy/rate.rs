@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash};
-use std::net::{IpAddr, Ipv6Addr};
+use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -156,25 +156,7 @@ impl Default for Rates {
     }
 }
 
-/// The key a client address counts under: an IPv4 address (an
-/// IPv4-mapped IPv6 one as its IPv4 address) as it is, an IPv6 address
-/// with all but its first `prefix` bits cleared.
-pub fn address_key(addr: IpAddr, prefix: u8) -> IpAddr {
-    match addr {
-        IpAddr::V4(_) => addr,
-        IpAddr::V6(a) => match a.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => {
-                let bits = u128::from(a);
-                let keep = match u32::from(prefix.min(128)) {
-                    0 => 0,
-                    n => u128::MAX << (128 - n),
-                };
-                IpAddr::V6(Ipv6Addr::from(bits & keep))
-            }
-        },
-    }
-}
+pub use crate::guard::address_key;
 
 /// Which rate was over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
