@@ -51,7 +51,7 @@ fn bind(url: &str, dn: &str, pw: &str) -> Option<i32> {
 
 /// The failures the DSA keeps on `dn` (`pwdFailureTime` values), read
 /// directly as the DSA's administrator.
-fn dsa_failures(s: &Slapd, dn: &str) -> usize {
+pub(crate) fn dsa_failures(s: &Slapd, dn: &str) -> usize {
     let admin = admin_dn(DEMOCORP);
     let out = ldap_tool(
         "ldapsearch",

@@ -13,14 +13,14 @@
 //! Needs slapd, ldap-utils and sasl2-bin (`scripts/install-deps.sh`).
 #![allow(clippy::unwrap_used, clippy::panic)]
 
+use crate::failed_binds::dsa_failures;
 use crate::policy::{bind, connect, get, rt, search};
 use crate::support;
 
 use ldap3_proto::proto::{LdapFilter, LdapResultCode, LdapSearchScope};
 use support::router::Router;
 use support::slapd::{
-    admin_dn, ldap_tool, ldif_entry, one_dsa_knowledge, seed_ldif, Slapd, SlapdConfig, ADMIN_PW,
-    ROUTER_PW,
+    ldap_tool, ldif_entry, one_dsa_knowledge, seed_ldif, Slapd, SlapdConfig, ROUTER_PW,
 };
 
 const DEMOCORP: &str = "o=DEMOCORP,c=AU";
@@ -118,33 +118,6 @@ fn slapd_config(max_failure: u32, sasl: &[(&str, &str)]) -> SlapdConfig {
 fn whoami(url: &str, dn: &str, pw: &str) -> (Option<i32>, String) {
     let out = ldap_tool("ldapwhoami", &["-x", "-H", url, "-D", dn, "-w", pw], None);
     (out.code, out.stdout.trim().to_string())
-}
-
-/// The failures slapd keeps on `dn` (`pwdFailureTime` values).
-fn dsa_failures(s: &Slapd, dn: &str) -> usize {
-    let admin = admin_dn(DEMOCORP);
-    let args = [
-        "-x",
-        "-LLL",
-        "-H",
-        &s.url,
-        "-D",
-        &admin,
-        "-w",
-        ADMIN_PW,
-        "-b",
-        dn,
-        "-s",
-        "base",
-        "(objectClass=*)",
-        "pwdFailureTime",
-    ];
-    let out = ldap_tool("ldapsearch", &args, None);
-    assert_eq!(out.code, Some(0), "{}", out.stderr);
-    out.stdout
-        .lines()
-        .filter(|l| l.starts_with("pwdFailureTime:"))
-        .count()
 }
 
 #[test]

@@ -166,30 +166,27 @@ impl Router {
 /// Whether `serve` has `--admin` (an admin API listener on a fixed default
 /// port, which parallel routers would fight over).
 fn serve_has_admin_option() -> bool {
-    static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *HAS.get_or_init(|| {
-        let out = run_tool(
-            env!("CARGO_BIN_EXE_dsa-router"),
-            &["serve", "--help"],
-            None,
-            Duration::from_secs(30),
-        );
-        out.stdout.contains("--admin ")
-    })
+    serve_help().contains("--admin ")
 }
 
 /// Whether `serve` has `--control-socket` (a default path parallel
 /// routers would fight over).
 fn serve_has_control_socket_option() -> bool {
-    static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *HAS.get_or_init(|| {
-        let out = run_tool(
+    serve_help().contains("--control-socket ")
+}
+
+/// `serve --help` of the binary under test (tests also run against older
+/// builds, which lack some options).
+fn serve_help() -> &'static str {
+    static HELP: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    HELP.get_or_init(|| {
+        run_tool(
             env!("CARGO_BIN_EXE_dsa-router"),
             &["serve", "--help"],
             None,
             Duration::from_secs(30),
-        );
-        out.stdout.contains("--control-socket ")
+        )
+        .stdout
     })
 }
 
