@@ -32,6 +32,11 @@ pub fn request(data: &[u8]) {
         }
         if let Some(c) = sasl::bind_credentials(pdu, &h) {
             let _ = sasl::digest_qop(c);
+            // The user each mechanism's step names (the failed-bind
+            // defence's key), never panicking whatever the bytes.
+            for mech in ["PLAIN", "LOGIN", "CRAM-MD5", "DIGEST-MD5", "SCRAM-SHA-256"] {
+                let _ = crate::wire::sasl_name::authenticates(mech, c);
+            }
         }
         let _ = search::has_control(pdu, &h, "1.2.840.113556.1.4.319");
         let _ = search::without_controls(pdu, &h, 2, &["1.2.840.113556.1.4.319"]);
