@@ -149,7 +149,7 @@ fn refusal(hosts: &[String], headers: &HeaderMap) -> Option<String> {
 }
 
 /// Whether `headers` carry the API's token (`Authorization: Bearer`).
-fn authorized(token: Option<&str>, headers: &HeaderMap) -> bool {
+pub(super) fn authorized(token: Option<&str>, headers: &HeaderMap) -> bool {
     token.is_some_and(|t| {
         headers
             .get(header::AUTHORIZATION)

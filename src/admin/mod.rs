@@ -60,7 +60,17 @@ async fn get_page() -> Response {
         .into_response()
 }
 
-async fn get_status(State(app): State<App>) -> Response {
+/// `/status` names client sessions (addresses, bound DNs): with a token,
+/// only for those who hold it (the control socket is checked by its own
+/// peer credentials). `/metrics` holds no names and needs no token.
+async fn get_status(State(app): State<App>, headers: axum::http::HeaderMap) -> Response {
+    if app.token.is_some() && !guard::authorized(app.token.as_deref(), &headers) {
+        return (
+            StatusCode::UNAUTHORIZED,
+            Json(json!({"ok": false, "error": "/status needs the admin token (it lists client sessions)"})),
+        )
+            .into_response();
+    }
     Json(status::status(&app.router)).into_response()
 }
 

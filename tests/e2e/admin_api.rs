@@ -477,8 +477,8 @@ fn a_non_loopback_admin_address_without_a_token_does_not_start() {
         );
     }
     // With a token it starts; it answers under any name with the token,
-    // and reads need none (Prometheus holds no key that stops the router)
-    // from a name of its own or an IP address.
+    // and /metrics needs none (Prometheus holds no key that stops the
+    // router) from a name of its own or an IP address.
     let port = pick_port();
     let _r = router(
         &k,
@@ -491,9 +491,10 @@ fn a_non_loopback_admin_address_without_a_token_does_not_start() {
     assert_eq!(http(&admin, "GET", "/status", &named, "").status, 403);
     let by_ip = format!("192.0.2.7:{port}");
     assert_eq!(get(&admin, "/metrics").status, 200);
+    // /status lists client sessions: with a token, for its holders only.
     assert_eq!(
         http(&admin, "GET", "/status", &[("Host", &by_ip)], "").status,
-        200
+        401
     );
     let auth = [
         ("Host", "router.example.net:8389"),

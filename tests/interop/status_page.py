@@ -255,7 +255,9 @@ def main():
     driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
     try:
         driver.get(f"http://127.0.0.1:{admin}/")
-        until("the page says control needs the token or ctl", lambda: control_needs_token(driver))
+        until("the page asks for the token to show the status",
+              lambda: "token" in driver.find_element(By.ID, "msg").text
+              and not driver.find_elements(By.CSS_SELECTOR, "tr[data-dsa]"))
         box = driver.find_element(By.ID, "token")
         box.send_keys(TOKEN)
         driver.execute_script("arguments[0].dispatchEvent(new Event('change'))", box)
