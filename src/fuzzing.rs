@@ -52,6 +52,7 @@ fn policed(pdu: &[u8], h: &frame::Header, req: &request::Request) {
     use crate::policy::{controls, wire};
     let _ = wire::filter_names(pdu, h);
     let _ = wire::compare_attr(pdu, h);
+    let _ = wire::modify_tests(pdu, h);
     let _ = wire::moddn_new_dn(&map().prefix, pdu, h);
     for c in &req.controls {
         let _ = controls::named(&c.oid, c.value.as_deref());

@@ -196,6 +196,30 @@ pub fn compare_attr(pdu: &[u8], h: &Header) -> Option<String> {
     Some(String::from_utf8_lossy(attr.body).into_owned())
 }
 
+/// The attributes whose values a modify request tests: those it adds
+/// values to or deletes (values or all) or increments, whose answer
+/// (attributeOrValueExists, noSuchAttribute, success) tells what the entry
+/// holds; a replace tells nothing. `None`: not a modify, or unreadable.
+pub fn modify_tests(pdu: &[u8], h: &Header) -> Option<Vec<String>> {
+    if h.op_tag != crate::wire::frame::tag::MODIFY_REQUEST {
+        return None;
+    }
+    let body = ber::tlv(pdu.get(h.op_start..h.op_end)?).ok()?.body;
+    let object = ber::tlv(body).ok()?;
+    let changes = ber::tagged(body.get(object.len..)?, 0x30)?;
+    let mut out = Vec::new();
+    for change in ber::Elements(changes.body) {
+        let op = ber::tagged(change.body, 0x0a)?;
+        let modification = ber::tagged(change.body.get(op.len..)?, 0x30)?;
+        let ty = ber::tagged(modification.body, 0x04)?;
+        // 2: replace.
+        if op.body != [2] {
+            out.push(String::from_utf8_lossy(ty.body).into_owned());
+        }
+    }
+    Some(out)
+}
+
 /// The DN a modify DN request moves entry `dn` to: its newrdn under its
 /// newSuperior, or under its parent without one (`None`: unreadable).
 pub fn moddn_new_dn(dn: &Dn, pdu: &[u8], h: &Header) -> Option<Dn> {

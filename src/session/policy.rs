@@ -340,6 +340,19 @@ fn names_allowed(
             }
             None => wire::Names::default(),
         },
+        OpType::Modify if hides => match wire::modify_tests(pdu, h) {
+            Some(attrs) => {
+                let n = wire::Names {
+                    attrs,
+                    typeless: false,
+                };
+                if let Some(sh) = shield {
+                    sh.check_names(rule, &n, "modify (adding or deleting values)")?;
+                }
+                wire::Names::default()
+            }
+            None => return Err(rule.refuse(UNWILLING, "the modify cannot be read".into())),
+        },
         _ => wire::Names::default(),
     };
     for a in &named.attrs {

@@ -375,6 +375,35 @@ fn read_controls_naming_hidden_attributes_are_refused() {
         bad.len(),
         bad.join("\n")
     );
+    // A modify that deletes or adds a hidden value answers by what the
+    // entry holds (noSuchAttribute, attributeOrValueExists): refused
+    // alike for a right and a wrong value, under any name; a replace goes.
+    for (op, attr) in [
+        ("delete", "mail"),
+        ("delete", "rfc822Mailbox"),
+        ("add", "0.9.2342.19200300.100.1.3"),
+        ("delete", "sn"),
+    ] {
+        let mut codes = Vec::new();
+        for value in ["user0002@example.com", "nobody@example.com"] {
+            let change = format!("dn: {user}\nchangetype: modify\n{op}: {attr}\n{attr}: {value}\n");
+            let o = tool("ldapmodify", &url, true, &[], Some(&change));
+            codes.push(o.code);
+        }
+        if codes != [Some(53), Some(53)] {
+            bad.push(format!("modify {op} {attr}: answers {codes:?}"));
+        }
+    }
+    let replace =
+        format!("dn: {user}\nchangetype: modify\nreplace: mail\nmail: user0002@example.com\n");
+    let o = tool("ldapmodify", &url, true, &[], Some(&replace));
+    assert!(o.success(), "a replace of a hidden attribute: {o:?}");
+    assert!(
+        bad.is_empty(),
+        "{} modifies leak:\n{}",
+        bad.len(),
+        bad.join("\n")
+    );
     // refuse_filters_on by another name (gn is givenName).
     let o = search(&url, true, &[], "(gn=x)", &["uid"]);
     assert_eq!(o.code, Some(53), "{o:?}");
