@@ -3,7 +3,7 @@
 //!
 //! State changes (every POST) need `Authorization: Bearer TOKEN`
 //! (`--admin-token`), which no other site or local account has
-//! ([`control`]); without a token the TCP API is read-only, and control
+//! (`control`); without a token the TCP API is read-only, and control
 //! goes through the control socket (`ctl`, [`super::socket`]). Anyone who
 //! can connect to a loopback port is any local user: a header or an
 //! address is no credential.

@@ -7,7 +7,7 @@
 //! recorded: an operation whose request carries the trace context control
 //! ([`OID_TRACE_CONTEXT`]) follows its caller's decision (the
 //! `traceparent`'s sampled flag) and continues its trace, as long as
-//! such operations stay within `--otlp-caller-rate` ([`cap`]: past it, a
+//! such operations stay within `--otlp-caller-rate` (`cap`: past it, a
 //! caller's "sampled" counts for nothing, so no client can make the
 //! router trace all its operations); any other is sampled at
 //! `--otlp-sample` (a ratio, default 1.0 once an endpoint is given). An operation that is not sampled costs one load and, at a
