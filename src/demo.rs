@@ -203,6 +203,11 @@ pub async fn run(cfg: Config, listen: Option<String>) -> Result<(), String> {
         }
         Err(e) => tracing::warn!("admin API not started: {e}"),
     }
+    // `ctl drain D2` and the like: the control socket at its default.
+    let control = crate::admin::socket::Setting::from_flag(None);
+    if let Err(e) = crate::admin::start_control(&control, false, router.clone(), rx.clone()).await {
+        tracing::warn!("no control socket: {e}");
+    }
     let server = tokio::spawn(crate::server::run(listener, router, rx));
     let _ = tokio::signal::ctrl_c().await;
     let _ = tx.send(true);

@@ -19,7 +19,9 @@ pub struct CtlArgs {
     pub admin: String,
     /// The router's control socket, for every command but `status`
     /// (default: $RUNTIME_DIRECTORY/control.sock, else
-    /// /run/dsa-router/control.sock; `serve --control-socket`).
+    /// /run/dsa-router/control.sock when that directory exists, else
+    /// $XDG_RUNTIME_DIR/dsa-router/control.sock or
+    /// /tmp/dsa-router-UID/control.sock; `serve --control-socket`).
     #[arg(long, value_name = "PATH", global = true)]
     pub control_socket: Option<std::path::PathBuf>,
     /// Bearer token (default: $DSA_ROUTER_ADMIN_TOKEN): state changes go

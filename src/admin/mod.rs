@@ -311,25 +311,26 @@ pub async fn start_control(
     let Some(path) = setting.path() else {
         return Ok(());
     };
-    if matches!(setting, socket::Setting::Default(_))
-        && !path.parent().is_some_and(std::path::Path::is_dir)
-    {
-        tracing::warn!(socket = %path.display(), "no control socket: its directory does not exist; state changes need --admin-token (or --control-socket PATH)");
-        return Ok(());
-    }
-    let bound = match socket::bind(path, takeover) {
-        Ok(b) => b,
-        Err(e @ socket::SocketError::Live(_)) if matches!(setting, socket::Setting::Default(_)) => {
-            tracing::warn!("no control socket: {e}");
-            return Ok(());
-        }
-        Err(e) => return Err(Error::config(e.to_string())),
-    };
     let own = socket::own_uid().map_err(|e| {
         Error::config(format!(
             "control socket: cannot learn this process's user: {e}"
         ))
     })?;
+    let default = matches!(setting, socket::Setting::Default(_));
+    let user_dir = socket::user_dir();
+    let made = match path.parent() {
+        Some(dir) if default && dir == user_dir => socket::make_user_dir(dir, own),
+        _ => Ok(()),
+    };
+    let bound = made.and_then(|()| socket::bind(path, takeover));
+    let bound = match bound {
+        Ok(b) => b,
+        Err(e) if default => {
+            tracing::warn!("no control socket: {e}; state changes need --admin-token (or --control-socket PATH)");
+            return Ok(());
+        }
+        Err(e) => return Err(Error::config(e.to_string())),
+    };
     tracing::info!(socket = %path.display(), "control socket listening (root and this process's user)");
     tokio::spawn(serve_control(bound, own, router, shutdown));
     Ok(())

@@ -8,9 +8,11 @@
 //!
 //! Where it is ([`Setting`]): `--control-socket PATH`, or by default
 //! `$RUNTIME_DIRECTORY/control.sock` (systemd's `RuntimeDirectory=`),
-//! else `/run/dsa-router/control.sock`. The default is skipped, with a
-//! warning, when its directory does not exist; a path given explicitly
-//! that cannot be bound stops `serve`.
+//! else `/run/dsa-router/control.sock` when that directory exists, else
+//! `control.sock` in a directory of the user's own (`$XDG_RUNTIME_DIR/
+//! dsa-router`, else `/tmp/dsa-router-UID`, made mode 0700). The default
+//! is skipped, with a warning, when it cannot be bound; a path given
+//! explicitly that cannot be bound stops `serve`.
 
 use axum::extract::connect_info::Connected;
 use axum::extract::{ConnectInfo, Request, State};
@@ -59,17 +61,57 @@ impl Setting {
 }
 
 /// `$RUNTIME_DIRECTORY/control.sock` (its first directory, when systemd
-/// names several), else `/run/dsa-router/control.sock`.
+/// names several), else `/run/dsa-router/control.sock` when that
+/// directory exists (the package's), else one in a directory of the
+/// user's own ([`user_dir`]): a router started by hand, `demo` among
+/// them, and `ctl` run by the same user meet there.
 pub fn default_path() -> PathBuf {
-    let dir = std::env::var_os("RUNTIME_DIRECTORY")
-        .and_then(|d| {
-            d.to_str()
-                .and_then(|s| s.split(':').next())
-                .filter(|s| !s.is_empty())
-                .map(PathBuf::from)
-        })
-        .unwrap_or_else(|| PathBuf::from(DEFAULT_DIR));
+    let systemd = std::env::var_os("RUNTIME_DIRECTORY").and_then(|d| {
+        d.to_str()
+            .and_then(|s| s.split(':').next())
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from)
+    });
+    let dir = match systemd {
+        Some(d) => d,
+        None if Path::new(DEFAULT_DIR).is_dir() => PathBuf::from(DEFAULT_DIR),
+        None => user_dir(),
+    };
     dir.join(FILE)
+}
+
+/// A directory of this user's own for the socket (as tmux keeps its
+/// sockets): `$XDG_RUNTIME_DIR/dsa-router`, else `/tmp/dsa-router-UID`.
+pub fn user_dir() -> PathBuf {
+    match std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
+        Some(d) => PathBuf::from(d).join("dsa-router"),
+        None => {
+            let uid = std::fs::metadata("/proc/self").map_or(0, |m| m.uid());
+            std::env::temp_dir().join(format!("dsa-router-{uid}"))
+        }
+    }
+}
+
+/// Make [`user_dir`] (mode 0700) when it is missing, and check that it is
+/// a directory of `own`'s that nobody else may enter, not a link:
+/// another user may have made it first, in `/tmp`.
+pub fn make_user_dir(dir: &Path, own: u32) -> Result<(), SocketError> {
+    use std::os::unix::fs::DirBuilderExt;
+    let io = |what, e| SocketError::Io(dir.to_path_buf(), what, e);
+    if let Err(e) = std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        if e.kind() != std::io::ErrorKind::AlreadyExists {
+            return Err(io("create its directory", e));
+        }
+    }
+    let m = std::fs::symlink_metadata(dir).map_err(|e| io("read its directory", e))?;
+    if !m.is_dir() || m.uid() != own || m.mode() & 0o077 != 0 {
+        return Err(SocketError::Io(
+            dir.to_path_buf(),
+            "use its directory",
+            std::io::Error::other("not a directory of this user's own with mode 0700"),
+        ));
+    }
+    Ok(())
 }
 
 /// Why the control socket could not be set up.
@@ -226,6 +268,25 @@ pub(super) async fn check_peer(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_user_directory_is_made_private_and_a_foreign_one_refused() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let own = std::fs::metadata(tmp.path()).expect("meta").uid();
+        let dir = tmp.path().join("dsa-router-x");
+        make_user_dir(&dir, own).expect("made");
+        let m = std::fs::symlink_metadata(&dir).expect("meta");
+        assert_eq!(m.mode() & 0o777, 0o700);
+        make_user_dir(&dir, own).expect("made again: kept");
+        // Opened to others, or another user's, or a link: refused.
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        assert!(make_user_dir(&dir, own).is_err());
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+        assert!(make_user_dir(&dir, own + 1).is_err());
+        let link = tmp.path().join("link");
+        std::os::unix::fs::symlink(&dir, &link).expect("symlink");
+        assert!(make_user_dir(&link, own).is_err());
+    }
 
     #[test]
     fn only_root_and_the_routers_own_user_are_allowed() {

@@ -47,7 +47,9 @@ pub struct ServeArgs {
     /// process's user only (the kernel names who connects); `none` turns
     /// it off. Default: $RUNTIME_DIRECTORY/control.sock (systemd's
     /// RuntimeDirectory=), else /run/dsa-router/control.sock when that
-    /// directory exists.
+    /// directory exists, else in a directory of the user's own, made
+    /// mode 0700: $XDG_RUNTIME_DIR/dsa-router/control.sock, else
+    /// /tmp/dsa-router-UID/control.sock.
     #[arg(long, value_name = "PATH|none")]
     pub control_socket: Option<String>,
     /// Reload when a knowledge or TLS file changes (polled every second).
