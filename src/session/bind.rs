@@ -135,7 +135,10 @@ impl Session {
         let bound = (code == rc::SUCCESS && !password.is_empty()).then_some(&a.conn);
         let shown = self.shown_dn(dn, &parsed, bound).await;
         self.bind_counted(ticket, code, &shown);
-        self.log_bind(&shown, p, &a.name, code, policy.as_ref(), started);
+        // A bind that made no identity is logged with the name as sent
+        // (escaped); one that did, with the name it is known by.
+        let logged = if bound.is_some() { shown.as_str() } else { dn };
+        self.log_bind(logged, p, &a.name, code, policy.as_ref(), started);
         let conn = a.conn.clone();
         if code == rc::SUCCESS && password.is_empty() {
             // An unauthenticated bind (RFC 4513 5.1.2): the DSA took it as

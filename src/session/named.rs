@@ -7,7 +7,9 @@
 //!   take for another entry's DN) is shown as the DN the DSA bound
 //!   (WhoAmI on the bind's connection, one round trip for these rare
 //!   binds only), or else in its prepared form: WhoAmI, `/status` and the
-//!   access log never show a look-alike as an identity of its own.
+//!   access log never show a look-alike as an identity of its own (a
+//!   bind that failed made no identity: its access-log line has the name
+//!   as sent, escaped).
 
 use super::Session;
 use crate::dn::Dn;

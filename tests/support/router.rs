@@ -30,13 +30,15 @@ impl Router {
     /// [`Router::start`] with more `serve` options.
     pub fn start_with(knowledge: &Path, dir: &Path, extra: &[&str]) -> Router {
         let log = dir.join("router.log");
-        let control = dir.join("control.sock");
-        let control_arg = control.to_str().unwrap().to_string();
         let mut last = String::new();
         // A port picked by binding :0 may be taken before the router binds
         // it: then try another.
         for _ in 0..5 {
             let port = pick_port();
+            // Its own control socket, also where a test runs two routers
+            // in one directory.
+            let control = dir.join(format!("control-{port}.sock"));
+            let control_arg = control.to_str().unwrap().to_string();
             let err = fs::File::create(&log).unwrap();
             let listen = format!("127.0.0.1:{port}");
             let mut args = vec![
