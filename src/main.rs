@@ -25,14 +25,14 @@ enum Cmd {
         name: Option<String>,
     },
     /// Show where an operation on a DN would be routed, and why.
-    Explain(Box<dsa_router::cli::ExplainArgs>),
+    Explain(Box<dsa_router::app::cli::ExplainArgs>),
     /// Run the router.
-    Serve(Box<dsa_router::cli::serve::ServeArgs>),
+    Serve(Box<dsa_router::app::cli::serve::ServeArgs>),
     /// Control a running router through its admin API.
-    Ctl(dsa_router::admin::ctl::CtlArgs),
+    Ctl(dsa_router::app::admin::ctl::CtlArgs),
     /// Horizontal partitions: split LDIF per slot, check placement.
     #[command(subcommand)]
-    Hash(dsa_router::cli::hash::HashCmd),
+    Hash(dsa_router::app::cli::hash::HashCmd),
     /// Run one in-memory test DSA (for tests and experiments).
     #[cfg(feature = "dev-tools")]
     #[command(hide = true)]
@@ -66,18 +66,18 @@ enum Cmd {
         #[arg(long)]
         listen: Option<String>,
         #[command(flatten)]
-        limits: Box<dsa_router::cli::serve::LimitArgs>,
+        limits: Box<dsa_router::app::cli::serve::LimitArgs>,
     },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.cmd {
-        Cmd::Check { root, name } => dsa_router::cli::check(&root, name.as_deref()),
-        Cmd::Explain(args) => dsa_router::cli::explain(&args),
-        Cmd::Ctl(args) => dsa_router::admin::ctl::run(&args),
-        Cmd::Hash(cmd) => dsa_router::cli::hash::run(&cmd),
-        Cmd::Serve(args) => dsa_router::cli::serve::serve(&args),
+        Cmd::Check { root, name } => dsa_router::app::cli::check(&root, name.as_deref()),
+        Cmd::Explain(args) => dsa_router::app::cli::explain(&args),
+        Cmd::Ctl(args) => dsa_router::app::admin::ctl::run(&args),
+        Cmd::Hash(cmd) => dsa_router::app::cli::hash::run(&cmd),
+        Cmd::Serve(args) => dsa_router::app::cli::serve::serve(&args),
         #[cfg(feature = "dev-tools")]
         Cmd::Testdsa {
             listen,
@@ -97,6 +97,6 @@ fn main() -> ExitCode {
             trace_context_log.as_deref(),
         ),
         #[cfg(feature = "dev-tools")]
-        Cmd::Demo { listen, limits } => dsa_router::cli::serve::demo(&limits, listen),
+        Cmd::Demo { listen, limits } => dsa_router::app::cli::serve::demo(&limits, listen),
     }
 }

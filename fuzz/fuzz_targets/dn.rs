@@ -1,4 +1,4 @@
-//! See `dsa_router::fuzzing::dn`.
+//! See `dsa_router::app::fuzzing::dn`.
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| dsa_router::fuzzing::dn(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| dsa_router::app::fuzzing::dn(data));

@@ -1,4 +1,4 @@
-//! See `dsa_router::fuzzing::knowledge`.
+//! See `dsa_router::app::fuzzing::knowledge`.
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| dsa_router::fuzzing::knowledge(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| dsa_router::app::fuzzing::knowledge(data));

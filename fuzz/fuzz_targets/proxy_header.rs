@@ -1,4 +1,4 @@
-//! See `dsa_router::fuzzing::proxy_header`.
+//! See `dsa_router::app::fuzzing::proxy_header`.
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| dsa_router::fuzzing::proxy_header(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| dsa_router::app::fuzzing::proxy_header(data));

@@ -1,4 +1,4 @@
-//! See `dsa_router::fuzzing::response`.
+//! See `dsa_router::app::fuzzing::response`.
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| dsa_router::fuzzing::response(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| dsa_router::app::fuzzing::response(data));

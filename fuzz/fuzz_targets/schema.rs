@@ -1,4 +1,4 @@
-//! See `dsa_router::fuzzing::schema`.
+//! See `dsa_router::app::fuzzing::schema`.
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| dsa_router::fuzzing::schema(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| dsa_router::app::fuzzing::schema(data));

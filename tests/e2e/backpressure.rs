@@ -435,7 +435,7 @@ async fn a_slow_reader_of_a_large_search_is_paced_not_buffered() {
     .await
     .unwrap();
     let queued = || {
-        let m = dsa_router::admin::metrics_text(&h.router);
+        let m = dsa_router::app::admin::metrics_text(&h.router);
         m.lines()
             .find_map(|l| l.strip_prefix("dsa_router_queued_response_bytes "))
             .and_then(|v| v.trim().parse::<u64>().ok())

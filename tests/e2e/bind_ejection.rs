@@ -5,7 +5,7 @@
 //! DSA able to take binds is never ejected.
 
 use crate::support::inproc::*;
-use dsa_router::admin::status::{status, DsaReport};
+use dsa_router::app::admin::status::{status, DsaReport};
 use std::time::{Duration, Instant};
 
 /// A simple bind as alice on a new connection: its result code and how
@@ -29,7 +29,7 @@ fn report(h: &Harness, name: &str) -> DsaReport {
 }
 
 fn bind_ejections(h: &Harness) -> String {
-    dsa_router::admin::metrics_text(&h.router)
+    dsa_router::app::admin::metrics_text(&h.router)
         .lines()
         .find(|l| l.starts_with("dsa_router_bind_ejections_total "))
         .unwrap_or_default()

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 /// Client operations the router has on its DSAs now.
 fn in_flight(h: &Harness) -> u32 {
-    dsa_router::admin::status::status(&h.router)
+    dsa_router::app::admin::status::status(&h.router)
         .partitions
         .iter()
         .flat_map(|p| &p.dsas)
@@ -49,7 +49,7 @@ async fn a_drain_answers_the_operations_in_flight_then_closes_every_connection_w
     let t0 = Instant::now();
     h.drain();
     until("draining in /status", || {
-        dsa_router::admin::status::status(&h.router).draining
+        dsa_router::app::admin::status::status(&h.router).draining
     })
     .await;
     // No new connections.

@@ -298,7 +298,7 @@ async fn a_dsa_that_stops_answering_costs_reads_milliseconds_not_seconds() {
             "{sent} hedges for 100 reads: D1 was not ejected"
         );
         assert_eq!(ejections, 1);
-        let st = dsa_router::admin::status::status(&h.router);
+        let st = dsa_router::app::admin::status::status(&h.router);
         let d1 = st
             .partitions
             .iter()
@@ -384,7 +384,7 @@ async fn a_silent_dsa_does_not_hold_up_reads_on_the_clients_own_connections() {
         .extra("X2", EXTRA, extra("X2"))
         .cfg(|c| {
             c.health = None;
-            c.own_connection = dsa_router::config::OwnConnection::Always;
+            c.own_connection = dsa_router::service::config::OwnConnection::Always;
             c.bind_timeout = bind_timeout;
         })
         .start()

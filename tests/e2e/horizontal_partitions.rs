@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::fs;
 
-use dsa_router::knowledge::hash::{slot, Algo};
+use dsa_router::directory::knowledge::hash::{slot, Algo};
 use support::router::Router;
 use support::slapd::{ldap_tool, Slapd, SlapdConfig, ToolOutput, ADMIN_PW};
 

@@ -38,9 +38,9 @@ pub(crate) fn people(suffix: &str) -> BTreeSet<String> {
 /// A figure of every DSA's `/status`, summed.
 pub(crate) fn dsa_total(
     h: &Harness,
-    f: impl Fn(&dsa_router::admin::status::DsaReport) -> i64,
+    f: impl Fn(&dsa_router::app::admin::status::DsaReport) -> i64,
 ) -> i64 {
-    dsa_router::admin::status::status(&h.router)
+    dsa_router::app::admin::status::status(&h.router)
         .partitions
         .iter()
         .flat_map(|p| &p.dsas)

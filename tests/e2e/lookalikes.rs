@@ -442,7 +442,7 @@ fn random_spelling(rng: &mut Rng) -> String {
 /// (never the other way round).
 #[test]
 fn slapd_finds_the_entry_exactly_when_the_routers_key_is_the_entrys() {
-    use dsa_router::dn::Dn;
+    use dsa_router::proto::dn::Dn;
     let s = slapd(5, &[]);
     let real = Dn::parse_ldap(&dn("user1997")).unwrap();
     let seed = 0x5eed_1997_u64;

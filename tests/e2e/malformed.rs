@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::panic)]
 
 use crate::support::inproc::*;
-use dsa_router::context::Config;
+use dsa_router::service::context::Config;
 use ldap3_proto::proto::{LdapFilter, LdapOp, LdapResultCode, LdapSearchScope};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

@@ -15,7 +15,7 @@ async fn the_grafana_dashboard_queries_metrics_that_exist() {
     let h = Builder::default().democorp(&["D1"]).start().await;
     let mut l = ldap(&h.url()).await;
     let _ = sees(&mut l, DEMOCORP, Scope::Base).await;
-    let text = dsa_router::admin::metrics_text(&h.router);
+    let text = dsa_router::app::admin::metrics_text(&h.router);
     let path =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docker/grafana-dashboard.json");
     let dash: serde_json::Value =

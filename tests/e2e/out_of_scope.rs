@@ -4,13 +4,13 @@
 #![allow(clippy::unwrap_used, clippy::panic)]
 
 use crate::support::inproc::*;
-use dsa_router::admin::status::DsaReport;
+use dsa_router::app::admin::status::DsaReport;
 use ldap3::Scope;
 
 const BOB: &str = "uid=bob,ou=People,o=DEMOCORP,c=AU";
 
 fn reports(h: &Harness) -> Vec<DsaReport> {
-    dsa_router::admin::status::status(&h.router)
+    dsa_router::app::admin::status::status(&h.router)
         .partitions
         .into_iter()
         .flat_map(|p| p.dsas)
@@ -52,7 +52,7 @@ async fn a_base_search_answered_with_another_entry_gets_nothing() {
     assert!(r.0.is_empty(), "bob's entry reached the client: {:?}", r.0);
     assert_eq!(dropped(&h), 1, "one counted fault");
     let mut metrics = String::new();
-    dsa_router::admin::status::dsa_metrics(&h.router, &mut metrics);
+    dsa_router::app::admin::status::dsa_metrics(&h.router, &mut metrics);
     assert!(
         metrics.lines().any(
             |l| l.starts_with("dsa_router_dsa_out_of_scope_entries_total{") && l.ends_with(" 1")

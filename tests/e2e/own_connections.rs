@@ -47,7 +47,7 @@ async fn own_connections_and_spares(spares: usize) -> Harness {
         .democorp(&["D1"])
         .cfg(|c| {
             c.health = None;
-            c.own_connection = dsa_router::config::OwnConnection::Always;
+            c.own_connection = dsa_router::service::config::OwnConnection::Always;
             c.spare_connections = spares;
         })
         .start()

@@ -61,7 +61,7 @@ async fn served_after(addr: SocketAddr, header: &[u8]) -> Result<(), String> {
 
 async fn harness(from: &str, per_ip: usize) -> Harness {
     let mut b = Builder::default();
-    b.cfg.proxy_protocol_from = dsa_router::proxy_protocol::parse_list(from).unwrap();
+    b.cfg.proxy_protocol_from = dsa_router::proto::proxy_protocol::parse_list(from).unwrap();
     b.cfg.max_clients_per_ip = per_ip;
     b.start().await
 }

@@ -12,7 +12,7 @@ use crate::inproc_checks::until;
 use crate::support::certs::Ca;
 use crate::support::inproc::{self, within, ALICE};
 use bytes::BytesMut;
-use dsa_router::context::{Config, Context};
+use dsa_router::service::context::{Config, Context};
 use ldap3_proto::proto::{
     LdapBindCred, LdapBindRequest, LdapExtendedRequest, LdapFilter, LdapMsg, LdapOp,
     LdapResultCode, LdapSearchScope,
@@ -196,7 +196,7 @@ struct Tlsr {
     _h: inproc::Harness,
     router: Arc<Context>,
     /// The worker threads, when asked for ([`tls_router_on`]).
-    workers: Option<Arc<dsa_router::workers::Shared>>,
+    workers: Option<Arc<dsa_router::base::workers::Shared>>,
     plain: SocketAddr,
     ldaps: SocketAddr,
     _stop: watch::Sender<bool>,
@@ -221,7 +221,7 @@ async fn tls_router_on(
     b.customer = false;
     let h = b.start().await;
     let mut cfg = Config {
-        tls: Some(dsa_router::tls::TlsFiles {
+        tls: Some(dsa_router::proto::tls::TlsFiles {
             cert,
             key,
             client_ca: None,
@@ -232,7 +232,7 @@ async fn tls_router_on(
         ..Config::default()
     };
     f(&mut cfg);
-    let snap = dsa_router::knowledge::load(&h.knowledge).unwrap();
+    let snap = dsa_router::directory::knowledge::load(&h.knowledge).unwrap();
     let router = Arc::new(Context::new(cfg, snap, Some("R1".into())).unwrap());
     let plain = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let ldaps = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -240,7 +240,7 @@ async fn tls_router_on(
     let (tx, rx) = watch::channel(false);
     let workers = match workers {
         None => {
-            tokio::spawn(dsa_router::server::run_with_ldaps(
+            tokio::spawn(dsa_router::frontend::server::run_with_ldaps(
                 plain,
                 Some(ldaps),
                 router.clone(),

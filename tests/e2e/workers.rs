@@ -133,7 +133,7 @@ async fn a_busy_worker_brings_another_into_use_and_sessions_move_to_it() {
     assert!(s[1] > 0 && s[0] + s[1] == 4, "sessions spread: {s:?}");
     assert!(w.moves() > 0);
     // Metrics show it.
-    let m = dsa_router::admin::metrics_text(&h.router);
+    let m = dsa_router::app::admin::metrics_text(&h.router);
     assert!(m.contains("dsa_router_workers_in_use 2"), "{m}");
     assert!(
         m.contains("dsa_router_worker_sessions{worker=\"1\"}"),

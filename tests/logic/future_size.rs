@@ -5,7 +5,7 @@
 //! budget, before a benchmark would show it.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-use dsa_router::context::{Config, Context};
+use dsa_router::service::context::{Config, Context};
 use std::sync::Arc;
 
 #[tokio::test]
@@ -17,7 +17,7 @@ async fn the_session_future_stays_small() {
         "set dsa \"D1\" = {\n prefix = <c AU><o DEMOCORP>\n address = tcp \"127.0.0.1\" port 9\n};\n",
     )
     .unwrap();
-    let snap = dsa_router::knowledge::load(&k).unwrap();
+    let snap = dsa_router::directory::knowledge::load(&k).unwrap();
     let router = Arc::new(Context::new(Config::default(), snap, None).unwrap());
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let c = tokio::net::TcpStream::connect(l.local_addr().unwrap())
@@ -25,7 +25,7 @@ async fn the_session_future_stays_small() {
         .unwrap();
     let peer = c.local_addr().unwrap();
     let (_tx, rx) = tokio::sync::watch::channel(false);
-    let fut = dsa_router::session::run(router, c, peer, rx);
+    let fut = dsa_router::frontend::session::run(router, c, peer, rx);
     let size = std::mem::size_of_val(&fut);
     println!("session future: {size} bytes");
     assert!(size <= 1536, "the session future is {size} bytes");

@@ -1,6 +1,6 @@
 //! Every fuzz seed (`fuzz/corpus/TARGET/`) and every committed crash input
 //! (`fuzz/regressions/TARGET/`) through the fuzz targets' own checks
-//! (`dsa_router::fuzzing`): what a fuzzer once broke stays fixed, without
+//! (`dsa_router::app::fuzzing`): what a fuzzer once broke stays fixed, without
 //! a nightly toolchain.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
@@ -12,12 +12,12 @@ type Target = fn(&[u8]);
 fn fuzz_seeds_and_regressions_pass_the_targets_checks() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz");
     let targets: [(&str, Target); 6] = [
-        ("request", dsa_router::fuzzing::request),
-        ("response", dsa_router::fuzzing::response),
-        ("knowledge", dsa_router::fuzzing::knowledge),
-        ("dn", dsa_router::fuzzing::dn),
-        ("proxy_header", dsa_router::fuzzing::proxy_header),
-        ("schema", dsa_router::fuzzing::schema),
+        ("request", dsa_router::app::fuzzing::request),
+        ("response", dsa_router::app::fuzzing::response),
+        ("knowledge", dsa_router::app::fuzzing::knowledge),
+        ("dn", dsa_router::app::fuzzing::dn),
+        ("proxy_header", dsa_router::app::fuzzing::proxy_header),
+        ("schema", dsa_router::app::fuzzing::schema),
     ];
     for (name, run) in targets {
         let mut n = 0;

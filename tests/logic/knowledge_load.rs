@@ -2,7 +2,7 @@
 //! line and column exactly; a broken file never half-loads.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-use dsa_router::knowledge::{self, GroupKey, Memory, Severity};
+use dsa_router::directory::knowledge::{self, GroupKey, Memory, Severity};
 use std::path::Path;
 use std::process::Command;
 
@@ -263,7 +263,7 @@ fn group_names_differing_only_in_case_are_one_group_with_a_warning() {
         1,
         "{msgs:?}"
     );
-    let table = dsa_router::route::Table::build(&snap, None).unwrap();
+    let table = dsa_router::directory::route::Table::build(&snap, None).unwrap();
     let groups: Vec<(Option<String>, Vec<usize>)> = table.partitions()[0]
         .groups
         .iter()
@@ -449,7 +449,7 @@ fn knowledge_that_would_hang_a_load_is_refused_quickly() {
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             let _ = tx.send(
-                dsa_router::knowledge::load(&path)
+                dsa_router::directory::knowledge::load(&path)
                     .map(|_| ())
                     .map_err(|e| e.to_string()),
             );
@@ -482,9 +482,10 @@ fn sixty_four_thousand_dsa_blocks_load_in_linear_time() {
     std::fs::write(&path, text).unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let r = dsa_router::knowledge::load(&path).map_err(|e| e.to_string());
+        let r = dsa_router::directory::knowledge::load(&path).map_err(|e| e.to_string());
         let r = r.and_then(|snap| {
-            let table = dsa_router::route::Table::build(&snap, None).map_err(|e| e.to_string())?;
+            let table = dsa_router::directory::route::Table::build(&snap, None)
+                .map_err(|e| e.to_string())?;
             Ok((snap, table.partitions().len()))
         });
         let _ = tx.send(r);

@@ -4,7 +4,7 @@
 //! line and column and its caret stays under the column.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-use dsa_router::knowledge::{self, Memory};
+use dsa_router::directory::knowledge::{self, Memory};
 use std::path::Path;
 use std::process::Command;
 

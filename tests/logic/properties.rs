@@ -2,9 +2,11 @@
 //! knowledge parser on arbitrary input, and target selection.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-use dsa_router::dn::Dn;
-use dsa_router::knowledge::{self, Memory, Snapshot};
-use dsa_router::route::{select_read, select_write, DsaIdx, DsaStatus, DsaView, RouteError, Table};
+use dsa_router::directory::knowledge::{self, Memory, Snapshot};
+use dsa_router::directory::route::{
+    select_read, select_write, DsaIdx, DsaStatus, DsaView, RouteError, Table,
+};
+use dsa_router::proto::dn::Dn;
 use proptest::prelude::*;
 use std::path::Path;
 
@@ -30,7 +32,7 @@ fn dn_parts() -> impl Strategy<Value = Vec<Vec<(String, String)>>> {
 }
 
 fn build(parts: &[Vec<(String, String)>]) -> Dn {
-    use dsa_router::dn::{Ava, Rdn};
+    use dsa_router::proto::dn::{Ava, Rdn};
     Dn::from_rdns(
         parts
             .iter()
@@ -165,7 +167,7 @@ proptest! {
     /// normalises to a fixed point.
     #[test]
     fn preparing_any_text_is_idempotent(s in "\\PC{0,16}", t in "[\\x00-\\x{2fff}]{0,12}") {
-        use dsa_router::dn::prep::prepare;
+        use dsa_router::proto::dn::prep::prepare;
         for x in [&s, &t] {
             let once = prepare(x);
             prop_assert_eq!(prepare(&once), once.clone(), "{:?}", x);

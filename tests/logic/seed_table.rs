@@ -4,9 +4,9 @@
 
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-use dsa_router::cli::{explain_route, OpKind, StaticView};
-use dsa_router::knowledge;
-use dsa_router::route::{DsaStatus, Table};
+use dsa_router::app::cli::{explain_route, OpKind, StaticView};
+use dsa_router::directory::knowledge;
+use dsa_router::directory::route::{DsaStatus, Table};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -225,14 +225,16 @@ fn seed_table_through_the_library_with_rotation() {
         assert_eq!(x.targets, c.targets, "case {}", c.n);
         // Sequential picks with nothing in flight rotate over exactly the
         // targets, evenly.
-        let dsapos =
-            match table.lookup(&dsa_router::dn::Dn::parse_ldap("o=democorp,c=au").expect("dn")) {
-                dsa_router::route::Lookup::Partition(p) => p,
-                other => panic!("no partition: {other:?}"),
-            };
+        let dsapos = match table
+            .lookup(&dsa_router::proto::dn::Dn::parse_ldap("o=democorp,c=au").expect("dn"))
+        {
+            dsa_router::directory::route::Lookup::Partition(p) => p,
+            other => panic!("no partition: {other:?}"),
+        };
         let mut counts = std::collections::HashMap::new();
         for _ in 0..(c.targets.len() * 50) {
-            let ch = dsa_router::route::select_read(dsapos, &v, dsapos.tick()).expect("target");
+            let ch = dsa_router::directory::route::select_read(dsapos, &v, dsapos.tick())
+                .expect("target");
             *counts.entry(snap.dsas[ch.dsa].name.clone()).or_insert(0) += 1;
         }
         let mut got: Vec<&String> = counts.keys().collect();

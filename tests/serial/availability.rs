@@ -1268,16 +1268,19 @@ struct Moving {
     reads: std::sync::atomic::AtomicU32,
 }
 
-impl dsa_router::route::DsaView for Moving {
-    fn status(&self, _: dsa_router::route::DsaIdx) -> dsa_router::route::DsaStatus {
-        dsa_router::route::DsaStatus::Up
+impl dsa_router::directory::route::DsaView for Moving {
+    fn status(
+        &self,
+        _: dsa_router::directory::route::DsaIdx,
+    ) -> dsa_router::directory::route::DsaStatus {
+        dsa_router::directory::route::DsaStatus::Up
     }
 
-    fn in_flight(&self, _: dsa_router::route::DsaIdx) -> u32 {
+    fn in_flight(&self, _: dsa_router::directory::route::DsaIdx) -> u32 {
         self.reads.fetch_add(1, Ordering::Relaxed)
     }
 
-    fn limit(&self, _: dsa_router::route::DsaIdx) -> Option<u32> {
+    fn limit(&self, _: dsa_router::directory::route::DsaIdx) -> Option<u32> {
         None
     }
 }
@@ -1300,10 +1303,10 @@ fn least_in_flight_selection_never_answers_busy_without_a_limit() {
         &[("D1", 1, "GROUP1"), ("H1", 2, "GROUP1")],
         None,
     );
-    let snap = dsa_router::knowledge::load(&root).expect("knowledge");
-    let table = dsa_router::route::Table::build(&snap, None).expect("table");
-    let dn = dsa_router::dn::Dn::parse_ldap(SUFFIX).expect("dn");
-    let dsa_router::route::Lookup::Partition(p) = table.lookup(&dn) else {
+    let snap = dsa_router::directory::knowledge::load(&root).expect("knowledge");
+    let table = dsa_router::directory::route::Table::build(&snap, None).expect("table");
+    let dn = dsa_router::proto::dn::Dn::parse_ldap(SUFFIX).expect("dn");
+    let dsa_router::directory::route::Lookup::Partition(p) = table.lookup(&dn) else {
         panic!("no partition for {SUFFIX}");
     };
     let mut outcomes = Vec::new();
@@ -1311,7 +1314,7 @@ fn least_in_flight_selection_never_answers_busy_without_a_limit() {
         let view = Moving {
             reads: std::sync::atomic::AtomicU32::new(0),
         };
-        outcomes.push(dsa_router::route::select_read(p, &view, tick));
+        outcomes.push(dsa_router::directory::route::select_read(p, &view, tick));
     }
     println!("select_read with moving counters: {outcomes:?}");
     assert!(

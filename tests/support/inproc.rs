@@ -6,7 +6,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::panic)]
 
 use bytes::BytesMut;
-use dsa_router::context::{Config, Context};
+use dsa_router::service::context::{Config, Context};
 use dsa_testdsa::seed_ldif;
 use dsa_testdsa::{Directory, TestDsa};
 use futures::StreamExt;
@@ -131,7 +131,7 @@ pub struct Harness {
     pub router: Arc<Context>,
     pub knowledge: PathBuf,
     /// The worker threads, when the builder asked for them.
-    pub workers: Option<Arc<dsa_router::workers::Shared>>,
+    pub workers: Option<Arc<dsa_router::base::workers::Shared>>,
     shutdown: watch::Sender<bool>,
     server: JoinHandle<()>,
     _tmp: tempfile::TempDir,
@@ -222,13 +222,17 @@ impl Builder {
         }
         let knowledge = tmp.path().join("router.dxg");
         std::fs::write(&knowledge, root).expect("write dxg");
-        let snap = dsa_router::knowledge::load(&knowledge)
+        let snap = dsa_router::directory::knowledge::load(&knowledge)
             .unwrap_or_else(|e| panic!("knowledge does not load: {e}"));
         let router = Arc::new(Context::new(self.cfg, snap, Some("R1".into())).expect("router"));
         let (tx, rx) = watch::channel(false);
         let (server, workers) = match self.workers {
             None => (
-                tokio::spawn(dsa_router::server::run(listener, router.clone(), rx)),
+                tokio::spawn(dsa_router::frontend::server::run(
+                    listener,
+                    router.clone(),
+                    rx,
+                )),
                 None,
             ),
             Some((n, above)) => {
@@ -260,13 +264,13 @@ pub fn serve_on_workers(
     shutdown: watch::Receiver<bool>,
     n: usize,
     above: f64,
-) -> (JoinHandle<()>, Arc<dsa_router::workers::Shared>) {
-    let w = dsa_router::workers::Workers::start(n, tokio::runtime::Handle::current(), above)
+) -> (JoinHandle<()>, Arc<dsa_router::base::workers::Shared>) {
+    let w = dsa_router::base::workers::Workers::start(n, tokio::runtime::Handle::current(), above)
         .expect("worker threads");
     let shared = w.shared().clone();
     // The workers' threads end when the accept loop drops them.
     let server = tokio::spawn(async move {
-        dsa_router::server::run_on(listener, ldaps, router, shutdown, Some(&w)).await;
+        dsa_router::frontend::server::run_on(listener, ldaps, router, shutdown, Some(&w)).await;
     });
     (server, shared)
 }

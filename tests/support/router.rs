@@ -109,7 +109,7 @@ impl Router {
     /// loaded machine may run the writer late; a fixed wait lost lines
     /// there), at most 10 s.
     pub fn log_text(&self) -> String {
-        let round = dsa_router::access::INTERVAL;
+        let round = dsa_router::observe::access::INTERVAL;
         std::thread::sleep(round + Duration::from_millis(50));
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         let mut last = self.log_now();

@@ -22,8 +22,8 @@ mod tls;
 
 use bytes::BytesMut;
 use clap::Parser;
-use dsa_router::wire::frame::{self, tag};
-use dsa_router::wire::response::result_code;
+use dsa_router::proto::wire::frame::{self, tag};
+use dsa_router::proto::wire::response::result_code;
 use ldap3_proto::proto::{
     LdapBindCred, LdapBindRequest, LdapCompareRequest, LdapDerefAliases, LdapMsg, LdapOp,
     LdapSearchRequest, LdapSearchScope,

@@ -9,8 +9,8 @@
 //! the cache is off and every connection makes a full handshake. Each
 //! handshake reports whether rustls resumed it.
 
-use dsa_router::wire::frame;
-use dsa_router::wire::response::result_code;
+use dsa_router::proto::wire::frame;
+use dsa_router::proto::wire::response::result_code;
 use ldap3_proto::proto::{LdapExtendedRequest, LdapMsg, LdapOp};
 use rustls::client::Resumption;
 use rustls::pki_types::pem::PemObject;

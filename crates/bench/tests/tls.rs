@@ -11,7 +11,7 @@ use std::path::Path;
 
 /// A CA (PEM written to `dir/ca.pem`) and a server certificate for
 /// 127.0.0.1 issued by it; returns the router's TLS files.
-fn certs(dir: &Path) -> dsa_router::tls::TlsFiles {
+fn certs(dir: &Path) -> dsa_router::proto::tls::TlsFiles {
     let ca_key = rcgen::KeyPair::generate().unwrap();
     let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
     p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
@@ -27,7 +27,7 @@ fn certs(dir: &Path) -> dsa_router::tls::TlsFiles {
     let (c, k) = (dir.join("cert.pem"), dir.join("key.pem"));
     std::fs::write(&c, cert.pem()).unwrap();
     std::fs::write(&k, key.serialize_pem()).unwrap();
-    dsa_router::tls::TlsFiles {
+    dsa_router::proto::tls::TlsFiles {
         cert: c,
         key: k,
         client_ca: None,

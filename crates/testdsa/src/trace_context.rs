@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 
 use ldap3_proto::control::LdapControl;
 
-/// The router's trace context control (`dsa_router::otel::OID_TRACE_CONTEXT`).
+/// The router's trace context control (`dsa_router::observe::otel::OID_TRACE_CONTEXT`).
 pub const TRACE_CONTEXT_OID: &str = "2.25.65172751917474745695309622528529703499";
 
 #[derive(Debug, Default)]

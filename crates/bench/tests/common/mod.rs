@@ -19,7 +19,7 @@ pub struct Router {
 }
 
 impl Router {
-    pub async fn start(tls: Option<dsa_router::tls::TlsFiles>) -> Router {
+    pub async fn start(tls: Option<dsa_router::proto::tls::TlsFiles>) -> Router {
         let ldif =
             dsa_testdsa::seed_ldif("o=DEMOCORP,c=AU", "D1").replace("ou=People", "ou=people");
         let dsa = TestDsa::start(Directory::from_ldif(&ldif).unwrap(), "127.0.0.1:0", "D1")
@@ -35,14 +35,14 @@ impl Router {
             ),
         )
         .unwrap();
-        let snap = dsa_router::knowledge::load(&root).unwrap();
+        let snap = dsa_router::directory::knowledge::load(&root).unwrap();
         let with_tls = tls.is_some();
-        let cfg = dsa_router::context::Config {
+        let cfg = dsa_router::service::context::Config {
             access_log: false,
             tls,
             ..Default::default()
         };
-        let router = Arc::new(dsa_router::context::Context::new(cfg, snap, None).unwrap());
+        let router = Arc::new(dsa_router::service::context::Context::new(cfg, snap, None).unwrap());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let ldaps_l = if with_tls {
@@ -52,7 +52,7 @@ impl Router {
         };
         let ldaps = ldaps_l.as_ref().map(|l| l.local_addr().unwrap());
         let (stop, rx) = tokio::sync::watch::channel(false);
-        let server = tokio::spawn(dsa_router::server::run_with_ldaps(
+        let server = tokio::spawn(dsa_router::frontend::server::run_with_ldaps(
             listener, ldaps_l, router, rx,
         ));
         Router {

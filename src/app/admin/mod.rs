@@ -1,0 +1,367 @@
+//! The admin HTTP API (axum), served twice:
+//!
+//! * over TCP (`--admin`, loopback by default): reads for anyone who
+//!   reaches it (same-origin only, see [`guard`]); state changes only with
+//!   the bearer token (`--admin-token`), so without one it is read-only;
+//! * on the control socket ([`socket`]): everything, for root and the
+//!   router's own user (the kernel names the peer); what `ctl` uses.
+//!
+//! Reads:
+//! * `GET /`: the status page; `GET /status`: JSON, each partition with
+//!   its DSAs in order; `GET /metrics`: Prometheus text format.
+//!
+//! State changes (POST):
+//! * `/dsas/{name}/disable|drain|enable`: administrative state.
+//! * `/shutdown`: drain the router and exit ([`crate::lifecycle::drain`]).
+//! * `/upgrade`: hot upgrade to the binary at the router's own path
+//!   ([`crate::lifecycle::upgrade`]); a request cannot name another binary.
+//! * `/reload`: reload knowledge (validated whole; the old snapshot
+//!   stays on error, and the response says why).
+
+pub mod ctl;
+mod ctl_socket;
+pub mod guard;
+pub mod socket;
+pub mod status;
+
+use crate::backend::dsa_state::Admin;
+use crate::service::context::Context;
+use axum::extract::{Path, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Json;
+use serde_json::json;
+use std::sync::Arc;
+use tokio::sync::watch;
+
+#[derive(Clone)]
+struct App {
+    router: Arc<Context>,
+    /// Over TCP: the token that allows state changes (none: read-only).
+    token: Option<Arc<str>>,
+    /// The `Host` values accepted without a token ([`guard`]).
+    hosts: Arc<[String]>,
+}
+
+/// The live status page (`GET /`): one embedded HTML file (no outside
+/// assets) that polls `/status` and posts to `/dsas/NAME/ACTION` with the
+/// token the user enters (without one its buttons say control needs the
+/// token or `ctl`). Its
+/// script and style run under the Content-Security-Policy of [`guard`].
+async fn get_page() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        guard::PAGE,
+    )
+        .into_response()
+}
+
+/// `/status` names client sessions (addresses, bound DNs): with a token,
+/// only for those who hold it (the control socket is checked by its own
+/// peer credentials). `/metrics` holds no names and needs no token.
+async fn get_status(State(app): State<App>, headers: axum::http::HeaderMap) -> Response {
+    if app.token.is_some() && !guard::authorized(app.token.as_deref(), &headers) {
+        return (
+            StatusCode::UNAUTHORIZED,
+            Json(json!({"ok": false, "error": "/status needs the admin token (it lists client sessions)"})),
+        )
+            .into_response();
+    }
+    Json(status::status(&app.router)).into_response()
+}
+
+/// The whole `/metrics` exposition (Prometheus text format).
+pub fn metrics_text(router: &crate::service::context::Context) -> String {
+    let mut out = String::with_capacity(8192);
+    router.metrics.render(&mut out);
+    if let Some(w) = router.workers.get() {
+        w.render(&mut out);
+    }
+    status::dsa_metrics(router, &mut out);
+    router.failed_binds.render(&mut out);
+    router.policies.render(&mut out);
+    let budget = &router.response_memory;
+    out.push_str(&format!(
+        "# HELP dsa_router_queued_response_bytes Responses queued for clients that do not keep up (--max-response-memory).\n\
+         # TYPE dsa_router_queued_response_bytes gauge\n\
+         dsa_router_queued_response_bytes {}\n\
+         # HELP dsa_router_response_memory_disconnects_total Clients disconnected because the responses queued for all clients reached --max-response-memory.\n\
+         # TYPE dsa_router_response_memory_disconnects_total counter\n\
+         dsa_router_response_memory_disconnects_total {}\n",
+        budget.used(),
+        budget.refused()
+    ));
+    out
+}
+
+async fn get_metrics(State(app): State<App>) -> Response {
+    let out = metrics_text(&app.router);
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
+}
+
+async fn post_dsa(
+    State(app): State<App>,
+    Path((name, action)): Path<(String, String)>,
+) -> Response {
+    let admin = match action.as_str() {
+        "disable" => Admin::Disabled,
+        "drain" => Admin::Draining,
+        "enable" => Admin::Enabled,
+        other => {
+            return (StatusCode::NOT_FOUND, Json(json!({"ok": false, "error": format!("unknown action {other}; use disable, drain or enable")})))
+                .into_response()
+        }
+    };
+    let routing = app.router.routing();
+    let Some(i) = routing.snap.dsa_index(&name) else {
+        return (
+            StatusCode::NOT_FOUND,
+            Json(json!({"ok": false, "error": format!("no DSA named {name}")})),
+        )
+            .into_response();
+    };
+    let st = &routing.states.0[i];
+    st.set_admin(admin);
+    tracing::info!(dsa = %st.name, action = %action, "administrative state changed");
+    Json(json!({"ok": true, "dsa": st.name, "state": st.status().as_str(), "in_flight": st.in_flight()})).into_response()
+}
+
+async fn post_reload(State(app): State<App>) -> Response {
+    let router = app.router.clone();
+    // Reading files is blocking work.
+    let result = tokio::task::spawn_blocking(move || router.reload_from_disk()).await;
+    match result {
+        Ok(Ok(m)) => Json(json!({"ok": true, "message": m})).into_response(),
+        Ok(Err(e)) => (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Json(json!({"ok": false, "error": e.to_string()})),
+        )
+            .into_response(),
+        Err(e) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Json(json!({"ok": false, "error": e.to_string()})),
+        )
+            .into_response(),
+    }
+}
+
+/// `POST /shutdown` (`ctl shutdown`): drain and exit, as on SIGTERM.
+async fn post_shutdown(State(app): State<App>) -> Response {
+    tracing::info!("admin API: shutdown asked");
+    app.router.drain.ask();
+    Json(json!({"ok": true, "draining": true})).into_response()
+}
+
+/// `POST /upgrade` (`ctl upgrade`): start the binary at the router's own
+/// path and hand it the listening sockets and the client sessions
+/// ([`crate::lifecycle::upgrade`]); answered once the new process serves (its
+/// process id) or refused (why: this router keeps serving). Which binary
+/// runs is the router's own choice, never the request's.
+async fn post_upgrade(State(app): State<App>) -> Response {
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    let ask = crate::lifecycle::handover::Ask { reply: Some(reply) };
+    tracing::info!("admin API: upgrade asked");
+    if app.router.handover.ask(ask).is_err() {
+        let error = "an upgrade is already in progress";
+        return (
+            StatusCode::CONFLICT,
+            Json(json!({"ok": false, "error": error})),
+        )
+            .into_response();
+    }
+    match answer.await {
+        Ok(Ok(u)) => Json(json!({"ok": true, "pid": u.pid, "binary": u.binary})).into_response(),
+        Ok(Err(error)) => (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Json(json!({"ok": false, "error": error})),
+        )
+            .into_response(),
+        Err(_) => {
+            let error = "the router is shutting down";
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                Json(json!({"ok": false, "error": error})),
+            )
+                .into_response()
+        }
+    }
+}
+
+/// Bind `--admin ADDR` and serve the API there (a task) until shutdown.
+/// Without a token an address off loopback is an error (the name resolved
+/// to loopback before start, [`guard::admin_flag`]; the bound address is
+/// what counts).
+pub async fn start(
+    addr: &str,
+    token: Option<String>,
+    router: Arc<Context>,
+    shutdown: watch::Receiver<bool>,
+) -> crate::base::error::Result<std::os::fd::OwnedFd> {
+    use crate::base::error::Error;
+    let token = token.filter(|t| !t.is_empty());
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| Error::config(format!("cannot listen on --admin {addr}: {e}")))?;
+    let bound = listener
+        .local_addr()
+        .map_err(|e| Error::config(e.to_string()))?;
+    guard::exposure(bound, token.as_deref()).map_err(Error::config)?;
+    tracing::info!(%addr, token = token.is_some(), "admin API listening");
+    // A copy of the listening socket, for a hot upgrade to hand over.
+    let copy = std::os::fd::AsFd::as_fd(&listener)
+        .try_clone_to_owned()
+        .map_err(|e| Error::config(format!("--admin {addr}: {e}")))?;
+    tokio::spawn(run(listener, addr.to_string(), router, token, shutdown));
+    Ok(copy)
+}
+
+/// Serve the admin API on `listener` (given as `given` on the command line)
+/// until shutdown; an empty token is no token. Without a token `listener`
+/// must be on loopback: [`guard::exposure`].
+pub async fn run(
+    listener: tokio::net::TcpListener,
+    given: String,
+    router: Arc<Context>,
+    token: Option<String>,
+    shutdown: watch::Receiver<bool>,
+) {
+    let token = token.filter(|t| !t.is_empty());
+    let hosts = match listener.local_addr() {
+        Ok(a) => match guard::exposure(a, token.as_deref()) {
+            Ok(()) => guard::hosts(a, &given),
+            Err(e) => {
+                tracing::error!("admin API not started: {e}");
+                return;
+            }
+        },
+        Err(e) => {
+            tracing::error!(error = %e, "admin API not started");
+            return;
+        }
+    };
+    let drained = router.clone();
+    let app = App {
+        router,
+        token: token.map(Arc::from),
+        hosts: hosts.into(),
+    };
+    // State changes need the token over TCP.
+    let controls = controls().route_layer(axum::middleware::from_fn_with_state(
+        app.clone(),
+        guard::control,
+    ));
+    let svc = reads()
+        .merge(controls)
+        .layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            guard::guard,
+        ))
+        .with_state(app);
+    if let Err(e) = axum::serve(listener, svc)
+        .with_graceful_shutdown(stopped(drained, shutdown))
+        .await
+    {
+        tracing::error!(error = %e, "admin API stopped");
+    }
+}
+
+/// The routes that read: the page, `/status`, `/metrics`.
+fn reads() -> axum::Router<App> {
+    axum::Router::new()
+        .route("/", get(get_page))
+        .route("/status", get(get_status))
+        .route("/metrics", get(get_metrics))
+}
+
+/// The routes that change state.
+fn controls() -> axum::Router<App> {
+    axum::Router::new()
+        .route("/dsas/{name}/{action}", post(post_dsa))
+        .route("/reload", post(post_reload))
+        .route("/shutdown", post(post_shutdown))
+        .route("/upgrade", post(post_upgrade))
+}
+
+/// When an API listener stops: up while the router drains (`/status`
+/// shows it), down once it ends; after a hot upgrade at once (the new
+/// process answers).
+async fn stopped(router: Arc<Context>, mut shutdown: watch::Receiver<bool>) {
+    let _ = shutdown.changed().await;
+    if router.handover.exporting().is_none() {
+        router.drain.ended().await;
+    }
+}
+
+/// Serve the whole API on the control socket of `setting` (a task) until
+/// shutdown: every request from root or the router's own user, none from
+/// anyone else ([`socket`]). `takeover`: a hot upgrade's new process,
+/// which replaces the old one's socket. Without a socket (`none`, or the
+/// default's directory missing) state changes need the token over TCP.
+pub async fn start_control(
+    setting: &socket::Setting,
+    takeover: bool,
+    router: Arc<Context>,
+    shutdown: watch::Receiver<bool>,
+) -> crate::base::error::Result<()> {
+    use crate::base::error::Error;
+    let Some(path) = setting.path() else {
+        return Ok(());
+    };
+    let own = socket::own_uid().map_err(|e| {
+        Error::config(format!(
+            "control socket: cannot learn this process's user: {e}"
+        ))
+    })?;
+    let default = matches!(setting, socket::Setting::Default(_));
+    let user_dir = socket::user_dir();
+    let made = match path.parent() {
+        Some(dir) if default && dir == user_dir => socket::make_user_dir(dir, own),
+        _ => Ok(()),
+    };
+    let bound = made.and_then(|()| socket::bind(path, takeover));
+    let bound = match bound {
+        Ok(b) => b,
+        Err(e) if default => {
+            tracing::warn!("no control socket: {e}; state changes need --admin-token (or --control-socket PATH)");
+            return Ok(());
+        }
+        Err(e) => return Err(Error::config(e.to_string())),
+    };
+    tracing::info!(socket = %path.display(), "control socket listening (root and this process's user)");
+    tokio::spawn(serve_control(bound, own, router, shutdown));
+    Ok(())
+}
+
+/// The control socket's server.
+async fn serve_control(
+    bound: (tokio::net::UnixListener, socket::Placed),
+    own: u32,
+    router: Arc<Context>,
+    shutdown: watch::Receiver<bool>,
+) {
+    let app = App {
+        router: router.clone(),
+        token: None,
+        hosts: Arc::from(Vec::new()),
+    };
+    let svc = reads()
+        .merge(controls())
+        .layer(axum::middleware::from_fn_with_state(
+            own,
+            socket::check_peer,
+        ))
+        .with_state(app)
+        .into_make_service_with_connect_info::<socket::Peer>();
+    let (listener, placed) = bound;
+    let serving = axum::serve(listener, svc)
+        .with_graceful_shutdown(stopped(router, shutdown))
+        .await;
+    if let Err(e) = serving {
+        tracing::error!(error = %e, "control socket stopped");
+    }
+    placed.remove();
+}

@@ -1,0 +1,461 @@
+//! The `/status` view: each partition with its DSAs in order.
+
+use crate::backend::dsa_state::Admin;
+use crate::service::context::{Context, ReloadOutcome};
+use serde::{Deserialize, Serialize};
+use std::time::UNIX_EPOCH;
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct DsaReport {
+    pub name: String,
+    pub group: Option<String>,
+    /// up, down, disabled, draining or ejected (an outlier, for a while).
+    pub state: String,
+    pub health: String,
+    pub reason: String,
+    pub in_flight: u32,
+    /// Connections of clients' own (stateful clients) open to it.
+    #[serde(default)]
+    pub own_connections: i64,
+    /// Clients' own connections kept open for later binds.
+    pub spare_connections: i64,
+    /// Persistent searches (sync refreshAndPersist) running on it.
+    #[serde(default)]
+    pub persistent_searches: i64,
+    pub served: u64,
+    pub errors: u64,
+    /// Entries it returned outside their searches' scope (dropped).
+    #[serde(default)]
+    pub out_of_scope_entries: u64,
+    /// Unix seconds of the last health state change.
+    pub last_change_unix: u64,
+    pub probe_latency_ms: Option<f64>,
+    /// Seconds until a recovering DSA serves again (failback hold-down).
+    #[serde(default)]
+    pub failback_in_s: Option<f64>,
+    /// Why it is ejected as an outlier, and for how long, while it is.
+    #[serde(default)]
+    pub ejected: Option<String>,
+    /// Why it is out of selection for binds (its binds time out), and for
+    /// how long, while it is.
+    #[serde(default)]
+    pub bind_ejected: Option<String>,
+    /// Mean latency of its reads over the last second with reads, ms.
+    #[serde(default)]
+    pub latency_ms: Option<f64>,
+    pub addresses: Vec<String>,
+    /// Its replication position in this partition, when it publishes one.
+    #[serde(default)]
+    pub replication: Option<crate::backend::follow::report::Report>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct PartitionStatus {
+    pub prefix: String,
+    /// The slot, in a horizontal partition (its DSAs grouped by slot).
+    #[serde(default)]
+    pub slot: Option<u32>,
+    pub dsas: Vec<DsaReport>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Status {
+    pub router: Option<String>,
+    pub version: String,
+    pub knowledge: String,
+    pub partitions: Vec<PartitionStatus>,
+    pub last_reload: Option<ReloadInfo>,
+    pub client_connections: i64,
+    pub utilization: Utilization,
+    /// The router drains (SIGTERM, `ctl shutdown`): it accepts no new
+    /// connections and closes each client's once its operations end.
+    #[serde(default)]
+    pub draining: bool,
+    /// Simple binds the router answered invalidCredentials itself
+    /// (failed-bind back-off).
+    #[serde(default)]
+    pub binds_refused: u64,
+    /// Simple binds answered busy: their DN's failures plus binds in
+    /// flight stayed at its limit for --bind-timeout.
+    #[serde(default)]
+    pub binds_busy: u64,
+    /// Client policies (`--policy`): refusals per rule, rates.
+    #[serde(default)]
+    pub policy: PolicyCounts,
+    /// Client sessions: the total and the first
+    /// [`crate::observe::clients::LISTED`], the oldest first.
+    #[serde(default)]
+    pub clients: crate::observe::clients::Listing,
+}
+
+/// What client policies refused (`--policy`).
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct PolicyCounts {
+    /// Whether a policy file is in force.
+    pub on: bool,
+    /// Operations refused, by rule name.
+    pub refusals: std::collections::BTreeMap<String, u64>,
+    /// Operations answered busy for the file's rates, per client address
+    /// and per identity (binds included).
+    pub rate_limited_address: u64,
+    pub rate_limited_identity: u64,
+    /// The groups rules name (`member_of`), as last read.
+    #[serde(default)]
+    pub groups: Vec<GroupStatus>,
+}
+
+/// One group of `member_of`, as last read.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct GroupStatus {
+    pub group: String,
+    /// Its members (`None`: unreadable: never read, or its last good
+    /// read is too old).
+    pub members: Option<usize>,
+    /// Seconds since its last good read.
+    pub read_age_seconds: Option<f64>,
+    /// The DSA it was last read from.
+    pub dsa: Option<String>,
+    /// Why the last read failed.
+    pub error: Option<String>,
+}
+
+impl PolicyCounts {
+    fn of(router: &Context) -> PolicyCounts {
+        let p = &router.policies;
+        let (address, identity) = p.rate_refusals();
+        PolicyCounts {
+            on: p.is_on(),
+            refusals: p.refusals(),
+            rate_limited_address: address,
+            rate_limited_identity: identity,
+            groups: groups(p),
+        }
+    }
+}
+
+fn groups(p: &crate::admission::policy::Policies) -> Vec<GroupStatus> {
+    let sets = p.groups.sets();
+    let mut out: Vec<GroupStatus> = sets
+        .values()
+        .map(|g| GroupStatus {
+            group: g.name.clone(),
+            members: g.members.as_ref().map(|m| m.len()),
+            read_age_seconds: g
+                .read_at
+                .and_then(|t| t.elapsed().ok())
+                .map(|d| d.as_secs_f64()),
+            dsa: g.dsa.clone(),
+            error: g.error.clone(),
+        })
+        .collect();
+    out.sort_by(|a, b| a.group.cmp(&b.group));
+    out
+}
+
+/// Router CPU and memory: windowed averages and thresholds (0 = off).
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Utilization {
+    pub cpu_avg_percent: f64,
+    pub memory_avg_percent: f64,
+    pub cpu_threshold_percent: u8,
+    pub memory_threshold_percent: u8,
+    pub window_seconds: f64,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ReloadInfo {
+    pub ok: bool,
+    pub at_unix: u64,
+    pub message: String,
+}
+
+impl From<ReloadOutcome> for ReloadInfo {
+    fn from(r: ReloadOutcome) -> Self {
+        ReloadInfo {
+            ok: r.ok,
+            at_unix: r.at_unix,
+            message: r.message,
+        }
+    }
+}
+
+pub fn status(router: &Context) -> Status {
+    let r = router.routing();
+    let hold = router
+        .cfg
+        .health
+        .as_ref()
+        .map_or(std::time::Duration::ZERO, |h| h.failback_hold);
+    let partitions = r
+        .table
+        .partitions_sorted()
+        .into_iter()
+        .map(|p| PartitionStatus {
+            prefix: p.prefix.to_string(),
+            slot: p.hash.as_ref().map(|h| h.slot),
+            dsas: p
+                .order
+                .iter()
+                .map(|&i| {
+                    let st = &r.states.0[i];
+                    let t = st.health_track();
+                    let replication = crate::backend::follow::report::of(
+                        &router.backend,
+                        &p.key,
+                        &r.snap.dsas[i].name,
+                    );
+                    let lagging = replication
+                        .as_ref()
+                        .and_then(|x| x.out.clone())
+                        .filter(|_| st.status().eligible());
+                    DsaReport {
+                        name: r.snap.dsas[i].name.clone(),
+                        group: p.group_of(i).and_then(|g| g.name.clone()),
+                        state: if lagging.is_some() {
+                            "lagging"
+                        } else {
+                            st.status().as_str()
+                        }
+                        .to_string(),
+                        health: if st.is_up() { "up" } else { "down" }.to_string(),
+                        reason: match st.admin() {
+                            Admin::Enabled if lagging.is_some() => {
+                                format!(
+                                    "serves no reads: {}; health: {}",
+                                    lagging.unwrap_or_default(),
+                                    t.reason
+                                )
+                            }
+                            Admin::Enabled => match (st.ejection(), st.bind_ejection()) {
+                                (Some(e), _) if st.is_up() => {
+                                    format!("ejected as an outlier: {e}; health: {}", t.reason)
+                                }
+                                (_, Some(b)) if st.is_up() => {
+                                    format!("{b}; health: {}", t.reason)
+                                }
+                                _ => t.reason.clone(),
+                            },
+                            Admin::Disabled => {
+                                format!("disabled by an administrator; health: {}", t.reason)
+                            }
+                            Admin::Draining => {
+                                format!("draining by an administrator; health: {}", t.reason)
+                            }
+                        },
+                        in_flight: st.in_flight(),
+                        own_connections: st.own_conns.load(std::sync::atomic::Ordering::Relaxed),
+                        spare_connections: st
+                            .spare_conns
+                            .load(std::sync::atomic::Ordering::Relaxed),
+                        persistent_searches: st
+                            .persistent
+                            .load(std::sync::atomic::Ordering::Relaxed),
+                        served: st.served.load(std::sync::atomic::Ordering::Relaxed),
+                        errors: st.errors.load(std::sync::atomic::Ordering::Relaxed),
+                        out_of_scope_entries: st.out_of_scope.count(),
+                        last_change_unix: t
+                            .since
+                            .duration_since(UNIX_EPOCH)
+                            .map(|d| d.as_secs())
+                            .unwrap_or(0),
+                        probe_latency_ms: t.probe_latency.map(|d| d.as_secs_f64() * 1000.0),
+                        failback_in_s: st.failback_left(hold).map(|d| d.as_secs_f64()),
+                        ejected: st.ejection(),
+                        bind_ejected: st.bind_ejection(),
+                        latency_ms: st.reads.recent_mean().map(|d| d.as_secs_f64() * 1000.0),
+                        addresses: r.pools[i].addrs.clone(),
+                        replication,
+                    }
+                })
+                .collect(),
+        })
+        .collect();
+    Status {
+        router: router.name.clone(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        knowledge: r.snap.root.display().to_string(),
+        partitions,
+        last_reload: router
+            .last_reload
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .map(ReloadInfo::from),
+        client_connections: router
+            .metrics
+            .clients
+            .load(std::sync::atomic::Ordering::Relaxed),
+        utilization: Utilization::of(&router.throttle),
+        draining: router.drain.is_draining(),
+        binds_refused: router.failed_binds.refused(),
+        binds_busy: router.failed_binds.busy(),
+        policy: PolicyCounts::of(router),
+        clients: router.clients.list(crate::observe::clients::LISTED),
+    }
+}
+
+impl Utilization {
+    fn of(throttle: &crate::admission::limits::Throttle) -> Utilization {
+        let (cpu, mem) = throttle.averages();
+        let t = throttle.thresholds();
+        Utilization {
+            cpu_avg_percent: cpu,
+            memory_avg_percent: mem,
+            cpu_threshold_percent: t.cpu,
+            memory_threshold_percent: t.memory,
+            window_seconds: throttle.window().as_secs_f64(),
+        }
+    }
+}
+
+/// Per-DSA Prometheus series.
+pub fn dsa_metrics(router: &Context, out: &mut String) {
+    use std::fmt::Write;
+    let (cpu, mem) = router.throttle.averages();
+    let t = router.throttle.thresholds();
+    for (name, help, v) in [
+        (
+            "dsa_router_cpu_average_percent",
+            "Router CPU use averaged over the utilization window.",
+            cpu,
+        ),
+        (
+            "dsa_router_memory_average_percent",
+            "Memory use averaged over the utilization window.",
+            mem,
+        ),
+        (
+            "dsa_router_cpu_threshold_percent",
+            "CPU threshold (0 = off).",
+            t.cpu as f64,
+        ),
+        (
+            "dsa_router_memory_threshold_percent",
+            "Memory threshold (0 = off).",
+            t.memory as f64,
+        ),
+    ] {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} gauge");
+        let _ = writeln!(out, "{name} {v}");
+    }
+    let r = router.routing();
+    let series: [(&str, &str, &str); 9] = [
+        (
+            "dsa_router_dsa_in_flight",
+            "gauge",
+            "Operations in flight from this router to the DSA.",
+        ),
+        (
+            "dsa_router_dsa_own_connections",
+            "gauge",
+            "Connections of clients' own (stateful clients) open to the DSA.",
+        ),
+        (
+            "dsa_router_dsa_spare_connections",
+            "gauge",
+            "Clients' own connections to the DSA kept open for later binds (--spare-connections).",
+        ),
+        (
+            "dsa_router_dsa_persistent_searches",
+            "gauge",
+            "Persistent searches (sync refreshAndPersist) running on the DSA.",
+        ),
+        (
+            "dsa_router_dsa_up",
+            "gauge",
+            "1 when the DSA is up by health, else 0.",
+        ),
+        (
+            "dsa_router_dsa_eligible",
+            "gauge",
+            "1 when the DSA takes new work (up, not disabled or draining).",
+        ),
+        (
+            "dsa_router_dsa_operations_total",
+            "counter",
+            "Operations the DSA answered.",
+        ),
+        (
+            "dsa_router_dsa_errors_total",
+            "counter",
+            "Operations failed on the DSA (lost connection, timeout).",
+        ),
+        (
+            "dsa_router_dsa_out_of_scope_entries_total",
+            "counter",
+            "Entries the DSA returned outside their search's base and scope (dropped).",
+        ),
+    ];
+    for (name, kind, help) in series {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        for (i, d) in r.snap.dsas.iter().enumerate() {
+            if Some(i) == r.table.router {
+                continue;
+            }
+            let st = &r.states.0[i];
+            let v = match name {
+                "dsa_router_dsa_in_flight" => st.in_flight() as u64,
+                "dsa_router_dsa_own_connections" => st
+                    .own_conns
+                    .load(std::sync::atomic::Ordering::Relaxed)
+                    .max(0) as u64,
+                "dsa_router_dsa_spare_connections" => st
+                    .spare_conns
+                    .load(std::sync::atomic::Ordering::Relaxed)
+                    .max(0) as u64,
+                "dsa_router_dsa_persistent_searches" => st
+                    .persistent
+                    .load(std::sync::atomic::Ordering::Relaxed)
+                    .max(0) as u64,
+                "dsa_router_dsa_up" => st.is_up() as u64,
+                "dsa_router_dsa_eligible" => st.status().eligible() as u64,
+                "dsa_router_dsa_operations_total" => {
+                    st.served.load(std::sync::atomic::Ordering::Relaxed)
+                }
+                "dsa_router_dsa_out_of_scope_entries_total" => st.out_of_scope.count(),
+                _ => st.errors.load(std::sync::atomic::Ordering::Relaxed),
+            };
+            let _ = writeln!(
+                out,
+                "{name}{{dsa=\"{}\",partition=\"{}\"}} {v}",
+                label(&d.name),
+                label(&d.prefix.to_string())
+            );
+        }
+    }
+    crate::backend::follow::report::metrics(&router.backend, out, label);
+}
+
+/// A label value as the Prometheus text format writes it: backslash,
+/// double quote and line feed escaped (DSA names may hold the first two).
+pub fn label(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod label_tests {
+    #[test]
+    fn label_values_escape_backslash_quote_and_newline() {
+        let rows = [
+            ("D1", "D1"),
+            ("q\"uote", "q\\\"uote"),
+            ("back\\slash", "back\\\\slash"),
+            ("two\nlines", "two\\nlines"),
+            ("\\\"", "\\\\\\\""),
+        ];
+        for (raw, want) in rows {
+            assert_eq!(super::label(raw), want, "{raw:?}");
+        }
+    }
+}

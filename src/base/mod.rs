@@ -1,0 +1,19 @@
+//! Building blocks that know nothing of routing: the error type, the
+//! unkeyed hasher of the hot maps, log escaping, the ordered outbound
+//! byte stream and the worker threads.
+//!
+//! * [`error`]: the one error type: who caused it, whether the operation
+//!   may be retried, and its LDAP result code and message.
+//! * `fasthash`: the unkeyed hasher of the maps on every operation's path.
+//! * [`logsafe`]: client- and DSA-supplied text in log lines, escaped
+//!   ([`logsafe::esc`]).
+//! * `outbox`: an ordered outbound byte stream with many producers (a
+//!   client's responses, the corked requests to a DSA).
+//! * [`workers`]: the worker threads (a single-threaded runtime each), how
+//!   many are in use, and sessions moving between them.
+
+pub mod error;
+pub(crate) mod fasthash;
+pub mod logsafe;
+pub(crate) mod outbox;
+pub mod workers;

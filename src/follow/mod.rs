@@ -1,8 +1,0 @@
-//! The router's side of replication positions (issue 38): the task that
-//! reads them ([`poll`]), read-your-writes by position ([`ryw`]) and what
-//! `/status` and `/metrics` show ([`report`]). The state they share is
-//! `crate::replication`.
-
-pub mod poll;
-pub mod report;
-pub mod ryw;

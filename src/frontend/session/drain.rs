@@ -1,0 +1,27 @@
+//! A session's part of the router's drain ([`crate::lifecycle::drain`]): it reads no
+//! more requests, waits for its operations in flight to end, ends its
+//! persistent searches with a result, and closes with a Notice of
+//! Disconnection.
+
+use super::out::ClientOut;
+use crate::proto::wire::response::Code;
+use std::time::{Duration, Instant};
+
+/// The router drains: the session has stopped reading (no request is half
+/// handled: the read loop waits for the shutdown only between requests).
+/// Its operations in flight, all but persistent searches (which never end
+/// by themselves), may finish up to `timeout`; then the persistent
+/// searches end with `unavailable`; the notice the session closes with.
+/// Operations still running at the timeout are abandoned when the session
+/// closes.
+pub(super) async fn drain(out: &ClientOut, timeout: Duration) -> (Code, String) {
+    let deadline = Instant::now() + timeout;
+    while out.outstanding() > out.persistent() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let ended = out.end_persistent();
+    if ended > 0 {
+        tracing::info!(client = %out.peer(), ended, "shutting down: the client's persistent searches ended");
+    }
+    (Code::Unavailable, "dsa-router: shutting down".into())
+}

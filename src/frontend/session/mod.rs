@@ -1,0 +1,337 @@
+//! One client connection.
+//!
+//! The session task reads PDUs, decodes each just enough to route it, and
+//! forwards it at once to the DSA it belongs to, so a client may have many
+//! operations outstanding across partitions; responses come back through the
+//! upstream readers onto the client's bounded queue ([`out::ClientOut`]),
+//! which a writer task drains. A bind is the one operation the session
+//! awaits (RFC 4511 forbids other requests while a bind is in progress).
+//!
+//! Identity (spec 4.1): an anonymous client's operations run on unbound
+//! shared connections; a bound client's run on the router's shared
+//! connection with the proxied-authorization control where the DSA trusts
+//! conveyed originators, otherwise on a connection of its own bound by
+//! replaying its bind. Binds never travel on shared connections.
+
+mod bind;
+mod dispatch;
+mod drain;
+mod extop;
+pub mod fanout;
+mod forward;
+mod handover;
+mod io;
+mod local;
+mod logged;
+mod named;
+pub mod out;
+mod own;
+mod paged_lost;
+mod policy;
+mod reading;
+mod resend;
+mod sasl;
+mod send;
+mod spanning;
+mod traced;
+mod writer;
+
+pub use io::{resume, run, serve, serve_handed, Moving};
+
+use crate::backend::upstream::pool::BindPdu;
+use crate::observe::metrics::Refusal;
+use crate::proto::wire::frame::{self};
+use crate::proto::wire::request::{self, Op, Request};
+use crate::proto::wire::response::{self, Code};
+use crate::service::context::Context;
+use bytes::{Bytes, BytesMut};
+use out::ClientOut;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tracing::Instrument;
+
+/// Who the client is.
+#[derive(Clone)]
+enum Identity {
+    Anonymous,
+    /// Bound; the bind PDU is kept (in memory only) to replay it.
+    Bound(Bound),
+}
+
+/// A bound client.
+#[derive(Clone)]
+struct Bound {
+    /// Its DN: a simple bind's name; after SASL, the DN the DSA
+    /// established (empty when the DSA named no DN).
+    dn: String,
+    /// Its authorization identity as WhoAmI gives it (`dn:...`, or `u:...`
+    /// after SASL): conveyed by proxied authorization when `conveyed`.
+    authz: String,
+    /// Whether other DSAs may be told `authz` (proxied authorization): a
+    /// simple bind's name, which its own partition's DSA verified; after
+    /// SASL, only a `dn:` identity under a prefix the authenticating DSA
+    /// holds ([`sasl::vouched`]). Otherwise the identity is used on the
+    /// DSA that established it, and nowhere else.
+    conveyed: bool,
+    /// A simple bind, kept to replay it on other DSAs. `None` after SASL,
+    /// which cannot be replayed: the client's operations then run on the
+    /// connection it bound on for that DSA, and under proxied
+    /// authorization on DSAs that trust the router.
+    bind: Option<BindPdu>,
+    /// Whether its operations run on connections of its own, bound as
+    /// itself, on every DSA (never under proxied authorization): the DSA
+    /// keeps state for it per connection (a password policy restriction),
+    /// or the administrator asks for it (`--own-connection always`).
+    own_conn: bool,
+    /// Its bind response carried a password policy warning or error: the
+    /// DSA may restrict it, so even WhoAmI is the DSA's to answer.
+    policy: bool,
+}
+
+/// What to do after a request.
+enum Flow {
+    Continue,
+    /// Close the connection, after a Notice of Disconnection if given.
+    Close(Option<(Code, String)>),
+    /// StartTLS accepted so far (message ID); the upgrade follows.
+    StartTls(i32),
+}
+
+struct Session {
+    router: Arc<Context>,
+    peer: SocketAddr,
+    out: Arc<ClientOut>,
+    identity: Identity,
+    /// Connections of the client's own, by DSA name (lower case), open
+    /// or being opened.
+    private: Arc<own::Own>,
+    /// The DSA that holds this client's per-connection state (paged
+    /// searches, VLV, transactions), by partition.
+    state_dsa: HashMap<String, String>,
+    /// The bind to replay after a change of the client's own password,
+    /// once the DSA accepted it; and the hook for the next forwarded
+    /// request (the Password Modify).
+    rebind: Option<Arc<std::sync::Mutex<Option<BindPdu>>>>,
+    next_rebind: Option<out::Rebind>,
+    /// Read-your-writes: partition key to the DSA that took this client's
+    /// last write there, and when.
+    affinity: HashMap<String, crate::directory::replication::mark::Affinity>,
+    /// A SASL bind in progress (saslBindInProgress): its connection.
+    sasl: Option<sasl::InProgress>,
+    /// Whether the connection runs over TLS (LDAPS or after StartTLS).
+    tls: bool,
+    /// The last target DN this client named, parsed (see
+    /// [`Session::parsed`]).
+    last_dn: Option<(Box<str>, Arc<crate::proto::dn::Dn>)>,
+    /// `client=ADDRESS` for the access log, formatted once (empty when the
+    /// log is off): writing the address was a third of each line's work.
+    log_client: crate::observe::access::Head,
+    /// Client policies: the rule deciding, the attributes hidden.
+    pol: policy::State,
+    /// Its line in `/status` ([`crate::observe::clients`]).
+    listed: crate::observe::clients::Entry,
+}
+
+impl Session {
+    /// Whether nothing of the session's own is in flight or tied to its
+    /// worker, so that it may move to another ([`crate::base::workers`]): no
+    /// operation outstanding, no response queued, no connection of its
+    /// own, no SASL exchange (a TLS session moves with its TLS state).
+    fn can_move(&self) -> bool {
+        self.sasl.is_none()
+            && self.out.outstanding() == 0
+            && self.out.ob.is_idle()
+            && self.private.is_empty()
+    }
+
+    /// `text` parsed; the last DN parsed when the client names the same
+    /// again (clients search one base over and over: parsing it was an
+    /// eighth of the router's own work per operation).
+    fn parsed(
+        &mut self,
+        text: &str,
+    ) -> Result<Arc<crate::proto::dn::Dn>, crate::proto::dn::DnError> {
+        if let Some((t, d)) = &self.last_dn {
+            if **t == *text {
+                return Ok(d.clone());
+            }
+        }
+        let d = Arc::new(crate::proto::dn::Dn::parse_ldap(text)?);
+        self.last_dn = Some((text.into(), d.clone()));
+        Ok(d)
+    }
+
+    async fn handle(&mut self, pdu: Bytes) -> Flow {
+        let h = match frame::header(&pdu) {
+            Ok(h) => h,
+            Err(e) => return self.malformed(&e.to_string()),
+        };
+        let req = match request::decode(&pdu) {
+            Ok(r) => r,
+            Err(e) => return self.malformed(&e.message),
+        };
+        // One span per operation (debug level: free unless asked for);
+        // the DSA is recorded where the operation is placed.
+        let span = tracing::debug_span!(
+            "op",
+            client = %self.peer,
+            msgid = req.msgid,
+            op = req.op.name(),
+            dsa = tracing::field::Empty
+        );
+        self.handle_request(pdu, h, req).instrument(span).await
+    }
+
+    async fn handle_request(&mut self, pdu: Bytes, h: frame::Header, req: Request) -> Flow {
+        if let Some(slot) = &self.rebind {
+            let new = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+            if let (Some(new), Identity::Bound(b)) = (new, &mut self.identity) {
+                if b.bind.as_ref().is_some_and(|old| old.dn == new.dn) {
+                    tracing::debug!(client = %self.peer, "password changed: later replays carry the new one");
+                    b.bind = Some(new);
+                }
+            }
+        }
+        if !matches!(req.op, Op::Unbind | Op::Abandon { .. }) {
+            if let Err(over) = self.router.throttle.admit() {
+                if matches!(req.op, Op::Bind { .. }) {
+                    // A failed bind leaves the client anonymous (RFC 4513).
+                    self.become_anonymous();
+                }
+                let why = match over {
+                    crate::admission::limits::Over::Cpu => Refusal::Cpu,
+                    crate::admission::limits::Over::Memory => Refusal::Memory,
+                };
+                self.refuse(&req, why, over.message()).await;
+                return Flow::Continue;
+            }
+        }
+        // RFC 4511 4.1.1.1: a request must not reuse the message ID of
+        // one still outstanding. The client could not tell their responses
+        // apart, and the router would lose track of the first: it is a
+        // protocol error, and the client is disconnected.
+        if !matches!(req.op, Op::Unbind | Op::Abandon { .. }) && self.out.is_outstanding(req.msgid)
+        {
+            let msg = format!(
+                "message ID {} is already used by a request still outstanding on this connection",
+                req.msgid
+            );
+            return self.malformed(&msg);
+        }
+        // Only with a policy file. The check itself is synchronous; the
+        // answer to a refused request is boxed, so that its state is not
+        // carried by every session's future (tests/logic future_size).
+        let (pdu, h) = if self.router.policies.configured() {
+            match self.police(pdu, h, &req) {
+                policy::Policed::Go(pdu, h) => (pdu, h),
+                policy::Policed::Answer(a) => {
+                    Box::pin(self.answer_policy(&req, a)).await;
+                    return Flow::Continue;
+                }
+            }
+        } else {
+            (pdu, h)
+        };
+        match &req.op {
+            Op::Unbind => Flow::Close(None),
+            Op::Abandon { target } => {
+                self.out.abandon(*target);
+                Flow::Continue
+            }
+            // Boxed: binds and extended operations may open a connection
+            // of the client's own (a large state); inline, every request's
+            // future would be that large (io.rs boxes it per request).
+            Op::Bind { .. } => Box::pin(self.bind(&pdu, &h, &req)).await,
+            Op::Extended { .. } => Box::pin(self.extended(&pdu, &h, &req)).await,
+            Op::Search { base, scope: 0, .. } if base.is_empty() => {
+                self.root_dse(&req).await;
+                Flow::Continue
+            }
+            _ => {
+                self.forward(&pdu, &h, &req, None, false).await;
+                Flow::Continue
+            }
+        }
+    }
+
+    fn malformed(&self, why: &str) -> Flow {
+        tracing::warn!(client = %self.peer, error = %crate::base::logsafe::esc(why), "undecodable request; disconnecting");
+        Flow::Close(Some((Code::ProtocolError, format!("dsa-router: {why}"))))
+    }
+
+    /// Refuse a request because a limit or the partition's state says so:
+    /// counted by reason, answered with `busy` (limits) or `unavailable`.
+    async fn refuse(&self, req: &Request, why: Refusal, msg: &str) {
+        self.router.metrics.refused(why);
+        let code = match why {
+            Refusal::Unavailable => Code::Unavailable,
+            _ => Code::Busy,
+        };
+        self.reply(req, code, "", msg).await;
+    }
+
+    /// Answer a request with the router's error: refusals (no DSA
+    /// available, a limit) are counted by reason.
+    async fn answer(&self, req: &Request, e: &crate::base::error::Error) {
+        self.answer_in(req, e, None).await;
+    }
+
+    /// [`Session::answer`] for an operation traced as `trace`.
+    async fn answer_in(
+        &self,
+        req: &Request,
+        e: &crate::base::error::Error,
+        trace: Option<&crate::observe::otel::OpTrace>,
+    ) {
+        if let Some(why) = refusal(e) {
+            self.router.metrics.refused(why);
+        }
+        self.reply_in(req, e.code(), "", &e.message(), trace).await;
+    }
+
+    /// Answer a request with an LDAPResult of the router's own.
+    async fn reply(&self, req: &Request, code: Code, matched: &str, msg: &str) {
+        self.reply_in(req, code, matched, msg, None).await;
+    }
+
+    /// [`Session::reply`] for an operation traced as `trace` (else traced
+    /// here, when traces are on and it is sampled).
+    async fn reply_in(
+        &self,
+        req: &Request,
+        code: Code,
+        matched: &str,
+        msg: &str,
+        trace: Option<&crate::observe::otel::OpTrace>,
+    ) {
+        let Some(t) = req.op.response_tag() else {
+            return;
+        };
+        self.trace_answer(req, code.clone() as u8, msg, trace);
+        let mut b = BytesMut::new();
+        self.router.metrics.op(
+            crate::observe::metrics::op_index(req.op.name()),
+            code.clone() as u8,
+            0,
+        );
+        crate::observe::access::line(|f| {
+            f.head(&self.log_client)
+                .quoted("op", req.op.name())
+                .num("result", code.clone() as u64)
+                .plain("dsa", "-")
+                .quoted("note", &format!("answered by the router: {msg}"));
+        });
+        response::result(req.msgid, t, code, matched, msg, &mut b);
+        self.out.send(b.freeze()).await;
+    }
+}
+
+/// The refusal an error counts as, if it is one (spec 5's metrics).
+fn refusal(e: &crate::base::error::Error) -> Option<Refusal> {
+    match e.kind {
+        crate::base::error::Kind::Unavailable => Some(Refusal::Unavailable),
+        crate::base::error::Kind::Busy => Some(Refusal::Concurrency),
+        _ => None,
+    }
+}

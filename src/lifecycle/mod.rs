@@ -1,0 +1,15 @@
+//! A router process's life: graceful drain, hot upgrade and what the old
+//! and new process pass each other.
+//!
+//! * [`drain`]: graceful drain on SIGTERM or `ctl shutdown`: no new
+//!   connections, operations in flight answered, each connection closed
+//!   between operations with a Notice of Disconnection.
+//! * [`upgrade`]: hot upgrade (`ctl upgrade`, SIGUSR2): the new process
+//!   takes the listening sockets and every plain-LDAP session between
+//!   operations.
+//! * [`handover`]: what the two processes pass each other (descriptors
+//!   with SCM_RIGHTS, the messages, a session's state).
+
+pub mod drain;
+pub mod handover;
+pub mod upgrade;

@@ -1,0 +1,235 @@
+//! The application context ([`Context`]), shared by every task: the
+//! configuration, metrics, the throttle, the current routing snapshot
+//! (knowledge + table + per-DSA state + pools, swapped whole on reload,
+//! with the diff logged), and the per-DSA state registry that outlives
+//! snapshots.
+
+pub use crate::backend::routing::Routing;
+use crate::backend::routing::{Backend, Shared};
+use crate::base::error::{Error, Result};
+use crate::directory::knowledge::Snapshot;
+pub use crate::service::config::{Config, OwnConnection, DEFAULT_DSA_CONCURRENCY_LIMIT};
+use std::sync::Arc;
+
+/// Everything routing needs for one knowledge snapshot, indexed alike.
+pub struct Context {
+    pub cfg: Config,
+    pub throttle: Arc<crate::admission::limits::Throttle>,
+    pub metrics: Arc<crate::observe::metrics::Metrics>,
+    pub name: Option<String>,
+    /// The DSAs: the routing snapshot, their state, the tasks' shared
+    /// data.
+    pub backend: Arc<Backend>,
+    /// Client-facing TLS, when configured.
+    pub tls: Option<crate::proto::tls::ServerTls>,
+    /// The outcome of the last reload, for `/status`.
+    pub last_reload: std::sync::Mutex<Option<ReloadOutcome>>,
+    /// Read-your-writes affinity of bound identities (`--affinity-scope
+    /// identity`): (DN, partition) to the DSA that took the last write
+    /// and when.
+    pub affinity: dashmap::DashMap<(String, String), crate::directory::replication::mark::Affinity>,
+    /// Replication positions of the DSAs (the backend's).
+    pub replication: Arc<crate::directory::replication::Replication>,
+    /// Failed binds per DN and client address (`--failed-bind-limit`).
+    pub failed_binds: Arc<crate::admission::guard::Guard>,
+    /// Client policies and rates (`--policy`), swapped on reload (the
+    /// backend's).
+    pub policies: Arc<crate::admission::policy::Policies>,
+    /// Bytes held by clients' large incomplete requests (see
+    /// `--max-request-memory`).
+    pub request_memory: std::sync::atomic::AtomicUsize,
+    /// Responses queued for all clients (see `--max-response-memory`).
+    pub(crate) response_memory: Arc<crate::base::outbox::Budget>,
+    /// The worker threads, when the accept loop has them (for `/metrics`).
+    pub workers: std::sync::OnceLock<Arc<crate::base::workers::Shared>>,
+    /// Graceful drain: whether one runs, `ctl shutdown`'s request.
+    pub drain: crate::lifecycle::drain::Drain,
+    /// Hot upgrade: `ctl upgrade`'s request, where sessions leave to.
+    pub handover: crate::lifecycle::handover::Handover,
+    /// The client sessions `/status` lists.
+    pub clients: Arc<crate::observe::clients::Clients>,
+}
+
+/// What the last reload did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ReloadOutcome {
+    pub ok: bool,
+    pub at_unix: u64,
+    pub message: String,
+}
+
+impl Context {
+    pub fn new(cfg: Config, snap: Snapshot, name: Option<String>) -> Result<Context> {
+        let replication = Arc::new(crate::directory::replication::Replication::new(
+            cfg.replication,
+        ));
+        let tls = cfg
+            .tls
+            .clone()
+            .map(crate::proto::tls::ServerTls::new)
+            .transpose()?;
+        let dsa_ca = cfg
+            .dsa_ca
+            .as_deref()
+            .map(crate::proto::tls::DsaCa::load)
+            .transpose()?
+            .map(Arc::new);
+        let policies = Arc::new(
+            crate::admission::policy::Policies::new(cfg.policy.clone()).map_err(Error::config)?,
+        );
+        let metrics: Arc<crate::observe::metrics::Metrics> = Arc::default();
+        let shared = Shared {
+            metrics: metrics.clone(),
+            replication: replication.clone(),
+            policies: policies.clone(),
+        };
+        let backend = Backend::new(cfg.backend(name.clone()), snap, dsa_ca, shared)?;
+        let throttle = Arc::new(crate::admission::limits::Throttle::new(
+            thresholds(&cfg, &backend.routing().snap)?,
+            cfg.utilization_window,
+        ));
+        let response_memory = Arc::new(crate::base::outbox::Budget::new(cfg.max_response_memory));
+        let cfg_failed_binds = cfg.failed_binds;
+        Ok(Context {
+            throttle,
+            cfg,
+            metrics,
+            name,
+            backend: Arc::new(backend),
+            tls,
+            last_reload: std::sync::Mutex::new(None),
+            affinity: dashmap::DashMap::new(),
+            replication,
+            failed_binds: Arc::new(crate::admission::guard::Guard::new(cfg_failed_binds)),
+            policies,
+            request_memory: std::sync::atomic::AtomicUsize::new(0),
+            response_memory,
+            workers: std::sync::OnceLock::new(),
+            drain: crate::lifecycle::drain::Drain::default(),
+            handover: crate::lifecycle::handover::Handover::default(),
+            clients: Arc::default(),
+        })
+    }
+
+    /// Bytes of responses queued for clients now (see
+    /// `--max-response-memory`).
+    pub fn queued_response_bytes(&self) -> usize {
+        self.response_memory.used()
+    }
+
+    /// Clients disconnected because of `--max-response-memory`.
+    pub fn response_memory_disconnects(&self) -> u64 {
+        self.response_memory.refused()
+    }
+
+    /// The current snapshot.
+    pub fn routing(&self) -> Arc<Routing> {
+        self.backend.routing()
+    }
+
+    /// Validate and swap in new knowledge; operations in flight keep the
+    /// snapshot they started with.
+    pub fn reload(&self, snap: Snapshot) -> Result<String> {
+        let new = self
+            .backend
+            .prepare(snap, self.backend.dsa_ca().as_deref())?;
+        self.swap(new, None)
+    }
+
+    /// Swap in a prepared routing (and the DSA CA it was built with, when
+    /// re-read); the throttle follows the new knowledge's thresholds.
+    fn swap(&self, new: Routing, ca: Option<Arc<crate::proto::tls::DsaCa>>) -> Result<String> {
+        let thresholds = thresholds(&self.cfg, &new.snap)?;
+        let s = self.backend.swap(new, ca);
+        self.throttle.set_thresholds(thresholds);
+        Ok(format!(
+            "knowledge reloaded: {} DSA(s), {} partition(s); added [{}], removed [{}]",
+            s.dsas,
+            s.partitions,
+            s.added.join(", "),
+            s.removed.join(", ")
+        ))
+    }
+
+    /// Reload from the current snapshot's root file, and re-read the TLS
+    /// files; all or nothing (a bad certificate keeps the old knowledge and
+    /// certificates alike). Records the outcome.
+    pub fn reload_from_disk(&self) -> Result<String> {
+        let root = self.routing().snap.root.clone();
+        let result = self.reload_all(&root);
+        let at_unix = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        let (ok, message) = match &result {
+            Ok(m) => {
+                self.metrics
+                    .reloads_ok
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                tracing::info!("{m}");
+                (true, m.clone())
+            }
+            Err(e) => {
+                self.metrics
+                    .reloads_failed
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                tracing::error!("reload rejected; keeping the old knowledge:\n{e}");
+                (false, e.to_string())
+            }
+        };
+        *self.last_reload.lock().unwrap_or_else(|p| p.into_inner()) = Some(ReloadOutcome {
+            ok,
+            at_unix,
+            message,
+        });
+        result
+    }
+}
+
+impl Context {
+    fn reload_all(&self, root: &std::path::Path) -> Result<String> {
+        let server_tls = match &self.tls {
+            Some(t) => Some(t.reread().map_err(|e| Error::config(format!("TLS: {e}")))?),
+            None => None,
+        };
+        let old_ca = self.backend.dsa_ca();
+        let new_ca = match &old_ca {
+            Some(ca) => ca
+                .reread()
+                .map_err(|e| Error::config(format!("TLS: {e}")))?
+                .map(Arc::new),
+            None => None,
+        };
+        let snap = crate::directory::knowledge::load(root)?;
+        // The policy file too: all or nothing with the knowledge.
+        let policy = self.policies.read().map_err(Error::config)?;
+        let ca = new_ca.clone().or(old_ca);
+        let new = self.backend.prepare(snap, ca.as_deref())?;
+        let mut summary = self.swap(new, new_ca.clone())?;
+        if let Some(p) = self.policies.store(policy) {
+            summary += "; ";
+            summary += &p;
+        }
+        if new_ca.is_some() {
+            summary += "; DSA CA certificates re-read";
+        }
+        if let (Some(t), Some(cfg)) = (&self.tls, server_tls) {
+            t.set(cfg);
+            summary += "; TLS certificate and key re-read";
+        }
+        Ok(summary)
+    }
+}
+
+/// The thresholds in force: knowledge's `set dsa-router-...-threshold`
+/// over the command line.
+fn thresholds(cfg: &Config, snap: &Snapshot) -> Result<crate::admission::limits::Thresholds> {
+    crate::admission::limits::Thresholds::validate(
+        snap.settings
+            .cpu_threshold
+            .unwrap_or(cfg.thresholds.cpu as u32),
+        snap.settings
+            .memory_threshold
+            .unwrap_or(cfg.thresholds.memory as u32),
+    )
+}

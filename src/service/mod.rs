@@ -1,0 +1,9 @@
+//! The router as one service: its settings and the context every task
+//! shares.
+//!
+//! * [`config`]: the configuration, plain data filled by the command line.
+//! * [`context`]: the application context ([`context::Context`]): the
+//!   configuration, metrics and the routing snapshot, swapped whole.
+
+pub mod config;
+pub mod context;
