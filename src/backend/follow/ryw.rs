@@ -1,6 +1,7 @@
 //! Read-your-writes by position (issue 38, point 2). A client's write is
-//! watched on its way back (`watch`). Its position is the written entry's
-//! `entryCSN` where the DSA supports the post-read control (RFC 4527): an
+//! watched on its way back (`Watch`, the outermost layer of its
+//! delivery). Its position is the written entry's `entryCSN` where the
+//! DSA supports the post-read control (RFC 4527): an
 //! add, modify or modify DN asks it for that attribute
 //! (`crate::proto::wire::postread`), and the control is taken out of the
 //! response unless the client asked for one. Otherwise (a delete, a write
@@ -19,12 +20,13 @@
 use crate::backend::routing::Routing;
 use crate::backend::upstream::batch::Batch;
 use crate::backend::upstream::conn::Conn;
+use crate::backend::upstream::layer::Layer;
 use crate::backend::upstream::{Delivery, Source};
 use crate::directory::replication::mark::{Affinity, WriteMark};
 use crate::directory::replication::positions::Position;
 use crate::directory::replication::Replication;
 use crate::directory::route::{select_read, DsaIdx, DsaStatus, DsaView, Partition, ReadGate};
-use crate::proto::wire::frame::{self, Header};
+use crate::proto::wire::frame::{self, Frame, Header};
 use crate::proto::wire::postread::{self, Plan};
 use bytes::Bytes;
 use std::sync::atomic::Ordering;
@@ -144,17 +146,37 @@ pub fn affine(rep: &Replication, routing: &Routing, p: &Partition, a: &Affinity)
     })
 }
 
-/// A write's responses on their way to the client: a successful result
-/// notes when it was acknowledged, and the entry's `entryCSN` when the
-/// DSA read it back.
-struct Watch {
-    inner: Arc<dyn Delivery>,
+/// What a client's write is watched for on its way back: the mark its
+/// acknowledgement sets, and whether the router asks its DSA for the
+/// entry's `entryCSN` ([`watched`]).
+pub(crate) struct Watched {
     mark: Arc<WriteMark>,
     plan: Plan,
     rep: Arc<Replication>,
 }
 
-impl Watch {
+/// The outermost layer of a client operation's delivery: a watched
+/// write's successful result notes when it was acknowledged, and the
+/// entry's `entryCSN` when the DSA read it back; anything else passes
+/// through.
+pub(crate) struct Watch<D> {
+    inner: D,
+    watched: Option<Watched>,
+}
+
+impl<D: Delivery> Watch<D> {
+    /// `inner`, watched as `watched` says (`None`: not a watched write).
+    pub(crate) fn new(inner: D, watched: Option<Watched>) -> Watch<D> {
+        Watch { inner, watched }
+    }
+}
+
+impl Watched {
+    /// The mark to keep with the client's affinity.
+    pub(crate) fn mark(&self) -> &Arc<WriteMark> {
+        &self.mark
+    }
+
     /// What the router learns from the write's result `pdu`; the result
     /// as the client gets it (without the router's post-read control).
     fn learn(&self, pdu: Bytes, h: &Header) -> (Bytes, Header) {
@@ -179,39 +201,30 @@ impl Watch {
     }
 }
 
-impl Delivery for Watch {
-    fn deliver(&self, pdu: &[u8], h: &Header, batch: &mut Batch) {
-        self.inner.deliver(pdu, h, batch)
+/// The result is learnt from; whether a write asks for post-read is
+/// answered here, the outermost layer, for every operation (no other
+/// layer asks). The rest passes through.
+impl<D: Delivery> Layer for Watch<D> {
+    type Inner = D;
+
+    fn inner(&self) -> &D {
+        &self.inner
     }
+
     fn finish(&self, pdu: Bytes, h: &Header, from: Source<'_>, batch: &mut Batch) {
-        let (pdu, h) = self.learn(pdu, h);
-        self.inner.finish(pdu, &h, from, batch)
+        match &self.watched {
+            Some(w) => {
+                let (pdu, h) = w.learn(pdu, h);
+                self.inner.finish(pdu, &h, from, batch)
+            }
+            None => self.inner.finish(pdu, h, from, batch),
+        }
     }
-    fn fail(&self, e: &crate::base::error::Error, at: Source<'_>) {
-        self.inner.fail(e, at)
-    }
-    fn placed(&self, conn: &Arc<Conn>, id: i32) -> bool {
-        self.inner.placed(conn, id)
-    }
-    fn expires(&self) -> bool {
-        self.inner.expires()
-    }
-    fn raced(
-        &self,
-        race: &Arc<crate::backend::upstream::hedge::Race>,
-        conn: &Arc<Conn>,
-        id: i32,
-    ) -> bool {
-        self.inner.raced(race, conn, id)
-    }
-    fn hedge_placed(&self, conn: &Arc<Conn>) {
-        self.inner.hedge_placed(conn)
-    }
-    fn trace_control(&self, conn: &Arc<Conn>) -> Option<Vec<u8>> {
-        self.inner.trace_control(conn)
-    }
+
     fn post_read(&self, conn: &Arc<Conn>) -> bool {
-        self.plan == Plan::Router
+        self.watched
+            .as_ref()
+            .is_some_and(|w| w.plan == Plan::Router)
             && conn
                 .dsa
                 .advertised()
@@ -219,28 +232,24 @@ impl Delivery for Watch {
     }
 }
 
-/// `delivery`, watched when it carries a write (the request `pdu`), the
-/// client's reads follow its writes (`ryw`) and positions are read; the
-/// mark to keep with the client's affinity.
-pub(crate) fn watch(
+/// How a client operation's responses are watched: when it is a write
+/// (the request `pdu`), the client's reads follow its writes (`ryw`) and
+/// positions are read; else `None`.
+pub(crate) fn watched(
     rep: &Arc<Replication>,
     ryw: bool,
     is_write: bool,
-    (pdu, h): (&[u8], &Header),
-    delivery: Arc<dyn Delivery>,
-) -> (Arc<dyn Delivery>, Option<Arc<WriteMark>>) {
+    pdu: Frame<'_>,
+) -> Option<Watched> {
     if !ryw || !is_write || rep.cfg.interval.is_zero() {
-        return (delivery, None);
+        return None;
     }
-    let mark = Arc::new(WriteMark::default());
-    let w = Watch {
-        inner: delivery,
-        mark: mark.clone(),
+    Some(Watched {
+        mark: Arc::new(WriteMark::default()),
         plan: match rep.cfg.post_read {
-            true => postread::plan(pdu, h),
+            true => postread::plan(pdu.pdu, &pdu.h),
             false => Plan::None,
         },
         rep: rep.clone(),
-    };
-    (Arc::new(w), Some(mark))
+    })
 }

@@ -55,6 +55,13 @@ impl Conn {
         }
     }
 
+    /// A connection to `dsa` whose tasks never start (nothing is sent):
+    /// for tests of what is told about a connection.
+    #[cfg(test)]
+    pub(crate) fn unstarted(dsa: Arc<DsaState>) -> Arc<Conn> {
+        Arc::new(Conn::new(dsa))
+    }
+
     /// Count it as a client's own connection while it lives (with the
     /// count reserved for it), no longer as a spare.
     pub fn count_as_own(self: &Arc<Self>, count: crate::backend::dsa_state::Count) {

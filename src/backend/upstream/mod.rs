@@ -32,6 +32,8 @@
 //!   responses of one read, per client.
 //! * [`pool`], [`advertised`]: per-DSA pools and binds; what a DSA's root
 //!   DSE advertises.
+//! * [`layer`]: a delivery that wraps another, passing on what it does not
+//!   change.
 //!
 //! The two traits below are the contract between a connection and whoever
 //! receives its responses; they live here, at the module's root, because
@@ -46,6 +48,7 @@ mod demux;
 mod evict;
 mod fault;
 pub(crate) mod hedge;
+pub(crate) mod layer;
 pub(crate) mod pace;
 pub(crate) mod pending;
 pub(crate) mod pool;

@@ -556,6 +556,11 @@ impl crate::backend::upstream::Delivery for FanPart {
     fn placed(&self, conn: &Arc<Conn>, id: i32) -> bool {
         self.fan.running(self.part, conn, id)
     }
+
+    /// A client's operation: it times out at `--op-timeout`.
+    fn expires(&self) -> bool {
+        true
+    }
 }
 
 impl Spanning for Fan {

@@ -3,17 +3,16 @@
 //! partitions goes to [`spanning`](super::spanning); everything else is
 //! placed on one DSA through [`dispatch`](super::dispatch).
 
-use super::logged::{LogCtx, Logged};
-use super::policy::Hide;
+use super::logged::LogCtx;
 use super::resend::Again;
-use super::{dispatch, out, Session};
+use super::{dispatch, out, stack, Session};
 use crate::backend::follow::ryw::Kept;
-use crate::backend::upstream::pending::{Hedge, Kind, Pending, Sink};
+use crate::backend::upstream::pending::{Hedge, Kind, Pending};
 use crate::directory::replication::mark::WriteMark;
 use crate::directory::route::{Lookup, Partition};
 use crate::observe::metrics::Refusal;
 use crate::proto::dn::Dn;
-use crate::proto::wire::frame::Header;
+use crate::proto::wire::frame::{Frame, Header};
 use crate::proto::wire::request::{Op, Request};
 use crate::proto::wire::response::Code;
 use crate::proto::wire::state;
@@ -248,15 +247,15 @@ impl Session {
             resp_tag: req.op.response_tag().unwrap_or(0x78),
             rebind,
         };
-        let delivery = Logged::new(Hide::wrap(to_client, self.pol.hide.clone()), log, trace);
         let ryw = !self.router.cfg.read_your_writes.is_zero();
-        let (delivery, mark) = crate::backend::follow::ryw::watch(
+        let watched = crate::backend::follow::ryw::watched(
             &self.router.replication,
             ryw,
             op.is_write,
-            (op.pdu, op.h),
-            delivery,
+            Frame::new(op.pdu, op.h),
         );
+        let hide = self.pol.hide.clone();
+        let (sink, mark) = stack::build(to_client, hide, log, trace, watched);
         // A read may be hedged (when it may be re-sent: see
         // `Pending::movable`), unless it keeps to the DSA that took the
         // client's write.
@@ -272,8 +271,7 @@ impl Session {
             }
         };
         let op_index = crate::observe::metrics::op_index(req.op.name()) as u8;
-        let pending =
-            Pending::new(Sink::To(delivery), kind).counted(op_index, self.router.metrics.clone());
+        let pending = Pending::new(sink, kind).counted(op_index, self.router.metrics.clone());
         (pending, mark)
     }
 }

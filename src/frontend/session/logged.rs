@@ -11,7 +11,7 @@
 
 use crate::backend::upstream::batch::Batch;
 use crate::backend::upstream::conn::Conn;
-use crate::backend::upstream::hedge::Race;
+use crate::backend::upstream::layer::Layer;
 use crate::backend::upstream::{Delivery, Source};
 use crate::base::error::Error;
 use crate::observe::access::Head;
@@ -110,12 +110,22 @@ impl<D: Delivery> Logged<D> {
         inner: D,
         log: Option<Box<LogCtx>>,
         trace: Option<Box<OpTrace>>,
-    ) -> Arc<Logged<D>> {
-        Arc::new(Logged { inner, log, trace })
+    ) -> Logged<D> {
+        Logged { inner, log, trace }
     }
 }
 
-impl<D: Delivery> Delivery for Logged<D> {
+/// The line and the trace are written here; whether the operation
+/// expires, whether it was raced and whether a write asks for post-read
+/// are the wrapped delivery's to say. The trace context control is the
+/// trace's, answered here.
+impl<D: Delivery> Layer for Logged<D> {
+    type Inner = D;
+
+    fn inner(&self) -> &D {
+        &self.inner
+    }
+
     fn deliver(&self, pdu: &[u8], h: &Header, batch: &mut Batch) {
         if let Some(t) = &self.trace {
             t.entry(pdu.len());
@@ -161,16 +171,16 @@ impl<D: Delivery> Delivery for Logged<D> {
         self.inner.hedge_placed(conn);
     }
 
-    fn expires(&self) -> bool {
-        self.inner.expires()
-    }
-
-    fn raced(&self, race: &Arc<Race>, conn: &Arc<Conn>, id: i32) -> bool {
-        self.inner.raced(race, conn, id)
-    }
-
     fn trace_control(&self, conn: &Arc<Conn>) -> Option<Vec<u8>> {
         let t = self.trace.as_ref()?;
         conn.dsa.accepts_trace_context().then(|| t.control())
+    }
+}
+
+#[cfg(test)]
+impl<D> Logged<D> {
+    /// The operation's trace, when sampled.
+    pub(super) fn trace(&self) -> Option<&OpTrace> {
+        self.trace.as_deref()
     }
 }

@@ -33,6 +33,7 @@ mod resend;
 mod sasl;
 mod send;
 mod spanning;
+mod stack;
 mod traced;
 mod writer;
 

@@ -415,6 +415,12 @@ impl Delivery for ToClient {
         self.out.track(self.msgid, conn, id)
     }
 
+    /// A client's operation times out at `--op-timeout`: the innermost
+    /// delivery of its stack answers this for all of it.
+    fn expires(&self) -> bool {
+        true
+    }
+
     fn raced(&self, race: &Arc<Race>, conn: &Arc<Conn>, id: i32) -> bool {
         self.out.track_race(self.msgid, race, conn, id)
     }

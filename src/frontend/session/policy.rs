@@ -19,9 +19,8 @@ use crate::admission::policy::rule::{
 use crate::admission::policy::shield::Shield;
 use crate::admission::policy::{wire, Policy};
 use crate::backend::upstream::batch::Batch;
-use crate::backend::upstream::conn::Conn;
-use crate::backend::upstream::hedge::Race;
-use crate::backend::upstream::{Delivery, Source};
+use crate::backend::upstream::layer::Layer;
+use crate::backend::upstream::Delivery;
 use crate::proto::wire::frame::{self, Header};
 use crate::proto::wire::request::{Op, Request, OID_START_TLS, OID_WHOAMI};
 use crate::proto::wire::response::Code;
@@ -401,7 +400,14 @@ impl<D: Delivery> Hide<D> {
     }
 }
 
-impl<D: Delivery> Delivery for Hide<D> {
+/// Only entries change; everything else is the wrapped delivery's.
+impl<D: Delivery> Layer for Hide<D> {
+    type Inner = D;
+
+    fn inner(&self) -> &D {
+        &self.inner
+    }
+
     fn deliver(&self, pdu: &[u8], h: &Header, batch: &mut Batch) {
         if let Some(k) = self.hide.as_ref().filter(|k| k.dns) {
             if h.op_tag == frame::tag::SEARCH_ENTRY
@@ -421,24 +427,15 @@ impl<D: Delivery> Delivery for Hide<D> {
             None => self.inner.deliver(pdu, h, batch),
         }
     }
+}
 
-    fn finish(&self, pdu: Bytes, h: &Header, from: Source<'_>, batch: &mut Batch) {
-        self.inner.finish(pdu, h, from, batch);
-    }
-
-    fn fail(&self, e: &crate::base::error::Error, at: Source<'_>) {
-        self.inner.fail(e, at);
-    }
-
-    fn placed(&self, conn: &Arc<Conn>, id: i32) -> bool {
-        self.inner.placed(conn, id)
-    }
-
-    fn expires(&self) -> bool {
-        self.inner.expires()
-    }
-
-    fn raced(&self, race: &Arc<Race>, conn: &Arc<Conn>, id: i32) -> bool {
-        self.inner.raced(race, conn, id)
+#[cfg(test)]
+impl Keep {
+    /// What a rule hiding `shield`'s attributes keeps (no subtrees).
+    pub(super) fn hiding(shield: Shield) -> Keep {
+        Keep {
+            shield: Arc::new(shield),
+            dns: false,
+        }
     }
 }

@@ -3,9 +3,9 @@
 //! through [`dispatch`](super::dispatch), merged by a [`Fan`].
 
 use super::fanout::{self};
-use super::logged::{LogCtx, Logged};
+use super::logged::LogCtx;
 use super::{dispatch, refusal, Session};
-use crate::backend::upstream::pending::{Kind, Pending, Sink};
+use crate::backend::upstream::pending::{Kind, Pending};
 use crate::directory::route::{Partition, Span};
 use crate::proto::dn::Dn;
 use crate::proto::wire::frame::{self, Header};
@@ -89,10 +89,11 @@ impl Session {
                 super::resend::Again::first(&self.router, dn, sub, sub_h, false, only)
             });
             let want = dispatch::Want { resend, ..want };
-            let part = super::policy::Hide::wrap(part, self.pol.hide.clone());
-            let via = self.via(own_conn);
             let trace = fan.trace.get().map(|t| t.leg(&p.text, &base));
-            let pending = Pending::new(Sink::To(Logged::new(part, log, trace)), Kind::fixed());
+            let hide = self.pol.hide.clone();
+            let (sink, _) = super::stack::build(part, hide, log, trace, None);
+            let via = self.via(own_conn);
+            let pending = Pending::new(sink, Kind::fixed());
             let placed = dispatch::place(routing, p, want, via, &sub, &sub_h, |_| pending).await;
             match placed {
                 Ok(t) if paged => {

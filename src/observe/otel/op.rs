@@ -364,3 +364,19 @@ impl OpTrace {
         span.end_with_timestamp(self.wall(now));
     }
 }
+
+#[cfg(test)]
+impl OpTrace {
+    /// A sampled trace of `op` with no parent, whatever the settings (a
+    /// delivery's tests).
+    pub fn for_test(op: &'static str) -> Box<OpTrace> {
+        Box::new(OpTrace::new(op, Vec::new(), ids::trace_id(), None, None))
+    }
+
+    /// What was recorded so far: entries, their bytes, and the DSA
+    /// attempts with why each was made.
+    pub fn recorded(&self) -> (u64, u64, Vec<Attempt>) {
+        let r = self.lock();
+        (r.entries, r.bytes, r.tries.iter().map(|t| t.why).collect())
+    }
+}

@@ -85,6 +85,21 @@ pub struct Header {
     pub op_end: usize,
 }
 
+/// A complete PDU with its header, as the two travel together (what is
+/// sent to a DSA, what a client sent).
+#[derive(Debug, Clone, Copy)]
+pub struct Frame<'a> {
+    pub pdu: &'a [u8],
+    pub h: Header,
+}
+
+impl<'a> Frame<'a> {
+    /// `pdu`, whose header is `h`.
+    pub fn new(pdu: &'a [u8], h: &Header) -> Frame<'a> {
+        Frame { pdu, h: *h }
+    }
+}
+
 /// The length at `pdu[at..]`; `truncated` says what is cut short when the
 /// PDU ends first.
 fn len_at(pdu: &[u8], at: usize, truncated: &'static str) -> Result<(usize, usize), FrameError> {
