@@ -247,7 +247,7 @@ pub(crate) fn watched(
     Some(Watched {
         mark: Arc::new(WriteMark::default()),
         plan: match rep.cfg.post_read {
-            true => postread::plan(pdu.pdu, &pdu.h),
+            true => postread::plan(pdu.pdu, pdu.h),
             false => Plan::None,
         },
         rep: rep.clone(),

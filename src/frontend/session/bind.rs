@@ -25,7 +25,7 @@ use crate::backend::upstream::pending::{Kind, Pending, Sink};
 use crate::backend::upstream::pool::BindPdu;
 use crate::directory::route::{Lookup, Partition};
 use crate::proto::dn::Dn;
-use crate::proto::wire::frame::{self, Header};
+use crate::proto::wire::frame::{self, Frame, Header};
 use crate::proto::wire::ppolicy;
 use crate::proto::wire::request::{Op, Request};
 use crate::proto::wire::response::Code;
@@ -43,6 +43,18 @@ struct Answered {
     conn: Arc<Conn>,
     resp: Bytes,
     rh: Header,
+}
+
+/// A bind on its way to a DSA of partition `p`: the client's request, the
+/// PDU sent for it (asking for the password policy response) and the
+/// bind's trace, when sampled.
+#[derive(Clone, Copy)]
+struct Sending<'a> {
+    req: &'a Request,
+    routing: &'a Arc<Routing>,
+    p: &'a Partition,
+    sent: Frame<'a>,
+    trace: Option<&'a crate::observe::otel::OpTrace>,
 }
 
 /// How one attempt at a bind on one DSA ended.
@@ -123,7 +135,13 @@ impl Session {
             return self.malformed("bind request");
         };
         let started = std::time::Instant::now();
-        let placed = self.place_bind(req, &routing, p, (&sent, &sent_h), trace.as_deref());
+        let placed = self.place_bind(Sending {
+            req,
+            routing: &routing,
+            p,
+            sent: Frame::new(&sent, &sent_h),
+            trace: trace.as_deref(),
+        });
         let Some(a) = placed.await else {
             return Flow::Continue;
         };
@@ -256,23 +274,20 @@ impl Session {
     /// answer within --bind-timeout (or loses the connection) counts as a
     /// failed probe, a timeout may eject it for binds, and the bind goes
     /// to the next DSA, like a read. `None`: the client was answered.
-    async fn place_bind(
-        &self,
-        req: &Request,
-        routing: &Arc<Routing>,
-        p: &Partition,
-        (sent, sent_h): (&Bytes, &Header),
-        trace: Option<&crate::observe::otel::OpTrace>,
-    ) -> Option<Answered> {
+    async fn place_bind(&self, b: Sending<'_>) -> Option<Answered> {
+        let Sending {
+            req,
+            routing,
+            p,
+            trace,
+            ..
+        } = b;
         let skipped = crate::backend::tail::skipped_for_binds(routing, p);
         let mut tried: Vec<usize> = Vec::new();
         let mut spare_lost = false;
         loop {
             let skip: Vec<usize> = skipped.iter().chain(&tried).copied().collect();
-            let (dsa, why, timed_out) = match self
-                .try_bind(req, routing, p, skip, (sent, sent_h), spare_lost, trace)
-                .await
-            {
+            let (dsa, why, timed_out) = match self.try_bind(b, skip, spare_lost).await {
                 Attempt::Answered(a) => return Some(a),
                 Attempt::Done => return None,
                 Attempt::SpareLost => {
@@ -308,19 +323,17 @@ impl Session {
         }
     }
 
-    /// Send the bind to the DSA of `p` selection gives, skipping `skip`,
-    /// and wait --bind-timeout for its answer.
-    #[allow(clippy::too_many_arguments)]
-    async fn try_bind(
-        &self,
-        req: &Request,
-        routing: &Arc<Routing>,
-        p: &Partition,
-        skip: Vec<usize>,
-        (sent, sent_h): (&Bytes, &Header),
-        spare_lost: bool,
-        trace: Option<&crate::observe::otel::OpTrace>,
-    ) -> Attempt {
+    /// Send the bind `b` to the DSA of its partition selection gives,
+    /// skipping `skip`, and wait --bind-timeout for its answer
+    /// (`spare_lost`: a spare connection was lost once already).
+    async fn try_bind(&self, b: Sending<'_>, skip: Vec<usize>, spare_lost: bool) -> Attempt {
+        let Sending {
+            req,
+            routing,
+            p,
+            sent,
+            trace,
+        } = b;
         let (tx, rx) = oneshot::channel();
         let want = dispatch::Want {
             tried: skip,
@@ -332,7 +345,6 @@ impl Session {
             want,
             dispatch::Via::Fresh(self.peer),
             sent,
-            sent_h,
             |_| Pending::new(Sink::Waiter(tx), Kind::fixed()),
         )
         .await;

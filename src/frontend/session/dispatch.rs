@@ -27,7 +27,7 @@ use crate::base::error::{Error, Kind};
 use crate::directory::route::{
     message, select_read, select_write, Choice, DsaView, Excluding, Partition, ReadGate, RouteError,
 };
-use crate::proto::wire::frame::Header;
+use crate::proto::wire::frame::Frame;
 use crate::service::context::Routing;
 use std::sync::Arc;
 
@@ -134,38 +134,23 @@ pub(super) struct Placed {
 
 /// Place one operation on a DSA of partition `p` and send it. `build`
 /// makes the pending operation once the target is known (its in-flight
-/// slot is added here); the PDU goes out with its message ID rewritten and
-/// the proxied-authorization control appended where identity needs it.
+/// slot is added here); the request `sent` goes out with its message ID
+/// rewritten and the proxied-authorization control appended where
+/// identity needs it.
 ///
 /// `Err` means nothing was built: the caller answers. Once built, the
 /// operation is answered through its delivery whatever happens.
 pub(super) async fn place(
     routing: &Arc<Routing>,
     p: &Partition,
-    want: Want,
+    mut want: Want,
     mut via: Via<'_>,
-    pdu: &[u8],
-    h: &Header,
+    sent: Frame<'_>,
     build: impl FnOnce(&Placed) -> Pending,
 ) -> Result<Placed, Error> {
-    let Want {
-        is_write,
-        sticky,
-        mut tried,
-        group_of,
-        pinned,
-        resend,
-        only,
-    } = want;
     let mut races = 0;
     let (dsa, guard, got, proxy, shared) = loop {
-        let dsa = choose(
-            routing,
-            p,
-            (is_write, sticky, only.as_deref()),
-            group_of,
-            &tried,
-        )?;
+        let dsa = choose(routing, p, &want)?;
         let Some(guard) = slot(routing, dsa, &mut races)? else {
             continue;
         };
@@ -176,7 +161,7 @@ pub(super) async fn place(
             // Nothing was sent: writes too go to the next DSA.
             Err(Next::Skip(e)) => {
                 tracing::warn!(dsa = %name, error = %crate::base::logsafe::esc(&e), "cannot reach DSA; trying the next target");
-                tried.push(dsa);
+                want.tried.push(dsa);
             }
         }
     };
@@ -192,31 +177,22 @@ pub(super) async fn place(
         conn: None,
         proxy,
         shared,
-        tried,
+        tried: std::mem::take(&mut want.tried),
         id: 0,
     };
-    let (pending, aside) = built(
-        routing, &via, &placed, build, guard, resend, is_write, pinned,
-    );
-    let mut pending = pending;
+    let is_write = want.is_write;
+    let (pending, aside) = built(routing, &via, &placed, build, guard, want);
     let pool = &routing.pools[dsa];
-    let out = Outgoing::prepare(
-        pool,
-        &routing.states,
-        dsa,
-        &mut placed.proxy,
-        &mut pending,
-        pdu,
-        h,
-    );
+    let state = &routing.states.0[dsa];
+    let out = Outgoing::prepare(pool, state, &mut placed.proxy, pending, aside, sent);
     match got {
-        Got::Queued(o) => send::wait_for_own(o, aside, out, pending, pdu, h, name, is_write),
+        Got::Queued(o) => send::wait_for_own(o, out, sent, name, is_write),
         Got::Later => {
             let routed = placed.proxy.is_some();
-            out.after_connect(pool.clone(), routed, pending, aside, pdu, h, name.clone());
+            out.after_connect(pool.clone(), routed, sent, name.clone());
         }
         Got::Now(conn) => {
-            placed.id = out.submit(&conn, pending, aside, pdu, h, name).unwrap_or(0);
+            placed.id = out.submit(&conn, sent, name).unwrap_or(0);
             placed.conn = Some(conn);
         }
     }
@@ -239,43 +215,37 @@ fn slot(routing: &Routing, dsa: usize, races: &mut u32) -> Result<Option<InFligh
 }
 
 /// The pending operation built for `placed`, holding its DSA's slot, and
-/// its way to the next DSA: carried by a read on a shared connection (it
-/// may be re-sent until something reached its client), else kept aside for
-/// when it cannot be sent at all (a pinned operation has none).
-#[allow(clippy::too_many_arguments)]
+/// its way to the next DSA (what `want` gives to place it again): carried
+/// by a read on a shared connection (it may be re-sent until something
+/// reached its client), else kept aside for when it cannot be sent at all
+/// (a pinned operation has none).
 fn built(
     routing: &Routing,
     via: &Via<'_>,
     placed: &Placed,
     build: impl FnOnce(&Placed) -> Pending,
     guard: InFlight,
-    resend: Option<Box<dyn Replace>>,
-    is_write: bool,
-    pinned: bool,
+    want: Want,
 ) -> (Pending, Option<Box<dyn Resend>>) {
     let mut pending = build(placed);
     pending.hold_slot(guard);
     let name = |i: usize| routing.snap.dsas[i].name.clone();
-    let again = resend.map(|r| r.placed(via, placed, &name));
+    let again = want.resend.map(|r| r.placed(via, placed, &name));
     let (carried, aside) = match again {
-        Some(a) if placed.shared && !is_write => (Some(a), None),
-        a => (None, a.filter(|_| !pinned)),
+        Some(a) if placed.shared && !want.is_write => (Some(a), None),
+        a => (None, a.filter(|_| !want.pinned)),
     };
     pending.movable(carried);
     (pending, aside)
 }
 
-/// The DSA of partition `p` to try next, skipping those `tried`: the
-/// sticky one first (the DSA holding the client's state), else by the
-/// write order or the read groups. `Err` when none can take it, or when
-/// the attempts are used up.
-fn choose(
-    routing: &Routing,
-    p: &Partition,
-    (is_write, sticky, only): (bool, Option<usize>, Option<&[String]>),
-    group_of: Option<usize>,
-    tried: &[usize],
-) -> Result<usize, Error> {
+/// The DSA of partition `p` to try next as `want` says, skipping those
+/// it tried: the sticky one first (the DSA holding the client's state),
+/// else by the write order or the read groups. `Err` when none can take
+/// it, or when the attempts are used up.
+fn choose(routing: &Routing, p: &Partition, want: &Want) -> Result<usize, Error> {
+    let (is_write, sticky, only) = (want.is_write, want.sticky, want.only.as_deref());
+    let tried = &want.tried[..];
     if tried.len() >= MAX_ATTEMPTS {
         let names: Vec<&str> = tried
             .iter()
@@ -334,7 +304,7 @@ fn choose(
             return Err(Error::router(Kind::Unsupported, msg));
         }
     };
-    if let Some(first) = group_of {
+    if let Some(first) = want.group_of {
         // A hedge goes only to another DSA of the group, and never to one
         // out of replication bound (--max-replication-lag,
         // --max-staleness): the read it races is served within bound.

@@ -191,7 +191,8 @@ impl Session {
         let (pending, mark) = self.pending_for(&op, rebind, p, &needs, affine);
         self.out.track_placeholder(req.msgid);
         let via = self.via(needs.own_conn);
-        let placed = dispatch::place(routing, p, want, via, op.pdu, op.h, |_| pending).await;
+        let placed =
+            dispatch::place(routing, p, want, via, Frame::new(op.pdu, op.h), |_| pending).await;
         match placed {
             Ok(t) => {
                 let name = &routing.snap.dsas[t.dsa].name;

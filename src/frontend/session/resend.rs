@@ -31,7 +31,7 @@ use crate::backend::upstream::Resend;
 use crate::base::error::{Error, Kind};
 use crate::directory::route::Lookup;
 use crate::proto::dn::Dn;
-use crate::proto::wire::frame::Header;
+use crate::proto::wire::frame::{Frame, Header};
 use crate::service::context::Context;
 use bytes::Bytes;
 use futures::FutureExt;
@@ -236,12 +236,12 @@ impl Again {
                 own_conn: *own_conn,
             },
         };
-        let (pdu, header) = (&self.req.pdu, &self.req.header);
+        let sent = Frame::new(&self.req.pdu, &self.req.header);
         let build = |_: &Placed| {
             let p = moved.take();
             p.unwrap_or_else(|| Pending::new(Sink::Detached, OpKind::fixed()))
         };
-        let placed = place(&routing, part, want, via, pdu, header, build).await;
+        let placed = place(&routing, part, want, via, sent, build).await;
         if self.hedge && placed.is_ok() {
             router.metrics.hedges_sent.fetch_add(1, Ordering::Relaxed);
         }

@@ -31,7 +31,7 @@ use crate::backend::upstream::conn::Conn;
 use crate::backend::upstream::pending::{Kind, Pending, Sink};
 use crate::backend::upstream::pool;
 use crate::proto::dn::Dn;
-use crate::proto::wire::frame::{self, Header};
+use crate::proto::wire::frame::{self, Frame, Header};
 use crate::proto::wire::request::{Request, OID_WHOAMI};
 use crate::proto::wire::response::{self, rc, result_code, Code};
 use crate::proto::wire::sasl as wsasl;
@@ -39,6 +39,18 @@ use crate::service::config::OwnConnection;
 use bytes::{Bytes, BytesMut};
 use std::sync::Arc;
 use tokio::sync::oneshot;
+
+/// One step of a SASL bind as the client sent it: the PDU, the request
+/// (answered in the bind's trace, when sampled), the bind name and the
+/// mechanism.
+#[derive(Clone, Copy)]
+struct ClientStep<'a> {
+    sent: Frame<'a>,
+    req: &'a Request,
+    dn: &'a str,
+    mech: &'a str,
+    trace: Option<&'a crate::observe::otel::OpTrace>,
+}
 
 /// A SASL exchange waiting for the client's next step.
 pub(super) struct InProgress {
@@ -89,7 +101,14 @@ impl Session {
             .and_then(|s| s.ticket.take());
         let ticket = ticket.or(carried);
         let (tx, rx) = oneshot::channel();
-        let sent = self.send_step(pdu, h, req, dn, mech, step, tx, trace);
+        let asked = ClientStep {
+            sent: Frame::new(pdu, h),
+            req,
+            dn,
+            mech,
+            trace,
+        };
+        let sent = self.send_step(asked, step, tx);
         let Some((conn, dsa, id)) = sent.await else {
             return Flow::Continue;
         };
@@ -148,21 +167,23 @@ impl Session {
         Flow::Continue
     }
 
-    /// Send this step of a SASL exchange: the next step of the one in
-    /// progress with the same mechanism, else the first of a new one on a
-    /// fresh connection. `None` when the client was answered (no DSA).
-    #[allow(clippy::too_many_arguments)]
+    /// Send this step of a SASL exchange (`asked`): the next step of the
+    /// one in progress (`step`) with the same mechanism, else the first of
+    /// a new one on a fresh connection; its response goes to `tx`. `None`
+    /// when the client was answered (no DSA).
     async fn send_step(
         &mut self,
-        pdu: &Bytes,
-        h: &Header,
-        req: &Request,
-        dn: &str,
-        mech: &str,
+        asked: ClientStep<'_>,
         step: Option<InProgress>,
         tx: oneshot::Sender<Bytes>,
-        trace: Option<&crate::observe::otel::OpTrace>,
     ) -> Option<(Arc<Conn>, String, i32)> {
+        let ClientStep {
+            sent: frame,
+            req,
+            dn,
+            mech,
+            trace,
+        } = asked;
         // The next step of this client's exchange, if one is in progress
         // with the same mechanism; anything else starts afresh.
         let step = match step {
@@ -177,8 +198,8 @@ impl Session {
             Some(s) => {
                 let sent = s.conn.submit(
                     Pending::new(Sink::Waiter(tx), Kind::fixed()),
-                    pdu,
-                    h,
+                    frame.pdu,
+                    frame.h,
                     None,
                     |_, _| true,
                 );
@@ -211,8 +232,7 @@ impl Session {
                     p,
                     want,
                     dispatch::Via::Fresh(self.peer),
-                    pdu,
-                    h,
+                    frame,
                     |_| Pending::new(Sink::Waiter(tx), Kind::fixed()),
                 )
                 .await;

@@ -8,13 +8,13 @@
 //! it may ([`unsent`]).
 
 use super::own::{Opening, Outcome};
-use crate::backend::dsa_state::Count;
+use crate::backend::dsa_state::{Count, DsaState};
 use crate::backend::upstream::conn::Conn;
 use crate::backend::upstream::pending::Pending;
 use crate::backend::upstream::pool::Pool;
 use crate::backend::upstream::Resend;
 use crate::base::error::{Error, Kind};
-use crate::proto::wire::frame::{self, Header};
+use crate::proto::wire::frame::{self, Frame, Header};
 use crate::proto::wire::scope_check::ScopeCheck;
 use bytes::Bytes;
 use std::sync::Arc;
@@ -23,29 +23,34 @@ use std::sync::Arc;
 /// of being placed.
 type Deliver = Arc<dyn crate::backend::upstream::Delivery>;
 
-/// A request as it goes to one DSA.
+/// An operation as it goes to one DSA: its request, its pending
+/// operation, and its way to the next DSA should it not be sent at all.
 pub(super) struct Outgoing {
     /// The request in the DSA's native tree, when it differs.
     mapped: Option<(Bytes, Header)>,
     /// The proxied-authorization control, encoded.
     pub(super) control: Option<Vec<u8>>,
     delivery: Option<Deliver>,
+    pending: Pending,
+    /// Where it goes when it cannot be sent (see [`unsent`]).
+    again: Option<Box<dyn Resend>>,
 }
 
 impl Outgoing {
-    /// Prepare `pending` (built for DSA `dsa` of `states`) and the request
-    /// `pdu` for `pool`'s DSA: its native-prefix map (which also maps the
-    /// conveyed identity `proxy`), the count of persistent searches, the
-    /// control conveying `proxy`.
+    /// Prepare `pending` (built for DSA `state`, going to the next with
+    /// `again` if it cannot be sent) and the request `sent` for `pool`'s
+    /// DSA: its native-prefix map (which also maps the conveyed identity
+    /// `proxy`), the count of persistent searches, the control conveying
+    /// `proxy`.
     pub(super) fn prepare(
         pool: &Pool,
-        states: &crate::backend::dsa_state::States,
-        dsa: usize,
+        state: &Arc<DsaState>,
         proxy: &mut Option<String>,
-        pending: &mut Pending,
-        pdu: &[u8],
-        h: &Header,
+        mut pending: Pending,
+        again: Option<Box<dyn Resend>>,
+        sent: Frame<'_>,
     ) -> Outgoing {
+        let Frame { pdu, h } = sent;
         let native = pool.native.clone();
         let mapped = native
             .as_ref()
@@ -68,38 +73,38 @@ impl Outgoing {
             pending.set_map(m);
         }
         if pending.is_persistent() {
-            pending.set_count(Count::new(&states.0[dsa], |s| &s.persistent));
+            pending.set_count(Count::new(state, |s| &s.persistent));
         }
         let delivery = pending.delivery().cloned();
         Outgoing {
             mapped,
             control: proxy.as_deref().map(frame::proxy_authz_control),
             delivery,
+            pending,
+            again,
         }
     }
 
-    /// The PDU to send: the mapped one, else the client's `pdu`.
-    pub(super) fn pdu<'a>(&'a self, pdu: &'a [u8], h: &Header) -> (&'a [u8], Header) {
-        match &self.mapped {
-            Some((b, mh)) => (&b[..], *mh),
-            None => (pdu, *h),
-        }
+    /// The PDU to send: the mapped one, else the client's `sent`.
+    pub(super) fn pdu<'a>(&'a self, sent: Frame<'a>) -> Frame<'a> {
+        as_sent(&self.mapped, sent)
     }
 
-    /// Send `pending` on `conn`: its message ID there, or `None` when the
-    /// connection was closed (the request did not go out: it goes to the
-    /// next DSA with `again`, or is failed or re-sent as it may be).
-    pub(super) fn submit(
-        &self,
-        conn: &Arc<Conn>,
-        pending: Pending,
-        again: Option<Box<dyn Resend>>,
-        pdu: &[u8],
-        h: &Header,
-        name: &str,
-    ) -> Option<i32> {
-        let (pdu, h) = self.pdu(pdu, h);
-        let delivery = &self.delivery;
+    /// Send it on `conn` (`sent`, unless mapped): its message ID there, or
+    /// `None` when the connection was closed (the request did not go out:
+    /// it goes to the next DSA, or is failed or re-sent as it may be).
+    /// `name` names the DSA.
+    pub(super) fn submit(self, conn: &Arc<Conn>, sent: Frame<'_>, name: &str) -> Option<i32> {
+        let Outgoing {
+            mapped,
+            control,
+            delivery,
+            pending,
+            again,
+        } = self;
+        let Frame { pdu, h } = as_sent(&mapped, sent);
+        let delivery = &delivery;
+        let control = control.as_deref();
         let placed = |conn: &Arc<Conn>, id| delivery.as_ref().is_none_or(|d| d.placed(conn, id));
         // Tracing off: one branch; a read: two.
         let traced = match (crate::observe::otel::enabled(), delivery) {
@@ -108,15 +113,14 @@ impl Outgoing {
         };
         let post_read = pending.is_write() && delivery.as_ref().is_some_and(|d| d.post_read(conn));
         let sent = match (traced, post_read) {
-            (None, false) => conn.submit(pending, pdu, &h, self.control.as_deref(), placed),
+            (None, false) => conn.submit(pending, pdu, h, control, placed),
             (Some(tc), _) => {
-                let (pdu, h, ctl) =
-                    with_trace_control(pdu, &h, self.control.as_deref(), tc, post_read);
+                let (pdu, h, ctl) = with_trace_control(pdu, h, control, tc, post_read);
                 conn.submit(pending, &pdu, &h, Some(&ctl), placed)
             }
             (None, true) => {
-                let ctl = added(self.control.as_deref(), &[], true);
-                conn.submit(pending, pdu, &h, Some(&ctl), placed)
+                let ctl = added(control, &[], true);
+                conn.submit(pending, pdu, h, Some(&ctl), placed)
             }
         };
         match sent {
@@ -135,34 +139,30 @@ impl Outgoing {
 
     /// The DSA's shared connection is being made: send once it is, in a
     /// task of its own, so that a DSA slow to accept or to bind the router
-    /// holds up only this operation.
-    #[allow(clippy::too_many_arguments)]
+    /// (`routed`: for conveyed identities) holds up only this operation.
     pub(super) fn after_connect(
         self,
         pool: Arc<Pool>,
         routed: bool,
-        pending: Pending,
-        again: Option<Box<dyn Resend>>,
-        pdu: &[u8],
-        h: &Header,
+        sent: Frame<'_>,
         name: String,
     ) {
         // The client's request is copied only when it is what goes out.
         let (pdu, h) = match self.mapped {
-            Some(_) => (Bytes::new(), *h),
-            None => (Bytes::copy_from_slice(pdu), *h),
+            Some(_) => (Bytes::new(), *sent.h),
+            None => (Bytes::copy_from_slice(sent.pdu), *sent.h),
         };
         tokio::spawn(async move {
             match pool.shared(routed).await {
                 Ok(conn) => {
-                    self.submit(&conn, pending, again, &pdu, &h, &name);
+                    self.submit(&conn, Frame::new(&pdu, &h), &name);
                 }
                 // The DSA refused the router's own bind: the client's
                 // identity cannot be conveyed there.
                 Err(Error {
                     kind: Kind::BindRefused(code),
                     text,
-                }) => pending.fail(
+                }) => self.pending.fail(
                     &name,
                     Error::new(
                         Kind::BindRefused(code),
@@ -171,10 +171,18 @@ impl Outgoing {
                 ),
                 Err(e) => {
                     let e = Error::new(Kind::Unreachable, format!("DSA {name}: {e}"));
-                    unsent(pending, again, &name, e);
+                    unsent(self.pending, self.again, &name, e);
                 }
             }
         });
+    }
+}
+
+/// The PDU that goes out: `mapped`, else `sent`.
+fn as_sent<'a>(mapped: &'a Option<(Bytes, Header)>, sent: Frame<'a>) -> Frame<'a> {
+    match mapped {
+        Some((b, mh)) => Frame::new(b, mh),
+        None => sent,
     }
 }
 
@@ -224,39 +232,35 @@ pub(super) fn unsent(pending: Pending, again: Option<Box<dyn Resend>>, name: &st
 }
 
 /// The client's own connection to DSA `name` is being opened: the
-/// operation waits for it behind the client's earlier ones there, without
-/// holding up its others; `again` places it elsewhere when it cannot have
-/// it.
-#[allow(clippy::too_many_arguments)]
+/// operation `out` (`sent`, unless mapped; an update when `is_write`)
+/// waits for it behind the client's earlier ones there, without holding
+/// up its others; it goes elsewhere when it cannot have it.
 pub(super) fn wait_for_own(
     o: Arc<Opening>,
-    again: Option<Box<dyn Resend>>,
     out: Outgoing,
-    pending: Pending,
-    pdu: &[u8],
-    h: &Header,
+    sent: Frame<'_>,
     name: &str,
     is_write: bool,
 ) {
     let (pdu, h, name) = {
-        let (b, h) = out.pdu(pdu, h);
-        (Bytes::copy_from_slice(b), h, name.to_string())
+        let f = out.pdu(sent);
+        (Bytes::copy_from_slice(f.pdu), *f.h, name.to_string())
     };
     o.enqueue(Box::new(move |outcome| match outcome {
         Outcome::Open(conn) => {
             // Its silence counts from here, not from its wait.
-            let mut pending = pending;
-            pending.heard();
-            out.submit(conn, pending, again, &pdu, &h, &name);
+            let mut out = out;
+            out.pending.heard();
+            out.submit(conn, Frame::new(&pdu, &h), &name);
         }
         Outcome::Failed(e) => match refusal(&name, e.clone()) {
             Next::Skip(e) => {
                 let e = Error::new(Kind::Unreachable, format!("DSA {name}: {e}"));
-                unsent(pending, again, &name, e);
+                unsent(out.pending, out.again, &name, e);
             }
-            Next::Fail(e) => pending.fail(&name, e),
+            Next::Fail(e) => out.pending.fail(&name, e),
         },
-        Outcome::Dropped => pending.fail(
+        Outcome::Dropped => out.pending.fail(
             &name,
             Error::new(
                 Kind::ConnectionLost { write: is_write },

@@ -8,7 +8,7 @@ use super::{dispatch, refusal, Session};
 use crate::backend::upstream::pending::{Kind, Pending};
 use crate::directory::route::{Partition, Span};
 use crate::proto::dn::Dn;
-use crate::proto::wire::frame::{self, Header};
+use crate::proto::wire::frame::{self, Frame, Header};
 use crate::proto::wire::request::{Request, OID_PAGED_RESULTS, OID_PROXIED_AUTHZ};
 use crate::proto::wire::response::{self, Code};
 use crate::proto::wire::search;
@@ -94,7 +94,8 @@ impl Session {
             let (sink, _) = super::stack::build(part, hide, log, trace, None);
             let via = self.via(own_conn);
             let pending = Pending::new(sink, Kind::fixed());
-            let placed = dispatch::place(routing, p, want, via, &sub, &sub_h, |_| pending).await;
+            let placed =
+                dispatch::place(routing, p, want, via, Frame::new(&sub, &sub_h), |_| pending).await;
             match placed {
                 Ok(t) if paged => {
                     let name = routing.snap.dsas[t.dsa].name.clone();

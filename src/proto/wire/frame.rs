@@ -90,13 +90,13 @@ pub struct Header {
 #[derive(Debug, Clone, Copy)]
 pub struct Frame<'a> {
     pub pdu: &'a [u8],
-    pub h: Header,
+    pub h: &'a Header,
 }
 
 impl<'a> Frame<'a> {
     /// `pdu`, whose header is `h`.
-    pub fn new(pdu: &'a [u8], h: &Header) -> Frame<'a> {
-        Frame { pdu, h: *h }
+    pub fn new(pdu: &'a [u8], h: &'a Header) -> Frame<'a> {
+        Frame { pdu, h }
     }
 }
 
