@@ -1,4 +1,4 @@
-//! `dsa-router demo`: the seed's setup on loopback, needing nothing but the
+//! `dsa-router demo`: the example setup of `knowledge/` on loopback, needing nothing but the
 //! binary. It starts an in-memory test DSA at the address of every DSA in
 //! the built-in `knowledge/demo/` knowledge, loaded with generated data, and
 //! the router R1 in front of them, then prints commands to try.

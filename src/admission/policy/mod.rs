@@ -1,4 +1,4 @@
-//! Client policies (issue 41 points 1, 2, 4): the router's own settings
+//! Client policies (architecture.md, "Policies"): the router's own settings
 //! file (`--policy FILE`, TOML; never in the CA knowledge files) of
 //! ordered rules. A rule matches clients by address (CIDR; the PROXY
 //! protocol header's address behind a balancer), bound identity (DN

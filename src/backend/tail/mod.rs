@@ -1,4 +1,4 @@
-//! Tail latency (issue 19): hedged reads and outlier ejection, in one task.
+//! Tail latency (architecture.md, "Tail latency"): hedged reads and outlier ejection, in one task.
 //!
 //! Every [`TICK`] the task takes each DSA's read latencies gathered since
 //! the last tick ([`ReadStats`](crate::backend::dsa_state::ReadStats)), earns hedge

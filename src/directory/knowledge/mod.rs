@@ -168,7 +168,7 @@ impl DsaDef {
         }
     }
 
-    /// The load-share group per spec 3.3: named group, the partition's
+    /// The load-share group (architecture.md, "Ordered list and groups"): named group, the partition's
     /// unnamed load-share group, or (without `load-share`) a group of its own.
     pub fn group(&self) -> GroupKey {
         match (self.load_share(), &self.load_share_group) {

@@ -1,4 +1,4 @@
-//! Reads that follow replication (spec 10, README "Replication
+//! Reads that follow replication (architecture.md, "Replication positions"; README "Replication
 //! positions"): the router polls each DSA's `contextCSN`, keeps
 //! per DSA and server ID the newest CSN ([`positions`]), takes DSAs too far
 //! behind out of reads (`--max-replication-lag`, `--max-staleness`: a

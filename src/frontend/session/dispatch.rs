@@ -1,8 +1,8 @@
 //! The one place where an operation meets a DSA.
 //!
-//! [`place`] chooses a DSA of the partition (spec 3.4 for reads, 3.5 for
+//! [`place`] chooses a DSA of the partition (architecture.md, "Reads" and "Writes" for reads and
 //! writes, a sticky DSA first when given), takes its in-flight slot, gets a
-//! connection that carries the right identity (spec 4.1), builds the
+//! connection that carries the right identity (architecture.md, "Identity"), builds the
 //! pending operation and submits it. Plain forwarding, every part of a
 //! spanning search and every re-send ([`super::resend`]) go through it, so
 //! a policy about *where* an operation runs (connection pinning, hedging,

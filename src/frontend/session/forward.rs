@@ -1,4 +1,4 @@
-//! Forwarding one operation to the DSA that holds its DN (spec 3.4, 3.5):
+//! Forwarding one operation to the DSA that holds its DN (architecture.md, "Reads" and "Writes"):
 //! the DN is parsed and looked up; a search whose scope reaches other
 //! partitions goes to [`spanning`](super::spanning); everything else is
 //! placed on one DSA through [`dispatch`](super::dispatch).

@@ -1,4 +1,4 @@
-//! Searches that span partitions (spec 3.6), the session's side: paging
+//! Searches that span partitions (architecture.md, "What the router answers itself"), the session's side: paging
 //! under the router's cookie, one re-based search per partition placed
 //! through [`dispatch`](super::dispatch), merged by a [`Fan`].
 
@@ -18,7 +18,7 @@ use bytes::{Bytes, BytesMut};
 use std::sync::Arc;
 
 impl Session {
-    /// A search spanning partitions (spec 3.6): one search per partition,
+    /// A search spanning partitions (architecture.md, "What the router answers itself"): one search per partition,
     /// merged by a [`fanout::Fan`].
     pub(super) async fn fan_out(
         &mut self,

@@ -1,4 +1,4 @@
-//! Hot upgrade (issue 39): what the old and the new router process hand
+//! Hot upgrade (architecture.md, "Lifecycle"): what the old and the new router process hand
 //! each other, and the router-wide state of a handover. The low-level
 //! parts, which know nothing of sessions: descriptor passing (`fds`, the
 //! crate's only `unsafe` code), the messages (`msg`) and a session's state
