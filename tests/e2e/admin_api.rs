@@ -18,6 +18,7 @@
 //!   response, `/status`, `ctl` or the log.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
+use crate::support::knowledge::{Dsa, Knowledge};
 use crate::support::router::Router;
 use crate::support::slapd::pick_port;
 use serde_json::Value;
@@ -25,7 +26,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -106,21 +107,15 @@ fn get(admin: &str, path: &str) -> Resp {
     http(admin, "GET", path, &[("Host", admin)], "")
 }
 
-/// Knowledge: one DSA per name (quoted, escapes as knowledge writes them)
-/// on a port where nothing listens, in one load-share group.
-fn knowledge(dir: &Path, names: &[&str]) -> PathBuf {
-    let mut text = String::new();
-    for n in names {
-        let quoted = n.replace('\\', "\\\\").replace('"', "\\\"");
-        text += &format!(
-            "set dsa \"{quoted}\" = {{ prefix = <c AU><o DEMOCORP> address = tcp \"127.0.0.1\" port {} \
-             dsa-flags = load-share load-share-group = \"G\" }};\n",
-            pick_port()
-        );
-    }
-    let k = dir.join("router.dxg");
-    std::fs::write(&k, text).unwrap();
-    k
+/// One DSA per name (quoted, escapes as knowledge writes them) on a port
+/// where nothing listens, in one load-share group.
+fn unreachable_dsas(names: &[&str]) -> Knowledge {
+    Knowledge::new().dsas(names.iter().map(|n| {
+        Dsa::new(n, pick_port())
+            .prefix("<c AU><o DEMOCORP>")
+            .flags("load-share")
+            .load_share_group("G")
+    }))
 }
 
 /// A router with its admin API on `admin` (`extra` options more), once
@@ -168,7 +163,7 @@ fn state(admin: &str, name: &str) -> String {
 #[test]
 fn without_a_token_every_post_and_foreign_hosts_get_403_and_change_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let k = knowledge(dir.path(), &["D1", "D2"]);
+    let k = unreachable_dsas(&["D1", "D2"]).write(dir.path());
     let port = pick_port();
     let admin = format!("127.0.0.1:{port}");
     let rt = router(&k, dir.path(), &admin, &[]);
@@ -273,7 +268,7 @@ fn without_a_token_every_post_and_foreign_hosts_get_403_and_change_nothing() {
 #[test]
 fn every_admin_response_carries_the_csp_frame_nosniff_and_referrer_headers() {
     let dir = tempfile::tempdir().unwrap();
-    let k = knowledge(dir.path(), &["D1"]);
+    let k = unreachable_dsas(&["D1"]).write(dir.path());
     let admin = format!("127.0.0.1:{}", pick_port());
     let _r = router(&k, dir.path(), &admin, &[]);
     let page = get(&admin, "/");
@@ -328,7 +323,7 @@ fn ctl(admin: &str, control: &Path, args: &[&str]) -> (bool, String) {
 #[test]
 fn ctl_drains_enables_and_reloads_through_the_control_socket() {
     let dir = tempfile::tempdir().unwrap();
-    let k = knowledge(dir.path(), &["D1", "D2"]);
+    let k = unreachable_dsas(&["D1", "D2"]).write(dir.path());
     let admin = format!("127.0.0.1:{}", pick_port());
     let r = router(&k, dir.path(), &admin, &[]);
     let mode = std::fs::metadata(&r.control).unwrap().permissions().mode();
@@ -372,7 +367,7 @@ fn another_local_user_changes_nothing_over_tcp_or_the_control_socket_and_starts_
     let dir = tempfile::tempdir().unwrap();
     // nobody may enter the directory (the control socket is in it).
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let k = knowledge(dir.path(), &["D1", "D2"]);
+    let k = unreachable_dsas(&["D1", "D2"]).write(dir.path());
     let admin = format!("127.0.0.1:{}", pick_port());
     let r = router(&k, dir.path(), &admin, &[]);
     // A program of the attacker's, which leaves a mark when it runs.
@@ -434,7 +429,7 @@ fn another_local_user_changes_nothing_over_tcp_or_the_control_socket_and_starts_
 #[test]
 fn a_non_loopback_admin_address_without_a_token_does_not_start() {
     let dir = tempfile::tempdir().unwrap();
-    let k = knowledge(dir.path(), &["D1"]);
+    let k = unreachable_dsas(&["D1"]).write(dir.path());
     for extra in [&[][..], &["--admin-token", ""][..]] {
         let (listen, port) = (pick_port(), pick_port());
         let mut child = Command::new(env!("CARGO_BIN_EXE_dsa-router"))
@@ -535,14 +530,10 @@ print(json.dumps(out))
 fn dsa_names_with_quotes_and_backslashes_make_metrics_that_prometheus_client_parses() {
     let names = ["q\"uote", "back\\slash", "__proto__", "both\\\"\\\\"];
     let dir = tempfile::tempdir().unwrap();
-    let k = knowledge(dir.path(), &names);
     // A partition whose DN holds an escaped comma (a backslash).
-    let text = std::fs::read_to_string(&k).unwrap()
-        + &format!(
-            "set dsa \"D9\" = {{ prefix = \"o=Smith\\\\, Jones,c=AU\" address = tcp \"127.0.0.1\" port {} }};\n",
-            pick_port()
-        );
-    std::fs::write(&k, text).unwrap();
+    let k = unreachable_dsas(&names)
+        .dsa(Dsa::new("D9", pick_port()).prefix("\"o=Smith\\\\, Jones,c=AU\""))
+        .write(dir.path());
     let admin = format!("127.0.0.1:{}", pick_port());
     let _r = router(&k, dir.path(), &admin, &[]);
     let body = get(&admin, "/metrics").body;
@@ -593,23 +584,26 @@ fn dsa_names_with_quotes_and_backslashes_make_metrics_that_prometheus_client_par
 #[test]
 fn a_rejected_reload_names_the_place_and_shows_the_password_nowhere() {
     let dir = tempfile::tempdir().unwrap();
-    let k = knowledge(dir.path(), &["D1"]);
+    let k = unreachable_dsas(&["D1"]).write(dir.path());
     let admin = format!("127.0.0.1:{}", pick_port());
     let r = router(&k, dir.path(), &admin, &[]);
     let good = std::fs::read_to_string(&k).unwrap();
+    // The broken line: the second of the block after `good`.
+    let at = good.lines().count() + 2;
     // Unterminated, then without its '=' (the message would quote it).
-    for (line, place, why) in [
+    for (line, column, why) in [
         (
             "  ldap-dsa-password = \"Hunter2-S3cret\n",
-            ":3:23",
+            23,
             "unterminated string",
         ),
         (
             "  ldap-dsa-password \"Hunter2-S3cret\"\n",
-            ":3:21",
+            21,
             "expected '='",
         ),
     ] {
+        let place = format!(":{at}:{column}");
         let broken = format!(
             "{good}set dsa D2 = {{\n{line}  prefix = <c NZ> address = tcp \"127.0.0.1\" port 1 }};\n"
         );

@@ -14,10 +14,9 @@
 
 use crate::support;
 
-use std::fs;
-use std::path::{Path, PathBuf};
-
+use support::knowledge::{Dsa, Knowledge};
 use support::router::Router;
+use support::slapd::one_dsa_knowledge;
 use support::slapd::{
     ldap_tool, router_dn, seed_ldif, user_dn, Slapd, SlapdConfig, ToolOutput, ALICE_PW, ROUTER_PW,
 };
@@ -26,13 +25,6 @@ const DEMOCORP: &str = "o=DEMOCORP,c=AU";
 const OID_PPOLICY: &str = "1.3.6.1.4.1.42.2.27.8.5.1";
 const RESET_PW: &str = "resetpw";
 const NEW_PW: &str = "brand-new-pw";
-
-/// One DSA `D1` holding `o=DEMOCORP,c=AU` that trusts the router's
-/// conveyed originators (the shared connection with proxied authorization
-/// is what a bound client would get).
-fn knowledge(dir: &Path, s: &Slapd, router_pw: &str) -> PathBuf {
-    support::slapd::one_dsa_knowledge(dir, s.port, router_pw)
-}
 
 fn show(what: &str, out: &ToolOutput) -> String {
     format!(
@@ -79,7 +71,10 @@ fn anon_cred_slapd() -> Slapd {
 fn unauthenticated_binds_leave_the_client_anonymous() {
     let s = anon_cred_slapd();
     let dir = tempfile::tempdir().unwrap();
-    let router = Router::start(&knowledge(dir.path(), &s, ROUTER_PW), dir.path());
+    let router = Router::start(
+        &one_dsa_knowledge(dir.path(), s.port, ROUTER_PW),
+        dir.path(),
+    );
     let alice = user_dn(DEMOCORP, "alice");
     let me = router_dn(DEMOCORP);
     let restricted = format!("ou=restricted,{DEMOCORP}");
@@ -236,7 +231,10 @@ fn password_policy_restrictions_hold_through_the_router() {
         let direct_dsa = ppolicy_slapd();
         let routed_dsa = ppolicy_slapd();
         let dir = tempfile::tempdir().unwrap();
-        let router = Router::start(&knowledge(dir.path(), &routed_dsa, ROUTER_PW), dir.path());
+        let router = Router::start(
+            &one_dsa_knowledge(dir.path(), routed_dsa.port, ROUTER_PW),
+            dir.path(),
+        );
 
         let direct = rt.block_on(must_change_session(
             &direct_dsa.url,
@@ -291,7 +289,7 @@ fn own_connection_always_runs_bound_clients_as_themselves() {
     let restricted = format!("ou=restricted,{DEMOCORP}");
     for always in [false, true] {
         let dir = tempfile::tempdir().unwrap();
-        let k = knowledge(dir.path(), &s, "wrong-router-pw");
+        let k = one_dsa_knowledge(dir.path(), s.port, "wrong-router-pw");
         let extra: &[&str] = if always {
             &["--own-connection", "always"]
         } else {
@@ -339,27 +337,16 @@ fn a_changed_password_is_what_later_replays_carry() {
         .map(|i| Slapd::start(SlapdConfig::seeded(&format!("PW{i}"), &[DEMOCORP])))
         .collect();
     let dir = tempfile::tempdir().unwrap();
-    let block = |name: &str, s: &Slapd| {
-        format!(
-            "set dsa \"{name}\" =\n{{\n\
-             \x20   prefix            = <c AU><o DEMOCORP>\n\
-             \x20   ldap-dsa-name     = <c AU><o DEMOCORP><cn router>\n\
-             \x20   ldap-dsa-password = \"{ROUTER_PW}\"\n\
-             \x20   address           = tcp \"127.0.0.1\" port {port}\n\
-             \x20   dsa-flags         = multi-write, load-share\n\
-             \x20   load-share-group  = \"G\"\n\
-             }};\n",
-            port = s.port
-        )
-    };
-    let k = dir.path().join("router.dxg");
-    let mut text: String = dsas
-        .iter()
-        .enumerate()
-        .map(|(i, s)| block(&format!("D{}", i + 1), s))
-        .collect();
-    text.push_str("set write-precedence = D1;\n");
-    fs::write(&k, text).unwrap();
+    let k = Knowledge::new()
+        .dsas(dsas.iter().enumerate().map(|(i, s)| {
+            Dsa::new(&format!("D{}", i + 1), s.port)
+                .prefix("<c AU><o DEMOCORP>")
+                .router(ROUTER_PW)
+                .flags("multi-write, load-share")
+                .load_share_group("G")
+        }))
+        .write_precedence(&["D1"])
+        .write(dir.path());
     // Reads spread over the group (no read-your-writes affinity after the
     // password change), so that the other DSAs replay the bind.
     let router = Router::start_with(
@@ -436,7 +423,10 @@ fn a_changed_password_is_what_later_replays_carry() {
 fn bind_names_with_line_breaks_forge_no_log_line() {
     let s = anon_cred_slapd();
     let dir = tempfile::tempdir().unwrap();
-    let router = Router::start(&knowledge(dir.path(), &s, ROUTER_PW), dir.path());
+    let router = Router::start(
+        &one_dsa_knowledge(dir.path(), s.port, ROUTER_PW),
+        dir.path(),
+    );
     let forged = "2026-01-01T00:00:00.000000Z  INFO dsa_router: FORGED";
     let names = [
         (format!("cn=x\n{forged} lf,{DEMOCORP}"), ""),

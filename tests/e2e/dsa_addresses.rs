@@ -8,9 +8,9 @@
 
 use crate::support;
 
-use std::fs;
 use std::time::{Duration, Instant};
 
+use support::knowledge::{Dsa, Knowledge};
 use support::router::Router;
 use support::slapd::{ldap_tool, Slapd, SlapdConfig};
 
@@ -53,18 +53,16 @@ fn a_blackholed_first_address_costs_a_quarter_second_not_the_connect_timeout() {
     let s = Slapd::start(SlapdConfig::seeded("D1", &[DEMOCORP]));
     let (_rt, _l, _filler, bh) = blackhole();
     let dir = tempfile::tempdir().unwrap();
-    let k = dir.path().join("router.dxg");
-    fs::write(
-        &k,
-        format!(
-            "set dsa \"D1\" =\n{{\n\
-             \x20   prefix  = <c AU><o DEMOCORP>\n\
-             \x20   address = tcp \"127.0.0.1\" port {bh}, ipv4 \"127.0.0.1\" port {}\n\
-             }};\n",
-            s.port
-        ),
-    )
-    .unwrap();
+    let k = Knowledge::new()
+        .dsa(
+            Dsa::new("D1", bh)
+                .prefix("<c AU><o DEMOCORP>")
+                .address(&format!(
+                    "tcp \"127.0.0.1\" port {bh}, ipv4 \"127.0.0.1\" port {}",
+                    s.port
+                )),
+        )
+        .write(dir.path());
     let router = Router::start_with(&k, dir.path(), &["--connect-timeout", "10"]);
     for i in 0..3 {
         let t = Instant::now();

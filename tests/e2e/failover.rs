@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use crate::inproc_checks::{sees, until};
 use crate::support::inproc::*;
 use ldap3::{Scope, SearchEntry};
+use support::knowledge::{Dsa, Knowledge};
 use support::router::Router;
 use support::slapd::{
     ldap_tool, user_dn, writer_dn, Slapd, SlapdConfig, ToolOutput, ROUTER_PW, WRITER_PW,
@@ -27,25 +28,18 @@ const DEMOCORP: &str = "o=DEMOCORP,c=AU";
 
 /// Knowledge: D1 then D2 for DEMOCORP, both writable; the write order is
 /// D1, D2.
-fn knowledge(dir: &Path, dsas: &[(&str, u16)]) -> std::path::PathBuf {
-    let mut root = String::new();
-    for (name, port) in dsas {
-        root.push_str(&format!(
-            "set dsa \"{name}\" =\n{{\n\
-             \x20   prefix            = <c AU><o DEMOCORP>\n\
-             \x20   ldap-dsa-name     = <c AU><o DEMOCORP><cn router>\n\
-             \x20   ldap-dsa-password = \"{ROUTER_PW}\"\n\
-             \x20   address           = tcp \"127.0.0.1\" port {port}\n\
-             \x20   dsa-flags         = multi-write\n\
-             \x20   trust-flags       = trust-conveyed-originator\n\
-             }};\n"
-        ));
-    }
+fn democorp_dsas(dir: &Path, dsas: &[(&str, u16)]) -> std::path::PathBuf {
     let names: Vec<&str> = dsas.iter().map(|d| d.0).collect();
-    root.push_str(&format!("set write-precedence = {};\n", names.join(", ")));
-    let path = dir.join("router.dxg");
-    fs::write(&path, root).unwrap();
-    path
+    Knowledge::new()
+        .dsas(dsas.iter().map(|(name, port)| {
+            Dsa::new(name, *port)
+                .prefix("<c AU><o DEMOCORP>")
+                .router(ROUTER_PW)
+                .flags("multi-write")
+                .trust_conveyed()
+        }))
+        .write_precedence(&names)
+        .write(dir)
 }
 
 fn add(url: &str, uid: &str) -> ToolOutput {
@@ -144,7 +138,7 @@ fn ldapmodify_after_kill_9_of_the_write_dsa_lands_on_the_next_one() {
     let mut d1 = Slapd::start(SlapdConfig::seeded("D1", &[DEMOCORP]));
     let d2 = Slapd::start(SlapdConfig::seeded("D2", &[DEMOCORP]));
     let dir = tempfile::tempdir().unwrap();
-    let k = knowledge(dir.path(), &[("D1", d1.port), ("D2", d2.port)]);
+    let k = democorp_dsas(dir.path(), &[("D1", d1.port), ("D2", d2.port)]);
     let file = dir.path().join("access.log");
     let router = router(&k, dir.path(), &file);
     let out = add(&router.url, "before");
@@ -171,7 +165,7 @@ async fn a_write_whose_connect_is_refused_goes_to_the_next_dsa_and_is_logged() {
     let mut d1 = Slapd::start(SlapdConfig::seeded("D1", &[DEMOCORP]));
     let d2 = Slapd::start(SlapdConfig::seeded("D2", &[DEMOCORP]));
     let dir = tempfile::tempdir().unwrap();
-    let k = knowledge(dir.path(), &[("D1", d1.port), ("D2", d2.port)]);
+    let k = democorp_dsas(dir.path(), &[("D1", d1.port), ("D2", d2.port)]);
     let file = dir.path().join("access.log");
     let router = router(&k, dir.path(), &file);
     let mut l = writer(&router.url).await;
@@ -201,7 +195,7 @@ async fn a_write_whose_connect_is_refused_goes_to_the_next_dsa_and_is_logged() {
 async fn a_write_no_dsa_can_take_has_its_access_log_line() {
     let mut d1 = Slapd::start(SlapdConfig::seeded("D1", &[DEMOCORP]));
     let dir = tempfile::tempdir().unwrap();
-    let k = knowledge(dir.path(), &[("D1", d1.port)]);
+    let k = democorp_dsas(dir.path(), &[("D1", d1.port)]);
     let file = dir.path().join("access.log");
     let router = router(&k, dir.path(), &file);
     let mut l = writer(&router.url).await;

@@ -9,10 +9,10 @@
 use crate::support;
 
 use std::collections::BTreeSet;
-use std::fmt::Write as _;
 use std::fs;
 
 use dsa_router::directory::knowledge::hash::{slot, Algo};
+use support::knowledge::{Dsa, Knowledge};
 use support::router::Router;
 use support::slapd::{ldap_tool, Slapd, SlapdConfig, ToolOutput, ADMIN_PW};
 
@@ -74,25 +74,20 @@ fn users_spread_by_hash_over_slots_and_searches_see_them_once() {
     let mut b1 = empty("HASH-B1");
     let mut b2 = empty("HASH-B2");
     let dir = tempfile::tempdir().unwrap();
-    let mut k = String::new();
+    let mut k = Knowledge::new();
     for (name, s, part, flags) in [
         ("A", &a, 0, "multi-write"),
         ("B1", &b1, 1, "multi-write, load-share"),
         ("B2", &b2, 1, "multi-write, load-share"),
     ] {
-        let _ = write!(
-            k,
-            "set dsa \"{name}\" =\n{{\n\
-             \x20   prefix           = <c AU><o HP><uid \"[hash1(2)={part}]\">\n\
-             \x20   address          = tcp \"127.0.0.1\" port {port}\n\
-             \x20   dsa-flags        = {flags}\n\
-             \x20   load-share-group = \"SLOT{part}\"\n\
-             }};\n",
-            port = s.port
+        k = k.dsa(
+            Dsa::new(name, s.port)
+                .prefix(&slot_prefix(part))
+                .flags(flags)
+                .load_share_group(&format!("SLOT{part}")),
         );
     }
-    let path = dir.path().join("router.dxg");
-    fs::write(&path, k).unwrap();
+    let path = k.write(dir.path());
     let check = std::process::Command::new(env!("CARGO_BIN_EXE_dsa-router"))
         .args(["check", path.to_str().unwrap()])
         .output()
@@ -239,18 +234,20 @@ fn users_spread_by_hash_over_slots_and_searches_see_them_once() {
     );
 }
 
+/// The knowledge prefix of hash slot `slot` of two under `o=HP,c=AU`.
+fn slot_prefix(slot: usize) -> String {
+    format!("<c AU><o HP><uid \"[hash1(2)={slot}]\">")
+}
+
 /// Knowledge for two slots on `ports` (slot 0, slot 1).
 fn two_slots(dir: &std::path::Path, ports: [u16; 2]) -> std::path::PathBuf {
-    let mut k = String::new();
-    for (slot, port) in ports.iter().enumerate() {
-        let _ = writeln!(
-            k,
-            "set dsa \"S{slot}\" = {{ prefix = <c AU><o HP><uid \"[hash1(2)={slot}]\"> address = tcp \"127.0.0.1\" port {port} }};"
-        );
-    }
-    let path = dir.join("hash.dxg");
-    fs::write(&path, k).unwrap();
-    path
+    Knowledge::new()
+        .dsas(
+            ports.iter().enumerate().map(|(slot, port)| {
+                Dsa::new(&format!("S{slot}"), *port).prefix(&slot_prefix(slot))
+            }),
+        )
+        .write_to(&dir.join("hash.dxg"))
 }
 
 fn hash_tool(args: &[&str]) -> std::process::Output {

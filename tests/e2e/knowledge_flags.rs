@@ -11,6 +11,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use support::knowledge::{Dsa, Knowledge};
 use support::router::Router;
 use support::slapd::{admin_dn, ldap_tool, Slapd, SlapdConfig, ToolOutput, ADMIN_PW};
 
@@ -25,22 +26,15 @@ fn show(what: &str, out: &ToolOutput) -> String {
 
 /// `set dsa` blocks for `dsas` (name, slapd, flags), all holding
 /// `o=DEMOCORP,c=AU`, in that order.
-fn knowledge(dir: &Path, dsas: &[(&str, &Slapd, &str)]) -> PathBuf {
-    let mut k = String::new();
-    for (name, s, flags) in dsas {
-        k += &format!(
-            "set dsa \"{name}\" =\n{{\n\
-             \x20   prefix            = <c AU><o DEMOCORP>\n\
-             \x20   dsa-name          = <c AU><o DEMOCORP><cn {name}>\n\
-             \x20   address           = tcp \"127.0.0.1\" port {port}\n\
-             \x20   dsa-flags         = {flags}\n\
-             }};\n",
-            port = s.port
-        );
-    }
-    let path = dir.join("router.dxg");
-    fs::write(&path, k).unwrap();
-    path
+fn democorp_dsas(dir: &Path, dsas: &[(&str, &Slapd, &str)]) -> PathBuf {
+    Knowledge::new()
+        .dsas(dsas.iter().map(|(name, s, flags)| {
+            Dsa::new(name, s.port)
+                .prefix("<c AU><o DEMOCORP>")
+                .dsa_name_only(&format!("<c AU><o DEMOCORP><cn {name}>"))
+                .flags(flags)
+        }))
+        .write(dir)
 }
 
 fn add(url: &str, uid: &str) -> ToolOutput {
@@ -97,7 +91,7 @@ fn read_only_dsas_get_no_updates() {
     let ro = Slapd::start(SlapdConfig::seeded("RO", &[DEMOCORP]));
     let rw = Slapd::start(SlapdConfig::seeded("RW", &[DEMOCORP]));
     let dir = tempfile::tempdir().unwrap();
-    let k = knowledge(
+    let k = democorp_dsas(
         dir.path(),
         &[
             ("RO", &ro, "read-only, load-share"),
@@ -129,7 +123,7 @@ fn read_only_dsas_get_no_updates() {
 
     // Only read-only DSAs: writes are refused (53), naming the partition;
     // reads work.
-    let k = knowledge(dir.path(), &[("RO", &ro, "read-only")]);
+    let k = democorp_dsas(dir.path(), &[("RO", &ro, "read-only")]);
     let x = explain(&k, "add");
     assert_eq!(x["error"], "unwillingToPerform", "{x}");
     let router = Router::start(&k, dir.path());
@@ -218,15 +212,10 @@ fn a_router_that_would_route_to_itself_refuses_the_loop() {
     let port = support::slapd::pick_port();
     // "SELF" holds the partition at the router's own address, and --name
     // names another block: knowledge that routes the router to itself.
-    let k = dir.path().join("router.dxg");
-    fs::write(
-        &k,
-        format!(
-            "set dsa R9 = {{ prefix = <c NZ> address = tcp \"192.0.2.1\" port 389 }};\n\
-             set dsa SELF = {{ prefix = <c AU><o DEMOCORP> address = tcp \"127.0.0.1\" port {port} }};\n"
-        ),
-    )
-    .unwrap();
+    let k = Knowledge::new()
+        .dsa(Dsa::at_host("R9", "192.0.2.1", 389).prefix("<c NZ>"))
+        .dsa(Dsa::new("SELF", port).prefix("<c AU><o DEMOCORP>"))
+        .write(dir.path());
     let log_path = dir.path().join("log");
     let mut child = Command::new(env!("CARGO_BIN_EXE_dsa-router"))
         .args(["serve", "--knowledge", k.to_str().unwrap()])
@@ -275,20 +264,13 @@ const NATIVE: &str = "o=NATIVE,c=AU";
 
 /// One DSA `N1` holding `o=DEMOCORP,c=AU` under `o=NATIVE,c=AU`.
 fn native_knowledge(dir: &Path, s: &Slapd) -> PathBuf {
-    let k = dir.join("router.dxg");
-    fs::write(
-        &k,
-        format!(
-            "set dsa \"N1\" =\n{{\n\
-             \x20   prefix        = <c AU><o DEMOCORP>\n\
-             \x20   native-prefix = <c AU><o NATIVE>\n\
-             \x20   address       = tcp \"127.0.0.1\" port {port}\n\
-             }};\n",
-            port = s.port
-        ),
-    )
-    .unwrap();
-    k
+    Knowledge::new()
+        .dsa(
+            Dsa::new("N1", s.port)
+                .prefix("<c AU><o DEMOCORP>")
+                .native_prefix("<c AU><o NATIVE>"),
+        )
+        .write(dir)
 }
 
 #[test]

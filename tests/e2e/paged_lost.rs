@@ -15,6 +15,7 @@ use crate::support;
 use ldap3::controls::{ControlType, PagedResults};
 use ldap3::{LdapConnAsync, Scope, SearchEntry};
 use std::time::Duration;
+use support::knowledge::{Dsa, Knowledge};
 use support::router::Router;
 use support::slapd::{one_dsa_knowledge, Slapd, SlapdConfig, ROUTER_PW};
 
@@ -132,22 +133,17 @@ fn a_paged_search_whose_dsa_connection_was_lost_gets_the_routers_answer() {
 
 /// Two DSAs under `c=AU`: `D1` (`o=DEMOCORP`) and `D2` (`o=OTHER`).
 fn two_dsa_knowledge(dir: &std::path::Path, ports: [u16; 2]) -> std::path::PathBuf {
-    let mut k = String::new();
-    for (name, o, port) in [("D1", "DEMOCORP", ports[0]), ("D2", "OTHER", ports[1])] {
-        k.push_str(&format!(
-            "set dsa \"{name}\" =\n{{\n\
-             \x20   prefix            = <c AU><o {o}>\n\
-             \x20   ldap-dsa-name     = <c AU><o {o}><cn router>\n\
-             \x20   ldap-dsa-password = \"{ROUTER_PW}\"\n\
-             \x20   address           = tcp \"127.0.0.1\" port {port}\n\
-             \x20   dsa-flags         = multi-write\n\
-             \x20   trust-flags       = trust-conveyed-originator\n\
-             }};\n"
-        ));
-    }
-    let path = dir.join("router.dxg");
-    std::fs::write(&path, k).unwrap();
-    path
+    let dsa = |name: &str, o: &str, port: u16| {
+        Dsa::new(name, port)
+            .prefix(&format!("<c AU><o {o}>"))
+            .router(ROUTER_PW)
+            .flags("multi-write")
+            .trust_conveyed()
+    };
+    Knowledge::new()
+        .dsa(dsa("D1", "DEMOCORP", ports[0]))
+        .dsa(dsa("D2", "OTHER", ports[1]))
+        .write(dir)
 }
 
 /// A paged search at `c=AU` spans D1 and D2: the router pages it, one

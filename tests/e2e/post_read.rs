@@ -35,7 +35,7 @@ fn rig(mode: Mode) -> Rig {
     let p = replica::provider("P", SUFFIX);
     let c = replica::consumer("C", SUFFIX, &p, mode);
     let dir = tempfile::tempdir().unwrap();
-    let k = replica::knowledge(
+    let k = replica::load_share_knowledge(
         dir.path(),
         &[("P", p.port, "multi-write"), ("C", c.port, "read-only")],
     );

@@ -12,7 +12,6 @@ use crate::support::inproc::*;
 use ldap3::{Ldap, Scope};
 use serde_json::Value;
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -21,14 +20,6 @@ use support::replica::{self, csn, dsa, metric, read, reads_by_dn, router, status
 use support::slapd::{Slapd, ROUTER_PW};
 
 const SUFFIX: &str = "o=DEMOCORP,c=AU";
-
-/// Knowledge: `P` (writes) and `C` (read-only) in load-share group `R`.
-fn knowledge(dir: &Path, p: &Slapd, c: &Slapd) -> PathBuf {
-    replica::knowledge(
-        dir,
-        &[("P", p.port, "multi-write"), ("C", c.port, "read-only")],
-    )
-}
 
 /// DSA `name`'s position for server ID 000, as `/status` shows it.
 fn position(admin: &str, name: &str) -> Option<String> {
@@ -52,7 +43,10 @@ async fn read_your_writes_follows_positions() {
     let p = replica::provider("P", SUFFIX);
     let c = replica::consumer("C", SUFFIX, &p, Mode::RefreshOnly(2));
     let dir = tempfile::tempdir().unwrap();
-    let k = knowledge(dir.path(), &p, &c);
+    let k = replica::load_share_knowledge(
+        dir.path(),
+        &[("P", p.port, "multi-write"), ("C", c.port, "read-only")],
+    );
     let (r, admin) = router(dir.path(), &k, &["--csn-interval", "50ms"]);
     wait_for("positions", Duration::from_secs(10), || {
         position(&admin, "C").is_some()
@@ -160,7 +154,10 @@ async fn stopped_consumer_and_max_replication_lag() {
     let p = replica::provider("P", SUFFIX);
     let c = replica::consumer("C", SUFFIX, &p, Mode::Persist);
     let dir = tempfile::tempdir().unwrap();
-    let k = knowledge(dir.path(), &p, &c);
+    let k = replica::load_share_knowledge(
+        dir.path(),
+        &[("P", p.port, "multi-write"), ("C", c.port, "read-only")],
+    );
     let (r, admin) = router(dir.path(), &k, &["--max-replication-lag", "1s"]);
     let out = |admin: &str| !dsa(&status(admin), "C")["replication"]["out"].is_null();
     wait_for("positions", Duration::from_secs(10), || {
@@ -358,7 +355,10 @@ async fn explain_after_a_write_names_the_dsas_that_have_it() {
     let p = replica::provider("P", SUFFIX);
     let c = replica::consumer("C", SUFFIX, &p, Mode::RefreshOnly(2));
     let dir = tempfile::tempdir().unwrap();
-    let k = knowledge(dir.path(), &p, &c);
+    let k = replica::load_share_knowledge(
+        dir.path(),
+        &[("P", p.port, "multi-write"), ("C", c.port, "read-only")],
+    );
     let (r, admin) = router(dir.path(), &k, &["--csn-interval", "50ms"]);
     wait_for("positions", Duration::from_secs(10), || {
         position(&admin, "C").is_some()
@@ -436,7 +436,10 @@ async fn max_staleness_bounds_reads_through_another_router() {
     let p = replica::provider("P", SUFFIX);
     let c = replica::consumer("C", SUFFIX, &p, Mode::RefreshOnly(2));
     let dirs = [(); 3].map(|_| tempfile::tempdir().unwrap());
-    let k = knowledge(dirs[0].path(), &p, &c);
+    let k = replica::load_share_knowledge(
+        dirs[0].path(),
+        &[("P", p.port, "multi-write"), ("C", c.port, "read-only")],
+    );
     let (w, _) = router(dirs[0].path(), &k, &[]);
     let fast = ["--csn-interval", "50ms"];
     let (b, _) = router(

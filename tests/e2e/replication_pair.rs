@@ -67,7 +67,7 @@ async fn multi_provider_reads_follow_positions_per_server_id() {
         .await
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let k = replica::knowledge(
+    let k = replica::load_share_knowledge(
         dir.path(),
         &[("A", a.port, "multi-write"), ("B", b.port, "multi-write")],
     );
@@ -293,7 +293,7 @@ async fn a_read_back_never_goes_to_a_dsa_without_the_write_when_the_writer_is_do
         .await
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let k = replica::knowledge(
+    let k = replica::load_share_knowledge(
         dir.path(),
         &[("A", a.port, "multi-write"), ("B", b.port, "multi-write")],
     );

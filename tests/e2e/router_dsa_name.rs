@@ -10,6 +10,7 @@
 use crate::support;
 
 use std::path::{Path, PathBuf};
+use support::knowledge::{Dsa, Knowledge};
 use support::router::Router;
 use support::slapd::{
     ldap_tool, user_dn, Slapd, SlapdConfig, ToolOutput, ALICE_PW, LDAPSEARCH, ROUTER_PW,
@@ -20,25 +21,18 @@ const DEMOCORP: &str = "o=DEMOCORP,c=AU";
 /// Knowledge with one DSA `D1` for DEMOCORP on `port`: with the router's
 /// name and password when `named`, trusting conveyed originators when
 /// `trusted`.
-fn knowledge(dir: &Path, port: u16, named: bool, trusted: bool) -> PathBuf {
-    let name = if named {
-        format!(
-            "    ldap-dsa-name     = <c AU><o DEMOCORP><cn router>\n    ldap-dsa-password = \"{ROUTER_PW}\"\n"
-        )
-    } else {
-        String::new()
-    };
-    let trust = if trusted {
-        "    trust-flags       = trust-conveyed-originator\n"
-    } else {
-        ""
-    };
-    let dxc = format!(
-        "set dsa \"D1\" =\n{{\n    prefix            = <c AU><o DEMOCORP>\n{name}    address           = tcp \"127.0.0.1\" port {port}\n    dsa-flags         = multi-write\n{trust}}};\n"
-    );
-    let path = dir.join(format!("named{named}-trusted{trusted}.dxg"));
-    std::fs::write(&path, dxc).unwrap();
-    path
+fn d1_knowledge(dir: &Path, port: u16, named: bool, trusted: bool) -> PathBuf {
+    let mut d1 = Dsa::new("D1", port).prefix("<c AU><o DEMOCORP>");
+    if named {
+        d1 = d1.router(ROUTER_PW);
+    }
+    d1 = d1.flags("multi-write");
+    if trusted {
+        d1 = d1.trust_conveyed();
+    }
+    Knowledge::new()
+        .dsa(d1)
+        .write_to(&dir.join(format!("named{named}-trusted{trusted}.dxg")))
 }
 
 /// A slapd whose DEMOCORP database refuses anonymous operations by `rule`
@@ -84,7 +78,7 @@ fn anonymous_clients_never_gain_the_routers_rights_on_a_dsa_requiring_authentica
     report("direct, anonymous", &direct);
     assert_eq!(direct.code, Some(53), "slapd refuses anonymous: {direct:?}");
     for named in [false, true] {
-        let r = router(&knowledge(dir.path(), s.port, named, false), dir.path());
+        let r = router(&d1_knowledge(dir.path(), s.port, named, false), dir.path());
         let out = anonymous_search(&r.url, &people, "(uid=alice)", &["mail"]);
         report(&format!("router, ldap-dsa-name given: {named}"), &out);
         assert_eq!(out.code, Some(53), "{out:?}");
@@ -107,7 +101,7 @@ fn anonymous_clients_never_gain_the_routers_rights_on_a_dsa_requiring_authentica
 fn anonymous_clients_never_read_as_another_client() {
     let s = refusing("require authc");
     let dir = tempfile::tempdir().unwrap();
-    let r = router(&knowledge(dir.path(), s.port, true, false), dir.path());
+    let r = router(&d1_knowledge(dir.path(), s.port, true, false), dir.path());
     let alice = user_dn(DEMOCORP, "alice");
     let as_alice = ldap_tool(
         LDAPSEARCH,
@@ -152,7 +146,7 @@ fn a_trusting_dsa_serves_anonymous_clients_as_anonymous() {
     let s = Slapd::start(SlapdConfig::seeded("TRUSTING", &[DEMOCORP]));
     let dir = tempfile::tempdir().unwrap();
     let restricted = format!("ou=restricted,{DEMOCORP}");
-    let named = router(&knowledge(dir.path(), s.port, true, true), dir.path());
+    let named = router(&d1_knowledge(dir.path(), s.port, true, true), dir.path());
     let out = anonymous_search(&named.url, &restricted, "(objectClass=*)", &["cn"]);
     report("restricted, anonymous through the router", &out);
     assert_eq!(out.code, Some(32), "{out:?}");
@@ -191,7 +185,7 @@ fn the_routers_own_requests_bind_as_its_name_where_anonymous_reads_are_refused()
     let probes = ["--probe-interval", "0.2", "--probe-base", DEMOCORP];
     let start = |k: &Path| support::replica::router(dir.path(), k, &probes);
 
-    let (named, admin) = start(&knowledge(dir.path(), s.port, true, false));
+    let (named, admin) = start(&d1_knowledge(dir.path(), s.port, true, false));
     wait_for("D1 up with a position", Duration::from_secs(20), || {
         let d = d1(&admin);
         d["state"] == "up"
@@ -214,7 +208,7 @@ fn the_routers_own_requests_bind_as_its_name_where_anonymous_reads_are_refused()
     );
     drop(named);
 
-    let (_unnamed, admin) = start(&knowledge(dir.path(), s.port, false, false));
+    let (_unnamed, admin) = start(&d1_knowledge(dir.path(), s.port, false, false));
     wait_for(
         "D1 down without the router's name",
         Duration::from_secs(20),
@@ -231,7 +225,7 @@ fn the_routers_own_requests_bind_as_its_name_where_anonymous_reads_are_refused()
     );
 
     let wrong = dir.path().join("wrong.dxg");
-    let text = std::fs::read_to_string(knowledge(dir.path(), s.port, true, false)).unwrap();
+    let text = std::fs::read_to_string(d1_knowledge(dir.path(), s.port, true, false)).unwrap();
     std::fs::write(&wrong, text.replace(ROUTER_PW, "not-the-password")).unwrap();
     let (_wrong, admin) = start(&wrong);
     wait_for("D1 down on a refused bind", Duration::from_secs(20), || {

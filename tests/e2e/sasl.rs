@@ -19,13 +19,13 @@
 
 use crate::support;
 
-use std::fs;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use support::inproc::tlv;
+use support::knowledge::{Dsa, Knowledge};
 use support::router::Router;
 use support::slapd::{
     ldap_tool, ldif_entry, seed_ldif, user_dn, Slapd, SlapdConfig, ToolOutput, ROUTER_PW,
@@ -73,24 +73,18 @@ fn evil() -> Slapd {
     })
 }
 
-fn knowledge(dir: &Path, d1: &Slapd, evil: &Slapd) -> PathBuf {
-    let dsa = |name: &str, prefix: &str, suffix: &str, port: u16| {
-        format!(
-            "set dsa \"{name}\" =\n{{\n\
-             \x20   prefix            = {prefix}\n\
-             \x20   ldap-dsa-name     = <c AU><o {suffix}><cn router>\n\
-             \x20   ldap-dsa-password = \"{ROUTER_PW}\"\n\
-             \x20   address           = tcp \"127.0.0.1\" port {port}\n\
-             \x20   dsa-flags         = multi-write\n\
-             \x20   trust-flags       = trust-conveyed-originator\n\
-             }};\n"
-        )
+fn d1_and_evil(dir: &Path, d1: &Slapd, evil: &Slapd) -> PathBuf {
+    let dsa = |name: &str, prefix: &str, port: u16| {
+        Dsa::new(name, port)
+            .prefix(prefix)
+            .router(ROUTER_PW)
+            .flags("multi-write")
+            .trust_conveyed()
     };
-    let text = dsa("D1", "<c AU><o DEMOCORP>", "DEMOCORP", d1.port)
-        + &dsa("EVIL", "<c AU><o EVIL>", "EVIL", evil.port);
-    let path = dir.join("router.dxg");
-    fs::write(&path, text).unwrap();
-    path
+    Knowledge::new()
+        .dsa(dsa("D1", "<c AU><o DEMOCORP>", d1.port))
+        .dsa(dsa("EVIL", "<c AU><o EVIL>", evil.port))
+        .write(dir)
 }
 
 fn show(what: &str, out: &ToolOutput) -> String {
@@ -146,7 +140,7 @@ fn mallory_as_admin() -> [&'static str; 10] {
 fn a_sasl_identity_is_conveyed_only_from_a_dsa_that_holds_it() {
     let (d1, evil) = (democorp(), evil());
     let dir = tempfile::tempdir().unwrap();
-    let router = Router::start(&knowledge(dir.path(), &d1, &evil), dir.path());
+    let router = Router::start(&d1_and_evil(dir.path(), &d1, &evil), dir.path());
 
     // The premise: EVIL vouches for DEMOCORP's administrator.
     let mut args = vec!["-Q", "-H", &evil.url];
@@ -207,7 +201,7 @@ fn a_sasl_identity_is_conveyed_only_from_a_dsa_that_holds_it() {
 fn require_tls_for_bind_covers_sasl_plain_and_layered_mechanisms_are_refused() {
     let (d1, evil) = (democorp(), evil());
     let dir = tempfile::tempdir().unwrap();
-    let k = knowledge(dir.path(), &d1, &evil);
+    let k = d1_and_evil(dir.path(), &d1, &evil);
     let router = Router::start_with(&k, dir.path(), &["--require-tls-for-bind"]);
     let whoami = |mech: &str, user: &str, pw: &str, name: &str| {
         let args = [
@@ -306,7 +300,7 @@ fn raw_bind(router: &Router, pdu: &[u8]) -> (u8, String) {
 fn traffic_wrapped_in_a_security_layer_gets_a_notice_saying_so() {
     let (d1, evil) = (democorp(), evil());
     let dir = tempfile::tempdir().unwrap();
-    let router = Router::start(&knowledge(dir.path(), &d1, &evil), dir.path());
+    let router = Router::start(&d1_and_evil(dir.path(), &d1, &evil), dir.path());
     let mut s = connect(&router);
     let creds = format!("\0mallory\0{MALLORY_PW}");
     let (code, text) = bind_on(&mut s, &sasl_bind(EVIL, "PLAIN", Some(creds.as_bytes())));

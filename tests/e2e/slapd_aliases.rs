@@ -22,6 +22,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use support::knowledge::{Dsa, Knowledge};
 use support::router::Router;
 use support::slapd::{
     ldap_tool, ldif_entry, pick_port, seed_ldif, user_dn, Slapd, SlapdConfig, LDAPSEARCH, ROUTER_PW,
@@ -66,23 +67,18 @@ fn ldif() -> String {
 
 /// `D1` for the whole suffix, `NARROW` (the same slapd) for `ou=narrow`
 /// only.
-fn knowledge(dir: &Path, port: u16) -> PathBuf {
+fn d1_and_narrow(dir: &Path, port: u16) -> PathBuf {
     let dsa = |name: &str, prefix: &str| {
-        format!(
-            "set dsa \"{name}\" =\n{{\n\
-             \x20   prefix            = {prefix}\n\
-             \x20   ldap-dsa-name     = <c AU><o DEMOCORP><cn router>\n\
-             \x20   ldap-dsa-password = \"{ROUTER_PW}\"\n\
-             \x20   address           = tcp \"127.0.0.1\" port {port}\n\
-             \x20   dsa-flags         = multi-write\n\
-             \x20   trust-flags       = trust-conveyed-originator\n\
-             }};\n"
-        )
+        Dsa::new(name, port)
+            .prefix(prefix)
+            .ldap_dsa("<c AU><o DEMOCORP><cn router>", ROUTER_PW)
+            .flags("multi-write")
+            .trust_conveyed()
     };
-    let k = dsa("D1", "<c AU><o DEMOCORP>") + &dsa("NARROW", "<c AU><o DEMOCORP><ou narrow>");
-    let path = dir.join("router.dxg");
-    std::fs::write(&path, k).unwrap();
-    path
+    Knowledge::new()
+        .dsa(dsa("D1", "<c AU><o DEMOCORP>"))
+        .dsa(dsa("NARROW", "<c AU><o DEMOCORP><ou narrow>"))
+        .write(dir)
 }
 
 /// The DNs a subtree search at `base` with `-a deref` returns from `url`
@@ -167,7 +163,7 @@ fn aliases_lead_anywhere_in_the_dsas_partition_and_no_further() {
     let dir = tempfile::tempdir().unwrap();
     let admin = format!("127.0.0.1:{}", pick_port());
     let r = Router::start_with(
-        &knowledge(dir.path(), s.port),
+        &d1_and_narrow(dir.path(), s.port),
         dir.path(),
         &["--admin", &admin],
     );

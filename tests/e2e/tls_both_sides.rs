@@ -19,6 +19,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use support::certs::Ca;
+use support::knowledge::{Dsa, Knowledge};
 use support::slapd::{
     pick_port, run_tool_env, seed_ldif, Slapd, SlapdConfig, SlapdTls, TlsMode, LDAPSEARCH,
     ROUTER_PW,
@@ -144,18 +145,13 @@ fn ldapsearch(url: &str, ca: &Path, args: &[&str]) -> support::slapd::ToolOutput
     )
 }
 
-fn dsa_block(name: &str, o: &str, port: u16, tls: &str) -> String {
-    format!(
-        "set dsa \"{name}\" =\n{{\n\
-         \x20   prefix            = <c AU><o {o}>\n\
-         \x20   dsa-name          = <c AU><o {o}><cn {name}>\n\
-         \x20   ldap-dsa-name     = <c AU><o {o}><cn router>\n\
-         \x20   ldap-dsa-password = \"{ROUTER_PW}\"\n\
-         \x20   address           = tcp \"127.0.0.1\" port {port}\n\
-         \x20   trust-flags       = trust-conveyed-originator\n\
-         {tls}\
-         }};\n"
-    )
+fn tls_dsa(name: &str, o: &str, port: u16) -> Dsa {
+    let prefix = format!("<c AU><o {o}>");
+    Dsa::new(name, port)
+        .prefix(&prefix)
+        .dsa_name_only(&format!("{prefix}<cn {name}>"))
+        .router(ROUTER_PW)
+        .trust_conveyed()
 }
 
 #[test]
@@ -190,28 +186,12 @@ fn ldapsearch_zz_and_ldaps_through_the_router_to_tls_only_slapd() {
     let plain = ldapsearch(&c1.url, &ca.pem, &["-b", "", "-s", "base"]);
     assert!(!plain.success(), "C1 must require TLS: {plain:?}");
 
-    let knowledge = dir.join("router.dxg");
-    fs::write(
-        &knowledge,
-        [
-            dsa_block(
-                "D1",
-                "DEMOCORP",
-                d1.port,
-                "    link-flags        = dsp-ldap, ssl-encryption\n",
-            ),
-            dsa_block(
-                "C1",
-                "CUSTOMER",
-                c1.port,
-                "    dsa-router-tls    = starttls\n",
-            ),
-            // Wrong on purpose: LDAPS towards C1's plain port.
-            dsa_block("B1", "BAD", c1.port, "    dsa-router-tls    = ldaps\n"),
-        ]
-        .concat(),
-    )
-    .unwrap();
+    let knowledge = Knowledge::new()
+        .dsa(tls_dsa("D1", "DEMOCORP", d1.port).link_flags("dsp-ldap, ssl-encryption"))
+        .dsa(tls_dsa("C1", "CUSTOMER", c1.port).set("dsa-router-tls", "starttls"))
+        // Wrong on purpose: LDAPS towards C1's plain port.
+        .dsa(tls_dsa("B1", "BAD", c1.port).set("dsa-router-tls", "ldaps"))
+        .write(dir);
     let (rcert, rkey) = ca.server_files(dir, "router");
     let (rc, rk, dca) = (
         rcert.to_str().unwrap(),

@@ -9,6 +9,7 @@
 //! partition.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
+use crate::support::knowledge::{Dsa, Knowledge};
 use crate::support::router::Router;
 use crate::support::slapd::{pick_port, run_tool, Slapd, SlapdConfig};
 use serde_json::Value;
@@ -151,13 +152,15 @@ fn a_hedged_search_s_trace_has_its_dsa_attempts_as_children() {
     let (_d1, p1) = testdsa("D1", 1500);
     let (_h1, p2) = testdsa("H1", 0);
     let block = |n: &str, p: u16| {
-        format!(
-            "set dsa {n} = {{ prefix = {KPREFIX} address = tcp \"127.0.0.1\" port {p} \
-             dsa-flags = load-share load-share-group = \"G\" }};\n"
-        )
+        Dsa::new(n, p)
+            .prefix(KPREFIX)
+            .flags("load-share")
+            .load_share_group("G")
     };
-    let root = dir.path().join("router.dxg");
-    std::fs::write(&root, block("D1", p1) + &block("H1", p2)).unwrap();
+    let root = Knowledge::new()
+        .dsa(block("D1", p1))
+        .dsa(block("H1", p2))
+        .write(dir.path());
     let r = Router::start_with(
         &root,
         dir.path(),
@@ -260,16 +263,13 @@ fn received(log: &Path) -> Vec<(String, String, String)> {
 }
 
 /// Knowledge with one DSA per `(name, prefix, port)`.
-fn knowledge(dir: &Path, dsas: &[(&str, &str, u16)]) -> std::path::PathBuf {
-    let text: String = dsas
-        .iter()
-        .map(|(n, prefix, p)| {
-            format!("set dsa {n} = {{ prefix = {prefix} address = tcp \"127.0.0.1\" port {p} }};\n")
-        })
-        .collect();
-    let root = dir.join("router.dxg");
-    std::fs::write(&root, text).unwrap();
-    root
+fn plain_dsas(dir: &Path, dsas: &[(&str, &str, u16)]) -> std::path::PathBuf {
+    Knowledge::new()
+        .dsas(
+            dsas.iter()
+                .map(|(n, prefix, p)| Dsa::new(n, *p).prefix(prefix)),
+        )
+        .write(dir)
 }
 
 /// The router's root DSE lists `oid` among its supported controls (it
@@ -299,7 +299,7 @@ fn the_trace_context_goes_to_dsas_that_accept_it_with_the_attempt_s_span() {
         PLAIN,
         &["--trace-context-log", n1_log.to_str().unwrap()],
     );
-    let root = knowledge(
+    let root = plain_dsas(
         dir.path(),
         &[("T1", KPREFIX, p1), ("N1", "<c AU><o Plain>", p2)],
     );
@@ -380,7 +380,7 @@ fn a_search_spanning_partitions_has_a_child_span_per_partition() {
     ];
     let (_t1, p1) = testdsa_with("T1", SUFFIX, &t1_args);
     let (_n1, p2) = testdsa_with("N1", PLAIN, &[]);
-    let root = knowledge(
+    let root = plain_dsas(
         dir.path(),
         &[("T1", KPREFIX, p1), ("N1", "<c AU><o Plain>", p2)],
     );
@@ -461,7 +461,7 @@ fn slapd_s_answers_are_unchanged_when_traced() {
     let out = dir.path().join("spans.jsonl");
     let (_rx, endpoint) = receiver(dir.path(), &out);
     let slapd = Slapd::start(SlapdConfig::seeded("S1", &[SUFFIX]));
-    let root = knowledge(dir.path(), &[("S1", KPREFIX, slapd.port)]);
+    let root = plain_dsas(dir.path(), &[("S1", KPREFIX, slapd.port)]);
     let r = Router::start_with(
         &root,
         dir.path(),

@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::panic)]
 
 use super::traces::{receiver, spans, testdsa, wait};
+use crate::support::knowledge::{Dsa, Knowledge};
 use crate::support::router::Router;
 use crate::support::slapd::run_tool;
 use serde_json::Value;
@@ -42,10 +43,9 @@ fn binds_and_the_router_s_own_answers_have_a_span_each() {
     let out = dir.path().join("spans.jsonl");
     let (_rx, endpoint) = receiver(dir.path(), &out);
     let (_d1, port) = testdsa("D1", 0);
-    let root = dir.path().join("router.dxg");
-    let block =
-        format!("set dsa D1 = {{ prefix = {KPREFIX} address = tcp \"127.0.0.1\" port {port} }};\n");
-    std::fs::write(&root, block).unwrap();
+    let root = Knowledge::new()
+        .dsa(Dsa::new("D1", port).prefix(KPREFIX))
+        .write(dir.path());
     let r = Router::start_with(
         &root,
         dir.path(),

@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::panic)]
 
 use super::traces::{control, ldapsearch_at, receiver, spans, testdsa, wait};
+use crate::support::knowledge::{Dsa, Knowledge};
 use crate::support::router::Router;
 use std::time::Duration;
 
@@ -16,14 +17,9 @@ fn a_caller_s_sampled_flag_is_followed_only_within_the_rate() {
     let out = dir.path().join("spans.jsonl");
     let (_rx, endpoint) = receiver(dir.path(), &out);
     let (_d1, port) = testdsa("D1", 0);
-    let root = dir.path().join("router.dxg");
-    std::fs::write(
-        &root,
-        format!(
-            "set dsa D1 = {{ prefix = <c AU><o Traced> address = tcp \"127.0.0.1\" port {port} }};\n"
-        ),
-    )
-    .unwrap();
+    let root = Knowledge::new()
+        .dsa(Dsa::new("D1", port).prefix("<c AU><o Traced>"))
+        .write(dir.path());
     let r = Router::start_with(
         &root,
         dir.path(),

@@ -10,6 +10,7 @@
 //! refused and the old one keeps serving.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
+use crate::support::knowledge::{Dsa, Knowledge};
 use crate::support::slapd::{one_dsa_knowledge, pick_port, Slapd, SlapdConfig, ROUTER_PW};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -550,15 +551,9 @@ fn sigterm_ends_a_router_whose_upgrade_child_never_answers() {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let knowledge = d.join("router.dxg");
-    std::fs::write(
-        &knowledge,
-        format!(
-            "set dsa \"D1\" = {{ prefix = <c AU> address = tcp \"127.0.0.1\" port {} }};\n",
-            pick_port()
-        ),
-    )
-    .unwrap();
+    let knowledge = Knowledge::new()
+        .dsa(Dsa::new("D1", pick_port()).prefix("<c AU>"))
+        .write(d);
     let bin: PathBuf = d.join("dsa-router");
     install(&bin);
     let (port, admin) = (pick_port(), format!("127.0.0.1:{}", pick_port()));

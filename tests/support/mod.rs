@@ -8,10 +8,12 @@
 //! * [`router`]: a `dsa-router serve` process.
 //! * [`slapd`]: a real OpenLDAP slapd, and the OpenLDAP command line tools.
 //! * [`certs`]: certificates for the TLS tests.
+//! * [`knowledge`]: knowledge files (`set dsa` blocks) for routers.
 #![allow(dead_code)]
 
 pub mod certs;
 pub mod inproc;
+pub mod knowledge;
 pub mod replica;
 pub mod router;
 pub mod slapd;

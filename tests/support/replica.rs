@@ -8,6 +8,7 @@
 //! `/status` and `/metrics`, LDAP helpers).
 #![allow(clippy::panic, clippy::unwrap_used)]
 
+use super::knowledge::{Dsa, Knowledge};
 use super::router::Router;
 use super::slapd::{
     admin_dn, ldap_tool, pick_port, seed_ldif, writer_dn, Slapd, SlapdConfig, ADMIN_PW, ROUTER_PW,
@@ -185,19 +186,17 @@ pub fn wait_caught_up(c: &Slapd, p: &Slapd, suffix: &str, within: Duration) {
 /// Knowledge of `dsas` (name, port, dsa-flags besides `load-share`) for
 /// `<c AU><o DEMOCORP>`, all in load-share group `R`, each naming the
 /// router (`cn=router`) and trusting its conveyed originators.
-pub fn knowledge(dir: &Path, dsas: &[(&str, u16, &str)]) -> PathBuf {
-    let mut k = String::new();
-    for (name, port, flags) in dsas {
-        k += &format!(
-            "set dsa \"{name}\" = {{\n prefix = <c AU><o DEMOCORP>\n \
-             ldap-dsa-name = <c AU><o DEMOCORP><cn router>\n ldap-dsa-password = \"{ROUTER_PW}\"\n \
-             address = tcp \"127.0.0.1\" port {port}\n dsa-flags = load-share, {flags}\n \
-             load-share-group = \"R\"\n trust-flags = trust-conveyed-originator\n}};\n"
-        );
-    }
-    let path = dir.join("router.dxg");
-    std::fs::write(&path, k).unwrap();
-    path
+pub fn load_share_knowledge(dir: &Path, dsas: &[(&str, u16, &str)]) -> PathBuf {
+    Knowledge::new()
+        .dsas(dsas.iter().map(|(name, port, flags)| {
+            Dsa::new(name, *port)
+                .prefix("<c AU><o DEMOCORP>")
+                .router(ROUTER_PW)
+                .flags(&format!("load-share, {flags}"))
+                .load_share_group("R")
+                .trust_conveyed()
+        }))
+        .write(dir)
 }
 
 /// A router process over knowledge `k` with an admin API; its admin
