@@ -15,10 +15,11 @@
 use crate::support;
 
 use support::knowledge::{Dsa, Knowledge};
+use support::ldap::{search, show, whoami};
 use support::router::Router;
 use support::slapd::one_dsa_knowledge;
 use support::slapd::{
-    ldap_tool, router_dn, seed_ldif, user_dn, Slapd, SlapdConfig, ToolOutput, ALICE_PW, ROUTER_PW,
+    ldap_tool, router_dn, seed_ldif, user_dn, Slapd, SlapdConfig, ALICE_PW, ROUTER_PW,
 };
 
 const DEMOCORP: &str = "o=DEMOCORP,c=AU";
@@ -26,27 +27,10 @@ const OID_PPOLICY: &str = "1.3.6.1.4.1.42.2.27.8.5.1";
 const RESET_PW: &str = "resetpw";
 const NEW_PW: &str = "brand-new-pw";
 
-fn show(what: &str, out: &ToolOutput) -> String {
-    format!(
-        "{what}: exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.code, out.stdout, out.stderr
-    )
-}
-
-fn whoami(url: &str, dn: &str, pw: &str) -> ToolOutput {
-    ldap_tool("ldapwhoami", &["-x", "-H", url, "-D", dn, "-w", pw], None)
-}
-
-/// `ldapsearch` as `bind` (None: anonymous): the LDIF it prints, comments
-/// and the result trailer dropped.
-fn search(url: &str, bind: Option<(&str, &str)>, base: &str, attrs: &[&str]) -> String {
-    let mut args = vec!["-x", "-LLL", "-H", url, "-b", base, "-s", "sub"];
-    if let Some((dn, pw)) = bind {
-        args.extend(["-D", dn, "-w", pw]);
-    }
-    args.push("(objectClass=*)");
-    args.extend_from_slice(attrs);
-    let out = ldap_tool("ldapsearch", &args, None);
+/// The subtree of `base` as `bind` (None: anonymous): the LDIF
+/// `ldapsearch` prints, comments and the result trailer dropped.
+fn subtree(url: &str, bind: Option<(&str, &str)>, base: &str, attrs: &[&str]) -> String {
+    let out = search(url, bind, &[], base, "sub", "(objectClass=*)", attrs);
     assert!(
         out.code == Some(0) || out.code == Some(32),
         "{}",
@@ -91,15 +75,15 @@ fn unauthenticated_binds_leave_the_client_anonymous() {
     }
 
     // Reads: exactly what an anonymous client reads.
-    let anon_alice = search(&router.url, None, &alice, &["*", "userPassword"]);
-    let anon_secret = search(&router.url, None, &restricted, &["*"]);
+    let anon_alice = subtree(&router.url, None, &alice, &["*", "userPassword"]);
+    let anon_secret = subtree(&router.url, None, &restricted, &["*"]);
     assert!(anon_alice.contains("uid: alice"), "{anon_alice}");
     assert!(!anon_alice.contains("userPassword"), "{anon_alice}");
     assert!(!anon_secret.contains("cn=secret"), "{anon_secret}");
     for dn in [alice.as_str(), me.as_str()] {
-        let got = search(&router.url, Some((dn, "")), &alice, &["*", "userPassword"]);
+        let got = subtree(&router.url, Some((dn, "")), &alice, &["*", "userPassword"]);
         assert_eq!(got, anon_alice, "{dn} with an empty password reads alice");
-        let got = search(&router.url, Some((dn, "")), &restricted, &["*"]);
+        let got = subtree(&router.url, Some((dn, "")), &restricted, &["*"]);
         assert_eq!(
             got, anon_secret,
             "{dn} with an empty password reads restricted"
@@ -108,7 +92,7 @@ fn unauthenticated_binds_leave_the_client_anonymous() {
 
     // The same identities with their passwords do read more (so the
     // checks above would see a conveyed identity).
-    let own = search(
+    let own = subtree(
         &router.url,
         Some((&alice, ALICE_PW)),
         &alice,
@@ -118,7 +102,7 @@ fn unauthenticated_binds_leave_the_client_anonymous() {
         own.contains("userPassword"),
         "alice reads her password: {own}"
     );
-    let secret = search(&router.url, Some((&me, ROUTER_PW)), &restricted, &["*"]);
+    let secret = subtree(&router.url, Some((&me, ROUTER_PW)), &restricted, &["*"]);
     assert!(
         secret.contains("cn=secret"),
         "the router identity reads: {secret}"
@@ -319,7 +303,7 @@ fn own_connection_always_runs_bound_clients_as_themselves() {
             "{}",
             show("whoami", &w)
         );
-        let none = search(&router.url, Some((&alice, ALICE_PW)), &restricted, &["*"]);
+        let none = subtree(&router.url, Some((&alice, ALICE_PW)), &restricted, &["*"]);
         assert!(!none.contains("cn=secret"), "{none}");
     }
 }

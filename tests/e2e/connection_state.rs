@@ -25,6 +25,7 @@ use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use support::ldap::show;
 use support::router::Router;
 use support::slapd::{
     admin_dn, ldap_tool, one_dsa_knowledge, pick_port, run_tool, seed_ldif, user_dn, Slapd,
@@ -100,14 +101,7 @@ impl Setup {
     }
 
     fn status(&self) -> serde_json::Value {
-        let url = format!("http://{}/status", self.admin);
-        let body = ureq::get(&url)
-            .timeout(Duration::from_secs(10))
-            .call()
-            .unwrap()
-            .into_string()
-            .unwrap();
-        serde_json::from_str(&body).unwrap()
+        support::ldap::status(&self.admin)
     }
 
     /// A per-DSA figure of D1 in `/status`.
@@ -116,13 +110,6 @@ impl Setup {
             .as_i64()
             .unwrap()
     }
-}
-
-fn show(what: &str, out: &ToolOutput) -> String {
-    format!(
-        "{what}: exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.code, out.stdout, out.stderr
-    )
 }
 
 fn root_dse(url: &str) -> String {

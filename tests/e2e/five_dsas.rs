@@ -14,10 +14,9 @@ use crate::support;
 use std::path::{Path, PathBuf};
 use std::thread;
 use support::knowledge::{Dsa, Knowledge};
+use support::ldap::{search, show, values};
 use support::router::Router;
-use support::slapd::{
-    ldap_tool, seed_ldif, served_by_dn, user_dn, Slapd, SlapdConfig, ToolOutput, ROUTER_PW,
-};
+use support::slapd::{seed_ldif, served_by_dn, user_dn, Slapd, SlapdConfig, ROUTER_PW};
 
 pub(crate) const DEMOCORP: &str = "o=DEMOCORP,c=AU";
 
@@ -141,54 +140,6 @@ pub(crate) fn bob() -> String {
     user_dn(DEMOCORP, "bob")
 }
 
-pub(crate) fn show(what: &str, out: &ToolOutput) -> String {
-    format!(
-        "{what}: exit {:?}{}\nstdout:\n{}\nstderr:\n{}",
-        out.code,
-        if out.timed_out { " (timed out)" } else { "" },
-        out.stdout,
-        out.stderr
-    )
-}
-
-/// `ldapsearch -x -LLL` against `url` as `bind` (anonymous if `None`).
-pub(crate) fn search(
-    url: &str,
-    bind: Option<(&str, &str)>,
-    extra: &[&str],
-    base: &str,
-    scope: &str,
-    filter: &str,
-    attrs: &[&str],
-) -> ToolOutput {
-    let mut args = vec!["-x", "-LLL", "-o", "ldif-wrap=no", "-H", url];
-    if let Some((dn, pw)) = bind {
-        args.extend(["-D", dn, "-w", pw]);
-    }
-    args.extend_from_slice(extra);
-    args.extend(["-b", base, "-s", scope, filter]);
-    args.extend_from_slice(attrs);
-    ldap_tool("ldapsearch", &args, None)
-}
-
-pub(crate) fn dns(out: &ToolOutput) -> Vec<String> {
-    out.stdout
-        .lines()
-        .filter_map(|l| l.strip_prefix("dn: "))
-        .map(|d| d.to_string())
-        .collect()
-}
-
-/// Values of `attr` in ldapsearch LDIF output.
-pub(crate) fn values(out: &ToolOutput, attr: &str) -> Vec<String> {
-    let prefix = format!("{attr}: ");
-    out.stdout
-        .lines()
-        .filter_map(|l| l.strip_prefix(&prefix))
-        .map(|d| d.to_string())
-        .collect()
-}
-
 /// Which DSA answers a base search of `cn=served-by,<suffix>` at `url`.
 pub(crate) fn served_by(url: &str, bind: Option<(&str, &str)>, suffix: &str) -> String {
     let out = search(
@@ -204,10 +155,6 @@ pub(crate) fn served_by(url: &str, bind: Option<(&str, &str)>, suffix: &str) -> 
     let v = values(&out, "description");
     assert_eq!(v.len(), 1, "{}", show("served-by search", &out));
     v[0].clone()
-}
-
-pub(crate) fn whoami(url: &str, dn: &str, pw: &str) -> ToolOutput {
-    ldap_tool("ldapwhoami", &["-x", "-H", url, "-D", dn, "-w", pw], None)
 }
 
 pub(crate) fn rt() -> tokio::runtime::Runtime {

@@ -13,18 +13,12 @@ use std::fs;
 
 use dsa_router::directory::knowledge::hash::{slot, Algo};
 use support::knowledge::{Dsa, Knowledge};
+use support::ldap::show;
 use support::router::Router;
 use support::slapd::{ldap_tool, Slapd, SlapdConfig, ToolOutput, ADMIN_PW};
 
 const BASE: &str = "o=HP,c=AU";
 const USERS: usize = 2000;
-
-fn show(what: &str, out: &ToolOutput) -> String {
-    format!(
-        "{what}: exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.code, out.stdout, out.stderr
-    )
-}
 
 /// A slapd holding only the suffix entry.
 fn empty(name: &str) -> Slapd {

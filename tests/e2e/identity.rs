@@ -7,10 +7,11 @@
 //! (`scripts/install-deps.sh`).
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-use crate::five_dsas::{alice, bob, dns, rt, search, setup, show, whoami, CUSTOMER, DEMOCORP};
+use crate::five_dsas::{alice, bob, rt, setup, CUSTOMER, DEMOCORP};
 use crate::inproc_checks::sees;
 use crate::support;
 use crate::support::inproc::*;
+use crate::support::ldap::{dns, search, show, whoami};
 use ldap3::exop::{WhoAmI, WhoAmIResp};
 use ldap3::Scope;
 use std::path::{Path, PathBuf};

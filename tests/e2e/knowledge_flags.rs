@@ -12,17 +12,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use support::knowledge::{Dsa, Knowledge};
+use support::ldap::show;
 use support::router::Router;
 use support::slapd::{admin_dn, ldap_tool, Slapd, SlapdConfig, ToolOutput, ADMIN_PW};
 
 const DEMOCORP: &str = "o=DEMOCORP,c=AU";
-
-fn show(what: &str, out: &ToolOutput) -> String {
-    format!(
-        "{what}: exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.code, out.stdout, out.stderr
-    )
-}
 
 /// `set dsa` blocks for `dsas` (name, slapd, flags), all holding
 /// `o=DEMOCORP,c=AU`, in that order.

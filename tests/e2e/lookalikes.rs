@@ -14,8 +14,9 @@
 #![allow(clippy::unwrap_used, clippy::panic)]
 
 use crate::failed_binds::dsa_failures;
-use crate::policy::{bind, connect, get, rt, search};
+use crate::policy::{bind, connect, rt, search};
 use crate::support;
+use crate::support::ldap::get;
 
 use ldap3_proto::proto::{LdapFilter, LdapResultCode, LdapSearchScope};
 use support::router::Router;
@@ -116,7 +117,7 @@ fn slapd_config(max_failure: u32, sasl: &[(&str, &str)]) -> SlapdConfig {
 
 /// `ldapwhoami -x` as `dn` at `url`: its exit code, and what it printed.
 fn whoami(url: &str, dn: &str, pw: &str) -> (Option<i32>, String) {
-    let out = ldap_tool("ldapwhoami", &["-x", "-H", url, "-D", dn, "-w", pw], None);
+    let out = support::ldap::whoami(url, dn, pw);
     (out.code, out.stdout.trim().to_string())
 }
 

@@ -19,11 +19,11 @@ use crate::support;
 use ldap3_proto::proto::{
     LdapBindCred, LdapBindRequest, LdapFilter, LdapMsg, LdapOp, LdapResultCode, LdapSearchScope,
 };
-use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::time::{Duration, Instant};
 use support::inproc::{compare_msg, encode, final_result, search_msg, Raw};
+use support::ldap::get;
 use support::router::Router;
 use support::slapd::{
     one_dsa_knowledge, pick_port, user_dn, Slapd, SlapdConfig, ALICE_PW, BOB_PW, ROUTER_PW,
@@ -102,21 +102,6 @@ pub(crate) fn any() -> LdapFilter {
 
 fn people() -> LdapFilter {
     eq("objectClass", "inetOrgPerson")
-}
-
-/// An HTTP GET on the admin API: the body.
-pub(crate) fn get(admin: &str, path: &str) -> String {
-    let mut s = TcpStream::connect(admin).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {admin}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).unwrap();
-    text.split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default()
 }
 
 /// A router in front of `s` with `policy` (and its admin API), once the

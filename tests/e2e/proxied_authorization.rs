@@ -5,8 +5,9 @@
 //! Needs slapd and ldap-utils (`scripts/install-deps.sh`).
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-use crate::five_dsas::{alice, dns, search, setup, show, values, DEMOCORP};
+use crate::five_dsas::{alice, setup, DEMOCORP};
 use crate::support;
+use crate::support::ldap::{dns, search, show, values};
 use support::slapd::{ldap_tool, router_dn, ALICE_PW, ROUTER_PW};
 
 /// A client's own proxied-authorization control (RFC 4370) through the

@@ -3,10 +3,11 @@
 //! partition, and the extended operations the router answers itself.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-use crate::five_dsas::{alice, dns, search, setup, show, tail, values, CUSTOMER, DEMOCORP};
+use crate::five_dsas::{alice, setup, tail, CUSTOMER, DEMOCORP};
 use crate::inproc_checks::set;
 use crate::support;
 use crate::support::inproc::*;
+use crate::support::ldap::{dns, search, show, values};
 use ldap3::exop::Exop;
 use ldap3::{Scope, SearchEntry};
 use std::collections::BTreeSet;

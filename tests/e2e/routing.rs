@@ -6,10 +6,11 @@
 //! The slapd tests need slapd and ldap-utils (`scripts/install-deps.sh`).
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-use crate::five_dsas::{alice, bob, dns, search, setup, show, values, whoami, Dsas, DEMOCORP};
+use crate::five_dsas::{alice, bob, setup, Dsas, DEMOCORP};
 use crate::inproc_checks::set;
 use crate::support;
 use crate::support::inproc::*;
+use crate::support::ldap::{dns, search, show, values, whoami};
 use ldap3::exop::{WhoAmI, WhoAmIResp};
 use ldap3::{Mod, Scope};
 use std::collections::HashSet;

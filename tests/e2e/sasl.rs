@@ -26,6 +26,7 @@ use std::time::Duration;
 
 use support::inproc::tlv;
 use support::knowledge::{Dsa, Knowledge};
+use support::ldap::show;
 use support::router::Router;
 use support::slapd::{
     ldap_tool, ldif_entry, seed_ldif, user_dn, Slapd, SlapdConfig, ToolOutput, ROUTER_PW,
@@ -85,13 +86,6 @@ fn d1_and_evil(dir: &Path, d1: &Slapd, evil: &Slapd) -> PathBuf {
         .dsa(dsa("D1", "<c AU><o DEMOCORP>", d1.port))
         .dsa(dsa("EVIL", "<c AU><o EVIL>", evil.port))
         .write(dir)
-}
-
-fn show(what: &str, out: &ToolOutput) -> String {
-    format!(
-        "{what}: exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        out.code, out.stdout, out.stderr
-    )
 }
 
 /// `ldapsearch` of `base`'s subtree for `attrs`, bound by `bind` (SASL

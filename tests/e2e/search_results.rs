@@ -4,8 +4,9 @@
 //! Needs slapd and ldap-utils (`scripts/install-deps.sh`).
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-use crate::five_dsas::{dns, search, setup, show, values, DEMOCORP};
+use crate::five_dsas::{setup, DEMOCORP};
 use crate::support;
+use crate::support::ldap::{dns, search, show, values};
 use std::collections::BTreeSet;
 use support::slapd::SEED_USERS;
 

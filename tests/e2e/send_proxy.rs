@@ -72,7 +72,7 @@ fn bind_and_read(router: &str, dn: &str) -> (SocketAddr, LdapResultCode, LdapRes
 }
 
 /// `dsa-router ctl status --json` of the router with admin `admin`.
-fn status(admin: &str) -> serde_json::Value {
+fn ctl_status(admin: &str) -> serde_json::Value {
     let out = Command::new(env!("CARGO_BIN_EXE_dsa-router"))
         .args(["ctl", "--admin", admin, "--json", "status"])
         .env_remove("DSA_ROUTER_ADMIN_TOKEN")
@@ -129,7 +129,7 @@ fn a_clients_own_connection_names_its_address_to_a_pldap_slapd_and_without_the_h
         1,
         "only the client's own connection names it ({conn}):\n{log}"
     );
-    assert_eq!(d1(&status(&admin))["health"], "up");
+    assert_eq!(d1(&ctl_status(&admin))["health"], "up");
 
     // A router that sends no header: slapd refuses its connections, the
     // DSA is down, and the reason says what to look at.
@@ -137,7 +137,7 @@ fn a_clients_own_connection_names_its_address_to_a_pldap_slapd_and_without_the_h
     let admin2 = format!("127.0.0.1:{}", pick_port());
     let plain = Router::start_with(&knowledge, dir2.path(), &["--admin", &admin2]);
     let reason = until("the router without --send-proxy-to finds D1 down", || {
-        let st = status(&admin2);
+        let st = ctl_status(&admin2);
         let d = d1(&st);
         (d["health"] == "down").then(|| d["reason"].as_str().unwrap_or("").to_string())
     });

@@ -18,11 +18,9 @@
 use crate::support;
 
 use std::collections::BTreeSet;
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 use support::knowledge::{Dsa, Knowledge};
+use support::ldap::get;
 use support::router::Router;
 use support::slapd::{
     ldap_tool, ldif_entry, pick_port, seed_ldif, user_dn, Slapd, SlapdConfig, LDAPSEARCH, ROUTER_PW,
@@ -126,16 +124,6 @@ fn search(url: &str, base: &str, deref: &str) -> (BTreeSet<String>, BTreeSet<Str
         dns.insert(dn);
     }
     (dns, aliases)
-}
-
-/// The body of `GET path` on the admin API.
-fn get(admin: &str, path: &str) -> String {
-    let mut s = TcpStream::connect(admin).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {admin}\r\n\r\n").unwrap();
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).unwrap();
-    raw.split_once("\r\n\r\n").unwrap().1.to_string()
 }
 
 /// Entries of DSA `dsa` dropped as out of scope, from `/metrics`.

@@ -10,6 +10,7 @@ use crate::support;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
+use support::ldap::{dns, search, whoami_with};
 use support::slapd::{
     admin_dn, bulk_ldif, ldap_tool, router_dn, run_tool, seed_ldif, served_by_dn, user_dn,
     writer_dn, Slapd, SlapdConfig, ADMIN_PW, ALICE_PW, ROUTER_PW, SEED_USERS, WRITER_PW,
@@ -27,41 +28,6 @@ fn start(name: &str, suffix: &str) -> Slapd {
     })
 }
 
-/// `ldapsearch -x -LLL` as `bind` (anonymous if `None`), with `extra`
-/// arguments (e.g. `-e !authzid=...`) before base, scope, filter, attrs.
-fn search(
-    s: &Slapd,
-    bind: Option<(&str, &str)>,
-    extra: &[&str],
-    base: &str,
-    scope: &str,
-    filter: &str,
-    attrs: &[&str],
-) -> support::slapd::ToolOutput {
-    let mut args = vec!["-x", "-LLL", "-o", "ldif-wrap=no", "-H", &s.url];
-    if let Some((dn, pw)) = bind {
-        args.extend(["-D", dn, "-w", pw]);
-    }
-    args.extend_from_slice(extra);
-    args.extend(["-b", base, "-s", scope, filter]);
-    args.extend_from_slice(attrs);
-    ldap_tool("ldapsearch", &args, None)
-}
-
-fn dns(out: &support::slapd::ToolOutput) -> Vec<String> {
-    out.stdout
-        .lines()
-        .filter_map(|l| l.strip_prefix("dn: "))
-        .map(|d| d.to_string())
-        .collect()
-}
-
-fn whoami(s: &Slapd, dn: &str, pw: &str, extra: &[&str]) -> support::slapd::ToolOutput {
-    let mut args = vec!["-x", "-H", &s.url, "-D", dn, "-w", pw];
-    args.extend_from_slice(extra);
-    ldap_tool("ldapwhoami", &args, None)
-}
-
 fn modify(s: &Slapd, bind: Option<(&str, &str)>, ldif: &str) -> support::slapd::ToolOutput {
     let mut args = vec!["-x", "-H", &s.url];
     if let Some((dn, pw)) = bind {
@@ -72,7 +38,7 @@ fn modify(s: &Slapd, bind: Option<(&str, &str)>, ldif: &str) -> support::slapd::
 
 fn served_by(s: &Slapd, suffix: &str) -> String {
     let out = search(
-        s,
+        &s.url,
         None,
         &[],
         &served_by_dn(suffix),
@@ -113,7 +79,7 @@ fn three_dsas_two_suffixes() {
 
     // Root DSE names the suffix.
     let rd = search(
-        &c1,
+        &c1.url,
         None,
         &[],
         "",
@@ -129,12 +95,20 @@ fn three_dsas_two_suffixes() {
     );
 
     // A DSA does not hold the other suffix.
-    let other = search(&d1, None, &[], CUSTOMER, "base", "(objectClass=*)", &["dn"]);
+    let other = search(
+        &d1.url,
+        None,
+        &[],
+        CUSTOMER,
+        "base",
+        "(objectClass=*)",
+        &["dn"],
+    );
     assert_eq!(other.code, Some(32), "{other:?}");
 
     for (s, suffix) in [(&d1, DEMOCORP), (&d2, DEMOCORP), (&c1, CUSTOMER)] {
         let people = search(
-            s,
+            &s.url,
             None,
             &[],
             &format!("ou=people,{suffix}"),
@@ -144,7 +118,7 @@ fn three_dsas_two_suffixes() {
         );
         assert!(people.success(), "{people:?}");
         assert_eq!(dns(&people).len(), SEED_USERS + 2, "{}", s.name);
-        let alice = search(s, None, &[], suffix, "sub", "(uid=alice)", &["mail"]);
+        let alice = search(&s.url, None, &[], suffix, "sub", "(uid=alice)", &["mail"]);
         assert!(alice.success(), "{alice:?}");
         assert_eq!(dns(&alice), vec![user_dn(suffix, "alice")]);
         assert!(alice.stdout.contains("mail: alice@example.com"));
@@ -162,7 +136,7 @@ fn acl_restricted_subtree_and_passwords() {
 
     // Anonymous and alice see nothing there (noSuchObject, no disclosure).
     let anon = search(
-        &d,
+        &d.url,
         None,
         &[],
         &restricted,
@@ -173,7 +147,7 @@ fn acl_restricted_subtree_and_passwords() {
     assert_eq!(anon.code, Some(32), "{anon:?}");
     assert!(dns(&anon).is_empty());
     let by_alice = search(
-        &d,
+        &d.url,
         Some((&alice, ALICE_PW)),
         &[],
         &restricted,
@@ -183,7 +157,15 @@ fn acl_restricted_subtree_and_passwords() {
     );
     assert_eq!(by_alice.code, Some(32), "{by_alice:?}");
     // A subtree search from the suffix silently omits them.
-    let all = search(&d, None, &[], DEMOCORP, "sub", "(objectClass=*)", &["1.1"]);
+    let all = search(
+        &d.url,
+        None,
+        &[],
+        DEMOCORP,
+        "sub",
+        "(objectClass=*)",
+        &["1.1"],
+    );
     assert!(all.success(), "{all:?}");
     assert!(!all.stdout.to_lowercase().contains("ou=restricted"));
 
@@ -194,7 +176,7 @@ fn acl_restricted_subtree_and_passwords() {
         (&admin, ADMIN_PW),
     ] {
         let out = search(
-            &d,
+            &d.url,
             Some((who, pw)),
             &[],
             &restricted,
@@ -209,7 +191,7 @@ fn acl_restricted_subtree_and_passwords() {
 
     // userPassword: self reads it, anonymous and router do not.
     let own = search(
-        &d,
+        &d.url,
         Some((&alice, ALICE_PW)),
         &[],
         &alice,
@@ -223,7 +205,7 @@ fn acl_restricted_subtree_and_passwords() {
     );
     for bind in [None, Some((router.as_str(), ROUTER_PW))] {
         let out = search(
-            &d,
+            &d.url,
             bind,
             &[],
             &alice,
@@ -237,7 +219,7 @@ fn acl_restricted_subtree_and_passwords() {
     }
 
     // Wrong password: invalidCredentials (49).
-    let bad = whoami(&d, &alice, "nope", &[]);
+    let bad = whoami_with(&d.url, &alice, "nope", &[]);
     assert_eq!(bad.code, Some(49), "{bad:?}");
 }
 
@@ -250,7 +232,7 @@ fn proxied_authorization() {
 
     // The router may assume alice (slapd answers with the normalized DN).
     let as_alice = format!("!authzid=dn:{alice}");
-    let w = whoami(&d, &router, ROUTER_PW, &["-e", &as_alice]);
+    let w = whoami_with(&d.url, &router, ROUTER_PW, &["-e", &as_alice]);
     assert!(w.success(), "{w:?}");
     assert_eq!(
         w.stdout.trim().to_lowercase(),
@@ -258,14 +240,14 @@ fn proxied_authorization() {
     );
 
     // ... and anonymous (empty authzId).
-    let w = whoami(&d, &router, ROUTER_PW, &["-e", "!authzid="]);
+    let w = whoami_with(&d.url, &router, ROUTER_PW, &["-e", "!authzid="]);
     assert!(w.success(), "{w:?}");
     assert_eq!(w.stdout.trim(), "anonymous");
 
     // ACLs then apply to the assumed identity.
     for authz in [as_alice.as_str(), "!authzid="] {
         let out = search(
-            &d,
+            &d.url,
             Some((&router, ROUTER_PW)),
             &["-e", authz],
             &restricted,
@@ -276,7 +258,7 @@ fn proxied_authorization() {
         assert_eq!(out.code, Some(32), "{authz}: {out:?}");
     }
     let own = search(
-        &d,
+        &d.url,
         Some((&router, ROUTER_PW)),
         &[],
         &restricted,
@@ -286,7 +268,7 @@ fn proxied_authorization() {
     );
     assert_eq!(dns(&own).len(), 2, "{own:?}");
     let pw = search(
-        &d,
+        &d.url,
         Some((&router, ROUTER_PW)),
         &["-e", &as_alice],
         &alice,
@@ -300,12 +282,12 @@ fn proxied_authorization() {
     // exits 1 and prints the result code.
     for target in [router.as_str(), &user_dn(DEMOCORP, "bob")] {
         let authz = format!("!authzid=dn:{target}");
-        let w = whoami(&d, &alice, ALICE_PW, &["-e", &authz]);
+        let w = whoami_with(&d.url, &alice, ALICE_PW, &["-e", &authz]);
         assert!(!w.success() && w.stderr.contains("(123)"), "{authz}: {w:?}");
     }
     // slapd lets anyone drop to anonymous (an empty authzId needs no
     // authzTo), as RFC 4370 permits.
-    let w = whoami(&d, &alice, ALICE_PW, &["-e", "!authzid="]);
+    let w = whoami_with(&d.url, &alice, ALICE_PW, &["-e", "!authzid="]);
     assert_eq!((w.code, w.stdout.trim()), (Some(0), "anonymous"), "{w:?}");
 }
 
@@ -353,7 +335,7 @@ fn compare_and_writes() {
     let out = modify(&d, Some((&writer, WRITER_PW)), &add);
     assert!(out.success(), "{out:?}");
     let out = search(
-        &d,
+        &d.url,
         None,
         &[],
         DEMOCORP,
@@ -369,7 +351,15 @@ fn compare_and_writes() {
         &format!("dn: {carol}\nchangetype: delete\n"),
     );
     assert!(out.success(), "{out:?}");
-    let out = search(&d, None, &[], &carol, "base", "(objectClass=*)", &["1.1"]);
+    let out = search(
+        &d.url,
+        None,
+        &[],
+        &carol,
+        "base",
+        "(objectClass=*)",
+        &["1.1"],
+    );
     assert_eq!(out.code, Some(32), "{out:?}");
 }
 
@@ -396,7 +386,7 @@ fn kill9_and_restart_keep_port_and_data() {
         "port still open after kill -9"
     );
     let out = search(
-        &d,
+        &d.url,
         None,
         &["-o", "nettimeout=2"],
         DEMOCORP,
@@ -412,7 +402,7 @@ fn kill9_and_restart_keep_port_and_data() {
     assert_eq!(d.port, port);
     assert_ne!(d.pid(), pid);
     let out = search(
-        &d,
+        &d.url,
         None,
         &[],
         &alice,
@@ -462,7 +452,7 @@ fn several_suffixes_in_one_slapd_and_suffix_kinds() {
     let s = Slapd::start(SlapdConfig::seeded("M1", &suffixes));
     for suffix in suffixes {
         assert_eq!(served_by(&s, suffix), "M1", "{suffix}");
-        let w = whoami(&s, &user_dn(suffix, "bob"), support::slapd::BOB_PW, &[]);
+        let w = whoami_with(&s.url, &user_dn(suffix, "bob"), support::slapd::BOB_PW, &[]);
         assert!(w.success(), "{suffix}: {w:?}");
     }
 }
@@ -481,11 +471,11 @@ fn bulk_100k_entries() {
     });
     eprintln!("slapd with {n} bulk entries up in {:?}", t.elapsed());
     let base = format!("ou=bulk,{DEMOCORP}");
-    let one = search(&s, None, &[], &base, "one", "(uid=bulk099999)", &["cn"]);
+    let one = search(&s.url, None, &[], &base, "one", "(uid=bulk099999)", &["cn"]);
     assert!(one.success(), "{one:?}");
     assert!(one.stdout.contains("cn: Bulk 099999"), "{}", one.stdout);
     let all = search(
-        &s,
+        &s.url,
         None,
         &[],
         &base,

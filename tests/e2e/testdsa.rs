@@ -4,6 +4,7 @@ use std::collections::{BTreeSet, HashSet};
 use std::time::{Duration, Instant};
 
 use crate::support::inproc::HEAVY;
+use crate::support::ldap::authzid;
 use dsa_testdsa::{Directory, TestDsa};
 use ldap3::controls::{PagedResults, ProxyAuth};
 use ldap3::exop::{Exop, WhoAmI};
@@ -96,16 +97,6 @@ async fn dns(ldap: &mut Ldap, base: &str, scope: Scope, filter: &str) -> (Vec<St
         .collect();
     dns.sort();
     (dns, res.1)
-}
-
-async fn whoami(ldap: &mut Ldap) -> String {
-    let (exop, _) = ldap
-        .extended(WhoAmI)
-        .await
-        .expect("whoami")
-        .success()
-        .expect("whoami ok");
-    String::from_utf8(exop.val.unwrap_or_default()).expect("utf8")
 }
 
 #[tokio::test]
@@ -275,7 +266,7 @@ async fn compare_bind_whoami_and_unknown_exop() {
             assert_eq!(res.text, "testdsa north");
         }
     }
-    assert_eq!(whoami(&mut ldap).await, "");
+    assert_eq!(authzid(&mut ldap).await, "");
     for (dn, pw, rc, identity) in [
         (ALICE, "alicepw", 0, "dn:cn=Alice Smith,ou=People,o=Acme"),
         (
@@ -291,7 +282,7 @@ async fn compare_bind_whoami_and_unknown_exop() {
     ] {
         let res = ldap.simple_bind(dn, pw).await.expect("bind");
         assert_eq!(res.rc, rc, "bind {dn}");
-        assert_eq!(whoami(&mut ldap).await, identity, "after bind {dn}");
+        assert_eq!(authzid(&mut ldap).await, identity, "after bind {dn}");
     }
     let res = ldap
         .extended(Exop {
@@ -493,7 +484,7 @@ async fn acl_and_proxied_authorization() {
         assert_eq!((res.0.len(), res.1.rc), (0, 123), "{authzid}");
     }
     // Without the control Alice is herself again.
-    assert_eq!(whoami(&mut alice).await, format!("dn:{ALICE}"));
+    assert_eq!(authzid(&mut alice).await, format!("dn:{ALICE}"));
 }
 
 #[tokio::test]
@@ -557,7 +548,7 @@ async fn faults_delay_blackhole_refuse() {
 
     dsa.faults.set_delay(Duration::from_millis(300));
     let t = Instant::now();
-    assert_eq!(whoami(&mut ldap).await, "");
+    assert_eq!(authzid(&mut ldap).await, "");
     assert!(
         t.elapsed() >= Duration::from_millis(300),
         "delayed {:?}",
@@ -577,7 +568,7 @@ async fn faults_delay_blackhole_refuse() {
     assert!(res.is_err(), "blackholed request must not be answered");
     dsa.faults.set_blackhole(false);
     let mut fresh = connect(&dsa).await;
-    assert_eq!(whoami(&mut fresh).await, "");
+    assert_eq!(authzid(&mut fresh).await, "");
 
     dsa.faults.set_refuse(true);
     let refused = async {
@@ -591,7 +582,7 @@ async fn faults_delay_blackhole_refuse() {
     assert!(res.is_err(), "refused connection must fail");
     assert!(dsa.stats.refused_connections() >= 1);
     dsa.faults.set_refuse(false);
-    assert_eq!(whoami(&mut connect(&dsa).await).await, "");
+    assert_eq!(authzid(&mut connect(&dsa).await).await, "");
 
     let url = dsa.url();
     dsa.shutdown().await;
@@ -682,5 +673,5 @@ async fn large_directory_stream_and_abandon() {
         "abandoned search still sent all {sent} entries"
     );
     // The connection is still usable.
-    assert_eq!(whoami(&mut ldap).await, "");
+    assert_eq!(authzid(&mut ldap).await, "");
 }

@@ -7,20 +7,14 @@
 
 use super::traces::{receiver, spans, testdsa, wait};
 use crate::support::knowledge::{Dsa, Knowledge};
+use crate::support::ldap::whoami;
 use crate::support::router::Router;
-use crate::support::slapd::run_tool;
 use serde_json::Value;
 use std::time::Duration;
 
 const SUFFIX: &str = "o=Traced,c=AU";
 const KPREFIX: &str = "<c AU><o Traced>";
 const ALICE: &str = "uid=alice,ou=People,o=Traced,c=AU";
-
-/// `ldapwhoami` as `dn` with `pw`: its exit code.
-fn whoami(url: &str, dn: &str, pw: &str) -> Option<i32> {
-    let args = ["-x", "-H", url, "-D", dn, "-w", pw];
-    run_tool("ldapwhoami", &args, None, Duration::from_secs(30)).code
-}
 
 /// The spans named `name`, and each one's children.
 fn with_children(all: &[Value], name: &str) -> Vec<(Value, Vec<Value>)> {
@@ -65,11 +59,11 @@ fn binds_and_the_router_s_own_answers_have_a_span_each() {
         ],
     );
     // A good bind, then WhoAmI answered by the router (ldapwhoami does both).
-    assert_eq!(whoami(&r.url, ALICE, "alicepw"), Some(0));
+    assert_eq!(whoami(&r.url, ALICE, "alicepw").code, Some(0));
     // A wrong password reaches D1 (49); the next is the back-off's (49,
     // from the router).
-    assert_eq!(whoami(&r.url, ALICE, "wrong-guess-1"), Some(49));
-    assert_eq!(whoami(&r.url, ALICE, "wrong-guess-2"), Some(49));
+    assert_eq!(whoami(&r.url, ALICE, "wrong-guess-1").code, Some(49));
+    assert_eq!(whoami(&r.url, ALICE, "wrong-guess-2").code, Some(49));
     let all = wait("three bind spans", Duration::from_secs(20), || {
         let all = spans(&out);
         let binds = all.iter().filter(|s| s["name"] == "ldap bind").count();

@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::panic)]
 
 use crate::support::inproc::*;
-use ldap3::exop::{WhoAmI, WhoAmIResp};
+use crate::support::ldap::authzid;
 use ldap3_proto::proto::LdapOp;
 use std::time::{Duration, Instant};
 
@@ -16,15 +16,6 @@ async fn until(what: &str, mut f: impl FnMut() -> bool) {
         assert!(Instant::now() < end, "{what}");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-}
-
-async fn whoami(l: &mut ldap3::Ldap) -> String {
-    let (exop, _) = within("whoami", l.extended(WhoAmI))
-        .await
-        .unwrap()
-        .success()
-        .unwrap();
-    exop.parse::<WhoAmIResp>().authzid
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -40,12 +31,12 @@ async fn a_session_moves_to_another_worker_with_its_identity_and_pipelined_reque
         w.sessions() == vec![1, 1]
     })
     .await;
-    assert_eq!(whoami(&mut a).await, format!("dn:{dn}"));
+    assert_eq!(authzid(&mut a).await, format!("dn:{dn}"));
 
     // Worker 0 asks one session to leave for worker 1: the bound client
     // moves at its next request and is still itself there.
     w.ask(0, 1, 1);
-    assert_eq!(whoami(&mut a).await, format!("dn:{dn}"), "after the move");
+    assert_eq!(authzid(&mut a).await, format!("dn:{dn}"), "after the move");
     assert_eq!(w.sessions(), vec![0, 2]);
     assert_eq!(w.moves(), 1);
     // Its reads and writes run on worker 1's DSA connections.
@@ -81,7 +72,7 @@ async fn a_session_moves_to_another_worker_with_its_identity_and_pipelined_reque
     let s = w.sessions();
     assert_eq!(s.iter().sum::<usize>(), 2, "{s:?}");
     // Both clients keep working wherever they are.
-    assert_eq!(whoami(&mut a).await, format!("dn:{dn}"));
+    assert_eq!(authzid(&mut a).await, format!("dn:{dn}"));
     b.send(&base_search(31, &target)).await.unwrap();
     let _ = b.msg("entry").await;
     assert!(matches!(

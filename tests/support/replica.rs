@@ -9,6 +9,7 @@
 #![allow(clippy::panic, clippy::unwrap_used)]
 
 use super::knowledge::{Dsa, Knowledge};
+pub use super::ldap::{get, status};
 use super::router::Router;
 use super::slapd::{
     admin_dn, ldap_tool, pick_port, seed_ldif, writer_dn, Slapd, SlapdConfig, ADMIN_PW, ROUTER_PW,
@@ -17,8 +18,7 @@ use super::slapd::{
 use ldap3::{Ldap, LdapConnAsync, Scope, SearchEntry};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
-use std::io::{Read, Write};
-use std::net::TcpStream;
+
 use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -206,21 +206,6 @@ pub fn router(dir: &Path, k: &Path, extra: &[&str]) -> (Router, String) {
     let mut args = vec!["--admin", admin.as_str()];
     args.extend_from_slice(extra);
     (Router::start_with(k, dir, &args), admin)
-}
-
-/// The body of `GET path` on the admin API.
-pub fn get(admin: &str, path: &str) -> String {
-    let mut s = TcpStream::connect(admin).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {admin}\r\n\r\n").unwrap();
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).unwrap();
-    raw.split_once("\r\n\r\n").unwrap().1.to_string()
-}
-
-/// `/status` as JSON.
-pub fn status(admin: &str) -> Value {
-    serde_json::from_str(&get(admin, "/status")).unwrap()
 }
 
 /// A series of `/metrics` without labels (-1 when absent).
