@@ -18,7 +18,6 @@ use super::slapd::{
 use ldap3::{Ldap, LdapConnAsync, Scope, SearchEntry};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
-
 use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::{Duration, Instant};

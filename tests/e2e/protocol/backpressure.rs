@@ -4,7 +4,7 @@
 //! wide) and incomplete large requests are bounded.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-use crate::inproc_checks::sees;
+use crate::dsas::inproc_checks::sees;
 use crate::support::inproc::*;
 use ldap3::Scope;
 use ldap3_proto::proto::{LdapFilter, LdapOp, LdapResultCode, LdapSearchScope};

@@ -4,7 +4,7 @@
 //! Needs slapd and ldap-utils (`scripts/install-deps.sh`).
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-use crate::five_dsas::{setup, DEMOCORP};
+use crate::dsas::five_dsas::{setup, DEMOCORP};
 use crate::support;
 use crate::support::ldap::{dns, search, show, values};
 use std::collections::BTreeSet;

@@ -5,7 +5,7 @@
 //! a password.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-use super::traces::{receiver, spans, testdsa, wait};
+use crate::admin::traces::{receiver, spans, testdsa, wait};
 use crate::support::knowledge::{Dsa, Knowledge};
 use crate::support::ldap::whoami;
 use crate::support::router::Router;

@@ -6,7 +6,7 @@
 //! test prints its figures.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-use crate::inproc_checks::sees;
+use crate::dsas::inproc_checks::sees;
 use crate::support;
 use crate::support::inproc::*;
 use ldap3::{Ldap, Scope};

@@ -6,10 +6,10 @@
 //! The slapd tests need slapd and ldap-utils (`scripts/install-deps.sh`).
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-use crate::five_dsas::{
+use crate::dsas::five_dsas::{
     alice, bob, rt, served_by, setup, setup_without, tail, Dsas, Setup, DEMOCORP,
 };
-use crate::inproc_checks::people;
+use crate::dsas::inproc_checks::people;
 use crate::support;
 use crate::support::inproc::*;
 use ldap3::controls::{ControlType, PagedResults};

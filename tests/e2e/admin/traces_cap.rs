@@ -4,7 +4,7 @@
 //! all), so 30 such searches in a burst export a handful of traces.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-use super::traces::{control, ldapsearch_at, receiver, spans, testdsa, wait};
+use crate::admin::traces::{control, ldapsearch_at, receiver, spans, testdsa, wait};
 use crate::support::knowledge::{Dsa, Knowledge};
 use crate::support::router::Router;
 use std::time::Duration;

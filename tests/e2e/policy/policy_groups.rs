@@ -16,7 +16,7 @@
 //!   is read at run time (or takes it from `--member-of`).
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-use super::policy::{bind, connect, eq, router, rt, search};
+use crate::policy::rules::{bind, connect, eq, router, rt, search};
 use crate::support::ldap::get;
 use ldap3_proto::proto::{LdapResultCode, LdapSearchScope};
 use std::path::Path;

@@ -15,7 +15,7 @@ use std::fs;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::inproc_checks::{sees, until};
+use crate::dsas::inproc_checks::{sees, until};
 use crate::support::inproc::*;
 use ldap3::{Scope, SearchEntry};
 use support::knowledge::{Dsa, Knowledge};

@@ -7,8 +7,8 @@
 //! (`scripts/install-deps.sh`).
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-use crate::five_dsas::{alice, bob, rt, setup, CUSTOMER, DEMOCORP};
-use crate::inproc_checks::sees;
+use crate::dsas::five_dsas::{alice, bob, rt, setup, CUSTOMER, DEMOCORP};
+use crate::dsas::inproc_checks::sees;
 use crate::support;
 use crate::support::inproc::*;
 use crate::support::ldap::{dns, search, show, whoami};

@@ -3,8 +3,8 @@
 //! partition, and the extended operations the router answers itself.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-use crate::five_dsas::{alice, setup, tail, CUSTOMER, DEMOCORP};
-use crate::inproc_checks::set;
+use crate::dsas::five_dsas::{alice, setup, tail, CUSTOMER, DEMOCORP};
+use crate::dsas::inproc_checks::set;
 use crate::support;
 use crate::support::inproc::*;
 use crate::support::ldap::{dns, search, show, values};

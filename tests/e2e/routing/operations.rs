@@ -6,8 +6,8 @@
 //! The slapd tests need slapd and ldap-utils (`scripts/install-deps.sh`).
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-use crate::five_dsas::{alice, bob, setup, Dsas, DEMOCORP};
-use crate::inproc_checks::set;
+use crate::dsas::five_dsas::{alice, bob, setup, Dsas, DEMOCORP};
+use crate::dsas::inproc_checks::set;
 use crate::support;
 use crate::support::inproc::*;
 use crate::support::ldap::{dns, search, show, values, whoami};

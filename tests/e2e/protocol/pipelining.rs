@@ -3,7 +3,7 @@
 //! and a reused message ID disconnects the client and frees its slots.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-use crate::inproc_checks::{dsa_total, sees};
+use crate::dsas::inproc_checks::{dsa_total, sees};
 use crate::support::inproc::*;
 use ldap3::Scope;
 use ldap3_proto::proto::{LdapFilter, LdapOp, LdapResultCode, LdapSearchScope};

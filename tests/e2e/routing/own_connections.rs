@@ -3,7 +3,7 @@
 //! an anonymous connection of its own is never a spare bound as another.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-use crate::inproc_checks::{dsa_total, sees, until};
+use crate::dsas::inproc_checks::{dsa_total, sees, until};
 use crate::support::inproc::*;
 use ldap3::controls::PagedResults;
 use ldap3::Scope;

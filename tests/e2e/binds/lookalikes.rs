@@ -13,8 +13,8 @@
 //! Needs slapd, ldap-utils and sasl2-bin (`scripts/install-deps.sh`).
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-use crate::failed_binds::dsa_failures;
-use crate::policy::{bind, connect, rt, search};
+use crate::binds::failed_binds::dsa_failures;
+use crate::policy::rules::{bind, connect, rt, search};
 use crate::support;
 use crate::support::ldap::get;
 
@@ -193,7 +193,7 @@ allow = []
 fn rules_match_look_alikes_and_the_router_names_the_dsas_dn() {
     let s = slapd(5, &[]);
     let dir = tempfile::tempdir().unwrap();
-    let (r, admin) = crate::policy::router(&s, dir.path(), POLICY);
+    let (r, admin) = crate::policy::rules::router(&s, dir.path(), POLICY);
     // The group is read (so the member_of rule matches by membership, not
     // because the group is unreadable).
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);

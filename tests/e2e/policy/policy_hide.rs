@@ -173,7 +173,7 @@ fn search_probes() -> Vec<(Vec<&'static str>, &'static str, &'static str)> {
 fn hidden_attributes_answer_alike_under_every_name_and_control() {
     let s = slapd();
     let dir = tempfile::tempdir().unwrap();
-    let (r, _admin) = super::policy::router(&s, dir.path(), POLICY);
+    let (r, _admin) = crate::policy::rules::router(&s, dir.path(), POLICY);
     let url = r.url.clone();
     schema_read(&url);
     // Every probe that leaks, each named (all are tried).
@@ -276,7 +276,7 @@ fn hidden_attributes_answer_alike_under_every_name_and_control() {
 fn an_alias_under_an_allowed_subtree_leads_nowhere_outside_it() {
     let s = slapd();
     let dir = tempfile::tempdir().unwrap();
-    let (r, _admin) = super::policy::router(&s, dir.path(), POLICY);
+    let (r, _admin) = crate::policy::rules::router(&s, dir.path(), POLICY);
     let url = r.url.clone();
     schema_read(&url);
     for deref in ["always", "search", "find"] {
@@ -347,7 +347,7 @@ fn an_alias_under_an_allowed_subtree_leads_nowhere_outside_it() {
 fn read_controls_naming_hidden_attributes_are_refused() {
     let s = slapd();
     let dir = tempfile::tempdir().unwrap();
-    let (r, _admin) = super::policy::router(&s, dir.path(), POLICY);
+    let (r, _admin) = crate::policy::rules::router(&s, dir.path(), POLICY);
     let url = r.url.clone();
     schema_read(&url);
     let user = user_dn(DEMOCORP, "user0002");
@@ -425,7 +425,7 @@ fn read_controls_naming_hidden_attributes_are_refused() {
 fn a_modify_dn_may_not_move_an_entry_out_of_the_subtrees() {
     let s = slapd();
     let dir = tempfile::tempdir().unwrap();
-    let (r, _admin) = super::policy::router(&s, dir.path(), POLICY);
+    let (r, _admin) = crate::policy::rules::router(&s, dir.path(), POLICY);
     let url = r.url.clone();
     schema_read(&url);
     let user = user_dn(DEMOCORP, "user0002");

@@ -2,7 +2,7 @@
 //! the router exports.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-use crate::inproc_checks::sees;
+use crate::dsas::inproc_checks::sees;
 use crate::support::inproc::*;
 use ldap3::Scope;
 use std::collections::BTreeSet;

@@ -1,4 +1,4 @@
-"""Load for tests/e2e/upgrade.rs: N persistent ldap3 connections, bound
+"""Load for tests/e2e/lifecycle/upgrade.rs: N persistent ldap3 connections, bound
 (even) and anonymous (odd; every fourth one pipelines its reads with the
 ASYNC strategy), doing reads, binds and writes until the stop file
 appears. A failed operation is recorded; an exception (a closed

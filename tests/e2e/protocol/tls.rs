@@ -8,7 +8,7 @@
 //! a process in front of TLS-only slapds.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-use crate::inproc_checks::until;
+use crate::dsas::inproc_checks::until;
 use crate::support::certs::Ca;
 use crate::support::inproc::{self, within, ALICE};
 use bytes::BytesMut;

@@ -5,7 +5,7 @@
 //! Needs slapd and ldap-utils (`scripts/install-deps.sh`).
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-use crate::five_dsas::{alice, setup, DEMOCORP};
+use crate::dsas::five_dsas::{alice, setup, DEMOCORP};
 use crate::support;
 use crate::support::ldap::{dns, search, show, values};
 use support::slapd::{ldap_tool, router_dn, ALICE_PW, ROUTER_PW};

@@ -1,10 +1,10 @@
 //! Reads spread over a load-share group and follow precedence (spec 3.4):
 //! in process in front of test DSAs, and through a router process in front
-//! of real slapd (D1, H1 in GROUP1, H2, D2 in GROUP2; see [`crate::five_dsas`]).
+//! of real slapd (D1, H1 in GROUP1, H2, D2 in GROUP2; see [`crate::dsas::five_dsas`]).
 #![allow(clippy::unwrap_used, clippy::panic)]
 
-use crate::five_dsas::{served_by, setup, CUSTOMER, DEMOCORP};
-use crate::inproc_checks::set;
+use crate::dsas::five_dsas::{served_by, setup, CUSTOMER, DEMOCORP};
+use crate::dsas::inproc_checks::set;
 use crate::support;
 use crate::support::inproc::*;
 use std::collections::{BTreeMap, BTreeSet};

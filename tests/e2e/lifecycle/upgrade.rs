@@ -161,7 +161,10 @@ fn ctl_upgrade_hands_over_every_plain_session_under_load_and_refuses_a_binary_wi
     let mut old = start_router(&bin, &knowledge, port, &admin, &log);
     let mut kill = Kill(vec![old.id()]);
     let f = |n: &str| d.join(n);
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/e2e/upgrade_load.py");
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/e2e/lifecycle/upgrade_load.py"
+    );
     let mut load = Command::new("python3")
         .arg(script)
         .arg(format!("ldap://127.0.0.1:{port}"))
@@ -504,7 +507,10 @@ fn sigterm_under_load_fails_no_operation_clients_reconnect_to_the_other_router()
     let mut b = start_router(&bin, &knowledge, pb, &ab, &d.join("b.log"));
     let mut kill = Kill(vec![a.id(), b.id()]);
     let f = |n: &str| d.join(n);
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/e2e/upgrade_load.py");
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/e2e/lifecycle/upgrade_load.py"
+    );
     let mut load = Command::new("python3")
         .arg(script)
         .arg(format!("ldap://127.0.0.1:{pa},ldap://127.0.0.1:{pb}"))
