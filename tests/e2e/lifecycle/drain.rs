@@ -4,6 +4,7 @@
 //! Disconnection, ends persistent searches with a result, then exits.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
+use crate::dsas::inproc_checks::until;
 use crate::support::inproc::*;
 use crate::support::router::Router;
 use crate::support::slapd::{
@@ -21,15 +22,6 @@ fn in_flight(h: &Harness) -> u32 {
         .flat_map(|p| &p.dsas)
         .map(|d| d.in_flight)
         .sum()
-}
-
-/// Wait until `cond` holds (at most [`WAIT`]).
-async fn until(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + WAIT;
-    while !cond() {
-        assert!(Instant::now() < deadline, "{what}: not within {WAIT:?}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 #[tokio::test]

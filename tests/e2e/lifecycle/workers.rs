@@ -4,19 +4,11 @@
 //! sessions to it.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
+use crate::dsas::inproc_checks::until;
 use crate::support::inproc::*;
 use crate::support::ldap::authzid;
 use ldap3_proto::proto::LdapOp;
 use std::time::{Duration, Instant};
-
-/// Wait until `f` holds (or fail after 10 s, naming `what`).
-async fn until(what: &str, mut f: impl FnMut() -> bool) {
-    let end = Instant::now() + Duration::from_secs(10);
-    while !f() {
-        assert!(Instant::now() < end, "{what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_moves_to_another_worker_with_its_identity_and_pipelined_requests() {
