@@ -5,18 +5,16 @@
 //! budget, before a benchmark would show it.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
+use crate::knowledge::{Dsa, Knowledge};
 use dsa_router::service::context::{Config, Context};
 use std::sync::Arc;
 
 #[tokio::test]
 async fn the_session_future_stays_small() {
     let dir = tempfile::tempdir().unwrap();
-    let k = dir.path().join("r.dxg");
-    std::fs::write(
-        &k,
-        "set dsa \"D1\" = {\n prefix = <c AU><o DEMOCORP>\n address = tcp \"127.0.0.1\" port 9\n};\n",
-    )
-    .unwrap();
+    let k = Knowledge::new()
+        .dsa(Dsa::new("D1", 9).prefix("<c AU><o DEMOCORP>"))
+        .write_to(&dir.path().join("r.dxg"));
     let snap = dsa_router::directory::knowledge::load(&k).unwrap();
     let router = Arc::new(Context::new(Config::default(), snap, None).unwrap());
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
