@@ -1,4 +1,4 @@
-//! Idle connections must stay small (issue 6: 10,000 idle connections in
+//! Idle connections must stay small (10,000 idle connections in
 //! at most 100 MiB): the per-connection task's future is allocated whole
 //! for the connection's life, so rare, large states (StartTLS, spanning
 //! searches) are boxed. This test fails when the future grows past a

@@ -1,4 +1,4 @@
-//! The seed's routing table (spec 3.4), case by case, from real knowledge
+//! The routing table of architecture.md, "Reads", case by case, from real knowledge
 //! files on disk, through the `explain --json` command line and through the
 //! library. Each case writes its own source order and precedence.
 

@@ -1,5 +1,5 @@
 //! Traces of binds and of the operations the router answers itself
-//! (issue 42: one span per operation): a simple bind's span has its DSA
+//! (one span per operation): a simple bind's span has its DSA
 //! attempt as a child; a bind the failed-bind back-off answers and a
 //! WhoAmI the router answers have a span with no attempt; no span carries
 //! a password.

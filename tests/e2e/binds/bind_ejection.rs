@@ -1,4 +1,4 @@
-//! Ejection for binds (issue 37, point 7): a DSA that hangs binds while it
+//! Ejection for binds: a DSA that hangs binds while it
 //! answers searches (its probes succeed, so it stays up) costs one bind
 //! `--bind-timeout`; later binds go to the next DSA at once until its
 //! ejection ends, `/status` says why and `/metrics` counts it. The last

@@ -1,4 +1,4 @@
-//! Graceful drain (issue 39 point 1): on SIGTERM or `ctl shutdown` the
+//! Graceful drain: on SIGTERM or `ctl shutdown` the
 //! router stops accepting, lets every operation in flight finish, closes
 //! each client connection between operations with a Notice of
 //! Disconnection, ends persistent searches with a result, then exits.

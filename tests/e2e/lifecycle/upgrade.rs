@@ -1,4 +1,4 @@
-//! Hot upgrade (issue 39 point 2): `ctl upgrade` starts the router's binary
+//! Hot upgrade: `ctl upgrade` starts the router's binary
 //! (rebuilt: a new file at the same path) with the same arguments and hands
 //! it the listening sockets and every plain-LDAP session between
 //! operations. Under load from persistent ldap3 clients (bound and

@@ -1,4 +1,4 @@
-//! Policy rules by group membership (`member_of`, issue 41 point 1)
+//! Policy rules by group membership (`member_of`)
 //! against a real slapd holding the groups under `ou=restricted`, which
 //! only `cn=router` (the router's identity in knowledge) may read:
 //! * a member of a groupOfNames (`member`) or of a groupOfUniqueNames

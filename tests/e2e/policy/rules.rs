@@ -1,4 +1,4 @@
-//! Client policies and rates (`--policy FILE`, issue 41 points 1, 2, 4)
+//! Client policies and rates (`--policy FILE`)
 //! against real slapd. Clients connect from 127.0.0.2 (the partners'
 //! range) or 127.0.0.1 (everyone else):
 //! * a rule allowing 127.0.0.2 only searches under `ou=people` with a

@@ -1,4 +1,4 @@
-//! Issue 37, point 8: a paged search (RFC 2696) whose connection to its
+//! A paged search (RFC 2696) whose connection to its
 //! DSA is lost between pages. The DSA's cookie belongs to that connection;
 //! the router answers the next page itself with `unavailable` (52) naming
 //! the DSA, never sending the stale cookie (slapd would answer

@@ -1,4 +1,4 @@
-//! PROXY protocol v1/v2 on the client listener (issue 39 point 3): from
+//! PROXY protocol v1/v2 on the client listener: from
 //! `--proxy-protocol-from` sources the header's address is the client's
 //! (limits, access log); a malformed or missing header from there is
 //! refused; from any other source a PROXY header is not LDAP.

@@ -1,4 +1,4 @@
-//! The PROXY protocol towards DSAs (issue 39 point 3): with
+//! The PROXY protocol towards DSAs: with
 //! `--send-proxy-to D1`, a client's own connection to D1 starts with a v2
 //! header naming the client's address, so that a real slapd on a
 //! `pldap://` listener logs (and would apply ACLs by) the client's

@@ -1,4 +1,4 @@
-//! A write's own position (issue 38, point 2), against real replicated
+//! A write's own position, against real replicated
 //! slapd: the router asks the DSA that takes an add, modify or modify DN
 //! for the written entry's `entryCSN` with the post-read control (RFC
 //! 4527), keeps it as the write's position and takes the control out of

@@ -1,4 +1,4 @@
-//! Reads that follow replication (issue 38, point 5), against real
+//! Reads that follow replication, against real
 //! replicated slapd: a provider `P` with syncprov and a consumer `C` with
 //! syncrepl in one load-share group (`P` takes the writes, `C` is
 //! read-only). Lag is injected by a refreshOnly consumer (it answers, with

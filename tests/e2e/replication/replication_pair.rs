@@ -1,5 +1,4 @@
-//! Reads that follow replication across a multi-provider pair (issue 38,
-//! point 5): two slapd providers `A` (serverID 1) and `B` (serverID 2)
+//! Reads that follow replication across a multi-provider pair: two slapd providers `A` (serverID 1) and `B` (serverID 2)
 //! replicating each other (`replica::pair`), both taking writes, in one
 //! load-share group behind the router. Their `contextCSN` has one value per
 //! server ID, and the router keeps per server ID the newest CSN: a write

@@ -1,4 +1,4 @@
-//! Issue 37, point 3: a DSA's addresses (several, or a name with several)
+//! A DSA's addresses (several, or a name with several)
 //! are tried Happy Eyeballs style within the connect timeout. The first
 //! address here hangs every connect (a listening socket whose backlog is
 //! full: the kernel drops the SYNs), the second is a real slapd.

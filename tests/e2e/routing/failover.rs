@@ -1,5 +1,5 @@
 //! A write that never reached its DSA goes to the next DSA of the write
-//! order (issue 37, point 2): the write DSA is killed (`kill -9`), and at
+//! order: the write DSA is killed (`kill -9`), and at
 //! once, before any probe can mark it down, `ldapmodify` through the
 //! router: the router's connection to it is gone, the new connect is
 //! refused, nothing was sent, and the write lands on the next DSA, with

@@ -1,4 +1,4 @@
-//! Searches that span partitions (spec 3.6), end to end: the router as a
+//! Searches that span partitions (architecture.md, "What the router answers itself"), end to end: the router as a
 //! real process in front of three real slapd partitions under `c=AU`
 //! (`o=DEMOCORP`, `o=CUSTOMER`, `o=THIRD` on two load-sharing DSAs; nobody
 //! holds `c=AU` itself),

@@ -1,4 +1,4 @@
-//! Reads spread over a load-share group and follow precedence (spec 3.4):
+//! Reads spread over a load-share group and follow precedence (architecture.md, "Reads"):
 //! in process in front of test DSAs, and through a router process in front
 //! of real slapd (D1, H1 in GROUP1, H2, D2 in GROUP2; see [`crate::dsas::five_dsas`]).
 #![allow(clippy::unwrap_used, clippy::panic)]

@@ -1,4 +1,4 @@
-//! Issue 37, point 9: a DSA that answers a search with entries outside the
+//! A DSA that answers a search with entries outside the
 //! search's base and scope. The router drops them, counts them against the
 //! DSA (`/status`, metrics) and takes a DSA that keeps doing it down.
 #![allow(clippy::unwrap_used, clippy::panic)]

@@ -1,4 +1,4 @@
-//! Issue 37, point 5: anonymous clients never gain the rights of the
+//! Anonymous clients never gain the rights of the
 //! router's name on a DSA (`ldap-dsa-name`): their operations reach every
 //! DSA unbound, so a DSA that refuses anonymous operations refuses them
 //! through the router as it does directly, and one that trusts conveyed
@@ -67,7 +67,7 @@ fn router(knowledge: &Path, dir: &Path) -> Router {
 /// A DSA that refuses anonymous operations (slapd `require authc`) refuses
 /// anonymous clients through the router exactly as directly, whether or
 /// not the knowledge gives the router's name there: the router never lends
-/// its name to anonymous clients (issue 37 point 5: they never gain its
+/// its name to anonymous clients (they never gain its
 /// rights).
 #[test]
 fn anonymous_clients_never_gain_the_routers_rights_on_a_dsa_requiring_authentication() {
@@ -171,7 +171,7 @@ fn d1(admin: &str) -> serde_json::Value {
 }
 
 /// The router's own requests run as its name wherever the knowledge gives
-/// one, trusted or not (issue 37 point 5): probes of the suffix entry and
+/// one, trusted or not): probes of the suffix entry and
 /// replication position reads succeed on a DSA that refuses anonymous
 /// reads, while anonymous clients are still refused there. Without the
 /// name the probes fail (the DSA's 53) and no position is read; with a

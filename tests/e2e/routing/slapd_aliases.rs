@@ -1,4 +1,4 @@
-//! Issue 37, point 9, with real slapd aliases: a search that dereferences
+//! With real slapd aliases: a search that dereferences
 //! aliases (derefInSearching, derefFindingBaseObj, derefAlways) may
 //! legitimately return entries outside its base, anywhere the DSA holds:
 //! the router checks those entries against the DSA's partition, not the
