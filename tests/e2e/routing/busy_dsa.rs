@@ -1,6 +1,6 @@
 //! A DSA that itself answers `busy` (51) or `unavailable` (52), as slapd
 //! does while it starts or a DSA with `no-service-while-recovering` does
-//! recovering: a read goes on to the next eligible DSA, as if
+//! then: a read goes on to the next eligible DSA, as if
 //! the DSA could not be reached; a write is never sent again, and its
 //! client gets the DSA's answer. In process, in front of test DSAs whose
 //! fault switch answers every operation with one code.
