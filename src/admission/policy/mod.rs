@@ -36,16 +36,6 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-/// The `serve` option.
-#[derive(clap::Args, Debug, Clone, Default)]
-pub struct Args {
-    /// Client policies: a TOML file of ordered rules (who may do what,
-    /// where, and how often; see docs/policy.md), re-read on reload with
-    /// the knowledge. Without it every client may do everything.
-    #[arg(long, value_name = "FILE")]
-    pub policy: Option<PathBuf>,
-}
-
 /// One `[[rule]]` (or `[default]`) as written.
 #[derive(Debug, Default, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
