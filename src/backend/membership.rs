@@ -83,6 +83,7 @@ async fn round(router: &Backend, policy: &Policy, conns: &mut HashMap<String, Ar
                 g.dsa = Some(dsa);
             }
             Err(e) => {
+                let e = e.to_string();
                 let old_enough = g
                     .read_at
                     .and_then(|t| t.elapsed().ok())
@@ -101,6 +102,41 @@ async fn round(router: &Backend, policy: &Policy, conns: &mut HashMap<String, Ar
     router.policies.groups.store(new);
 }
 
+/// Why a group could not be read (kept as the group's error).
+#[derive(Debug)]
+enum ReadError {
+    /// The group's DN does not parse.
+    Dn(crate::proto::dn::DnError),
+    /// No partition of the knowledge holds the group.
+    NoPartition,
+    /// No DSA of the partition may be read.
+    NoDsa,
+    /// Connecting to DSA `name`, or reading from it, failed.
+    Dsa {
+        name: String,
+        error: crate::base::error::Error,
+    },
+    /// DSA `name` sent no entry for the group.
+    NoEntry(String),
+}
+
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadError::Dn(e) => write!(f, "{e}"),
+            ReadError::NoPartition => f.write_str("no partition of the knowledge holds it"),
+            ReadError::NoDsa => f.write_str("no DSA of its partition is available"),
+            ReadError::Dsa { name, error } => write!(f, "DSA {name}: {error}"),
+            ReadError::NoEntry(name) => write!(
+                f,
+                "DSA {name} returned no entry (missing, or not readable by the router's identity)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ReadError {}
+
 /// Read group `dn`: its members (normalized) and the DSA it came from.
 async fn read(
     router: &Backend,
@@ -108,15 +144,15 @@ async fn read(
     settings: &Settings,
     dn: &str,
     conns: &mut HashMap<String, Arc<Conn>>,
-) -> Result<(HashSet<String>, String), String> {
-    let parsed = Dn::parse_ldap(dn).map_err(|e| e.to_string())?;
+) -> Result<(HashSet<String>, String), ReadError> {
+    let parsed = Dn::parse_ldap(dn).map_err(ReadError::Dn)?;
     let part = routing
         .table
         .lookup(&parsed)
         .partition()
-        .ok_or("no partition of the knowledge holds it")?;
+        .ok_or(ReadError::NoPartition)?;
     let i = crate::directory::route::select_read(part, &routing.states, part.tick())
-        .map_err(|_| "no DSA of its partition is available".to_string())?
+        .map_err(|_| ReadError::NoDsa)?
         .dsa;
     let pool = &routing.pools[i];
     let name = routing.snap.dsas[i].name.clone();
@@ -137,7 +173,10 @@ async fn read(
                 pool.tls.as_ref(),
             )
             .await
-            .map_err(|e| format!("DSA {name}: {e}"))?;
+            .map_err(|error| ReadError::Dsa {
+                name: name.clone(),
+                error,
+            })?;
             conns.insert(name.clone(), c.clone());
             c
         }
@@ -159,17 +198,13 @@ async fn read(
         Err(e) => {
             conn.close();
             conns.remove(&name);
-            return Err(format!("DSA {name}: {e}"));
+            return Err(ReadError::Dsa { name, error: e });
         }
     };
     let attrs = entries
         .first()
         .and_then(|e| crate::proto::wire::response::entry_attrs(e))
-        .ok_or_else(|| {
-            format!(
-                "DSA {name} returned no entry (missing, or not readable by the router's identity)"
-            )
-        })?;
+        .ok_or_else(|| ReadError::NoEntry(name.clone()))?;
     let mut members = HashSet::new();
     for (_, values) in attrs
         .iter()

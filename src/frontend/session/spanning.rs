@@ -165,9 +165,8 @@ impl Session {
             .collect();
         let strip = match one_partition_controls(req, &prefixes) {
             Ok(strip) => strip,
-            Err(msg) => {
-                let code = Code::UnavailableCriticalExtension;
-                self.reply(req, code, "", &msg).await;
+            Err(e) => {
+                self.reply(req, e.code(), "", &e.message()).await;
                 return None;
             }
         };
@@ -288,11 +287,12 @@ struct FanPlan<'r, 'p> {
 
 /// Controls whose state is one DSA's (sort, VLV, change streams, a
 /// transaction): their OIDs, stripped from the partitions' searches (RFC
-/// 4511 4.1.11); `Err`, the refusal, when one is critical.
+/// 4511 4.1.11); `Err`, the refusal (unavailableCriticalExtension), when
+/// one is critical.
 fn one_partition_controls<'r>(
     req: &'r Request,
     prefixes: &[String],
-) -> Result<Vec<&'r str>, String> {
+) -> crate::base::error::Result<Vec<&'r str>> {
     let mut strip: Vec<&str> = Vec::new();
     for c in req
         .controls
@@ -300,10 +300,13 @@ fn one_partition_controls<'r>(
         .filter(|c| state::one_partition_only(&c.oid))
     {
         if c.critical {
-            return Err(format!(
-                "dsa-router: the {} control cannot be honoured in a search that spans partitions ({}); search at or below one partition",
-                state::control_name(&c.oid),
-                prefixes.join("; ")
+            return Err(crate::base::error::Error::new(
+                crate::base::error::Kind::Refused(Code::UnavailableCriticalExtension),
+                format!(
+                    "the {} control cannot be honoured in a search that spans partitions ({}); search at or below one partition",
+                    state::control_name(&c.oid),
+                    prefixes.join("; ")
+                ),
             ));
         }
         strip.push(c.oid.as_str());

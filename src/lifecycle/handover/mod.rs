@@ -7,10 +7,12 @@
 //! `crate::lifecycle::upgrade`; a session's part (when it may leave, its export and
 //! resumption) is `session::handover`.
 
+mod error;
 pub mod fds;
 pub mod msg;
 pub mod state;
 
+pub use error::UpgradeError;
 use state::SessionState;
 use std::sync::Mutex;
 use tokio::sync::{mpsc, oneshot};
@@ -20,7 +22,7 @@ use tokio::sync::{mpsc, oneshot};
 /// name one.
 pub struct Ask {
     /// How it went: the new process's id and binary, or why not.
-    pub reply: Option<oneshot::Sender<Result<Upgraded, String>>>,
+    pub reply: Option<oneshot::Sender<Result<Upgraded, UpgradeError>>>,
 }
 
 /// A new process took over.
