@@ -110,13 +110,13 @@ pub async fn start_test_dsas(
         let addr = crate::backend::upstream::pool::socket_addrs(d)
             .into_iter()
             .next()
-            .ok_or_else(|| DemoError::NoAddress(d.name.clone()))?;
+            .ok_or_else(|| DemoError::NoAddress(d.name.to_string()))?;
         let dir = Directory::from_ldif(&seed_ldif(&d.prefix.to_string(), &d.name))
             .map_err(DemoError::Seed)?;
         let dsa = TestDsa::start(dir, &addr, &d.name)
             .await
             .map_err(|error| DemoError::Start {
-                dsa: d.name.clone(),
+                dsa: d.name.to_string(),
                 addr: addr.clone(),
                 error,
             })?;

@@ -17,6 +17,7 @@ use crate::admission::policy::groups::{member_dn, Group, Sets, Settings};
 use crate::admission::policy::Policy;
 use crate::backend::routing::{Backend, Routing};
 use crate::backend::upstream::conn::Conn;
+use crate::directory::knowledge::DsaName;
 use crate::proto::dn::Dn;
 use ldap3_proto::proto::{LdapFilter, LdapSearchScope};
 use std::collections::{HashMap, HashSet};
@@ -29,7 +30,7 @@ const ATTRS: [&str; 2] = ["member", "uniqueMember"];
 
 /// Read member sets until shutdown.
 pub(crate) async fn run(router: Arc<Backend>, mut shutdown: watch::Receiver<bool>) {
-    let mut conns: HashMap<String, Arc<Conn>> = HashMap::new();
+    let mut conns: HashMap<DsaName, Arc<Conn>> = HashMap::new();
     loop {
         let policy = router.policies.current();
         let every = match policy.as_deref() {
@@ -64,7 +65,7 @@ pub(crate) async fn run(router: Arc<Backend>, mut shutdown: watch::Receiver<bool
 }
 
 /// Read every group `policy` names once; store the sets.
-async fn round(router: &Backend, policy: &Policy, conns: &mut HashMap<String, Arc<Conn>>) {
+async fn round(router: &Backend, policy: &Policy, conns: &mut HashMap<DsaName, Arc<Conn>>) {
     let settings = policy.groups;
     let old = router.policies.groups.sets();
     let routing = router.routing();
@@ -113,11 +114,11 @@ enum ReadError {
     NoDsa,
     /// Connecting to DSA `name`, or reading from it, failed.
     Dsa {
-        name: String,
+        name: DsaName,
         error: crate::base::error::Error,
     },
     /// DSA `name` sent no entry for the group.
-    NoEntry(String),
+    NoEntry(DsaName),
 }
 
 impl std::fmt::Display for ReadError {
@@ -143,7 +144,7 @@ async fn read(
     routing: &Routing,
     settings: &Settings,
     dn: &str,
-    conns: &mut HashMap<String, Arc<Conn>>,
+    conns: &mut HashMap<DsaName, Arc<Conn>>,
 ) -> Result<(HashSet<String>, String), ReadError> {
     let parsed = Dn::parse_ldap(dn).map_err(ReadError::Dn)?;
     let part = routing
@@ -223,5 +224,5 @@ async fn read(
             }
         }
     }
-    Ok((members, name))
+    Ok((members, name.to_string()))
 }

@@ -144,8 +144,8 @@ impl Context {
             "knowledge reloaded: {} DSA(s), {} partition(s); added [{}], removed [{}]",
             s.dsas,
             s.partitions,
-            s.added.join(", "),
-            s.removed.join(", ")
+            join(&s.added),
+            join(&s.removed)
         ))
     }
 
@@ -230,4 +230,12 @@ fn thresholds(cfg: &Config, snap: &Snapshot) -> Result<crate::admission::limits:
             .memory_threshold
             .unwrap_or(cfg.thresholds.memory as u32),
     )
+}
+
+fn join(names: &[crate::directory::knowledge::DsaName]) -> String {
+    names
+        .iter()
+        .map(|n| n.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
 }

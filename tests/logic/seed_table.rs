@@ -234,7 +234,7 @@ fn seed_table_through_the_library_with_rotation() {
                 .expect("target");
             *counts.entry(snap.dsas[ch.dsa].name.clone()).or_insert(0) += 1;
         }
-        let mut got: Vec<&String> = counts.keys().collect();
+        let mut got: Vec<&str> = counts.keys().map(|n| n.as_str()).collect();
         got.sort();
         let mut want: Vec<&str> = c.targets.to_vec();
         want.sort();

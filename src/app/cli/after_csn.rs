@@ -149,7 +149,7 @@ pub(super) fn after_csn(
         };
         all &= reached || !eligible;
         if reached && eligible {
-            serve.push(name.clone());
+            serve.push(name.to_string());
         }
         let state = if eligible {
             String::new()

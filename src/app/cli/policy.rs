@@ -162,7 +162,7 @@ fn groups(
             .unwrap_or_default()
             .into_iter()
             .filter(|&i| Some(i) != table.router)
-            .map(|i| snap.dsas[i].name.clone())
+            .map(|i| snap.dsas[i].name.to_string())
             .collect();
         out.push(GroupExplained {
             group: text,

@@ -77,7 +77,7 @@ pub(super) fn spans(
                         .members
                         .iter()
                         .filter(|&&m| view.status(m).eligible() && !view.saturated(m))
-                        .map(|&m| name(m))
+                        .map(|&m| name(m).to_string())
                         .collect();
                     (g.name.clone(), members)
                 }

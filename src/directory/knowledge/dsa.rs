@@ -296,7 +296,7 @@ fn apply(
 
 fn empty(name: String, defined_at: Location) -> DsaDef {
     DsaDef {
-        name,
+        name: name.into(),
         prefix: Dn::root(),
         hash: None,
         native_prefix: None,

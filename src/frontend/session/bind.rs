@@ -360,7 +360,7 @@ impl Session {
                 Ok(rh) => {
                     return Attempt::Answered(Answered {
                         dsa,
-                        name,
+                        name: name.to_string(),
                         conn,
                         resp,
                         rh,

@@ -213,7 +213,15 @@ pub(super) async fn place(
         Got::Queued(o) => send::wait_for_own(o, aside, out, pending, pdu, h, name, is_write),
         Got::Later => {
             let routed = placed.proxy.is_some();
-            out.after_connect(pool.clone(), routed, pending, aside, pdu, h, name.clone());
+            out.after_connect(
+                pool.clone(),
+                routed,
+                pending,
+                aside,
+                pdu,
+                h,
+                name.to_string(),
+            );
         }
         Got::Now(conn) => {
             placed.id = out.submit(&conn, pending, aside, pdu, h, name).unwrap_or(0);
@@ -255,7 +263,7 @@ fn built(
 ) -> (Pending, Option<Box<dyn Resend>>) {
     let mut pending = build(placed);
     pending.hold_slot(guard);
-    let name = |i: usize| routing.snap.dsas[i].name.clone();
+    let name = |i: usize| routing.snap.dsas[i].name.to_string();
     let again = resend.map(|r| r.placed(via, placed, &name));
     let (carried, aside) = match again {
         Some(a) if placed.shared && !is_write => (Some(a), None),

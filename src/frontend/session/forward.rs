@@ -197,10 +197,10 @@ impl Session {
             Ok(t) => {
                 let name = &routing.snap.dsas[t.dsa].name;
                 if is_write {
-                    self.note_write(p.key.clone(), name.clone(), mark);
+                    self.note_write(p.key.clone(), name.to_string(), mark);
                 }
                 if needs.sticky {
-                    self.state_dsa.insert(p.key.clone(), name.clone());
+                    self.state_dsa.insert(p.key.clone(), name.to_string());
                     self.note_paged(p, req, name);
                 }
             }

@@ -98,7 +98,7 @@ impl Session {
                 Ok(t) if paged => {
                     let name = routing.snap.dsas[t.dsa].name.clone();
                     self.note_paged(p, req, &name);
-                    self.state_dsa.insert(p.key.clone(), name);
+                    self.state_dsa.insert(p.key.clone(), name.to_string());
                 }
                 Ok(_) => {}
                 Err(e) => {
