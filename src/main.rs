@@ -43,7 +43,7 @@ enum Cmd {
         /// DSA name (reported in result messages).
         #[arg(long)]
         name: String,
-        /// Suffix for generated seed data (repeatable).
+        /// Suffix for the generated sample data (repeatable).
         #[arg(long)]
         suffix: Vec<String>,
         /// LDIF file to load instead of, or besides, generated data.
@@ -59,7 +59,7 @@ enum Cmd {
         #[arg(long)]
         trace_context_log: Option<PathBuf>,
     },
-    /// Run the seed setup on loopback: test DSAs and router R1.
+    /// Run the example setup on loopback: test DSAs and router R1.
     #[cfg(feature = "dev-tools")]
     Demo {
         /// Router listen address (default: R1's, 127.0.0.1:3389).

@@ -1,4 +1,4 @@
-//! `dsa-router demo`: the seed's setup on loopback, needing nothing but the
+//! `dsa-router demo`: the example setup of `knowledge/` on loopback, needing nothing but the
 //! binary. It starts an in-memory test DSA at the address of every DSA in
 //! the built-in `knowledge/demo/` knowledge, loaded with generated data, and
 //! the router R1 in front of them, then prints commands to try.
@@ -27,6 +27,66 @@ const FILES: &[(&str, &str)] = &[
     ("knowledge/C2.dxc", include_str!("../../knowledge/C2.dxc")),
 ];
 
+/// Why the demo (or its test DSAs) could not start.
+#[derive(Debug)]
+pub enum DemoError {
+    /// A DSA of the knowledge has no address to start a test DSA at.
+    NoAddress(String),
+    /// The generated data did not load (the test DSA's message).
+    Seed(String),
+    /// A test DSA could not listen.
+    Start {
+        dsa: String,
+        addr: String,
+        error: std::io::Error,
+    },
+    /// A directory for the knowledge files could not be made.
+    Create {
+        path: std::path::PathBuf,
+        error: std::io::Error,
+    },
+    /// A knowledge file could not be written.
+    Write {
+        path: std::path::PathBuf,
+        error: std::io::Error,
+    },
+    /// The knowledge did not load.
+    Knowledge(knowledge::LoadError),
+    /// The demo knowledge has no router R1.
+    NoRouter,
+    /// The router could not be set up.
+    Router(crate::base::error::Error),
+    /// The router could not listen on this address.
+    Listen { addr: String, error: std::io::Error },
+    /// The listening socket has no address.
+    Local(std::io::Error),
+}
+
+impl std::fmt::Display for DemoError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DemoError::NoAddress(dsa) => write!(f, "DSA {dsa} has no address"),
+            DemoError::Seed(e) => f.write_str(e),
+            DemoError::Start { dsa, addr, error } => {
+                write!(f, "cannot start test DSA {dsa} on {addr}: {error}")
+            }
+            DemoError::Create { path, error } => {
+                write!(f, "cannot create {}: {error}", path.display())
+            }
+            DemoError::Write { path, error } => {
+                write!(f, "cannot write {}: {error}", path.display())
+            }
+            DemoError::Knowledge(e) => write!(f, "{e}"),
+            DemoError::NoRouter => f.write_str("no R1 in demo knowledge"),
+            DemoError::Router(e) => write!(f, "{e}"),
+            DemoError::Listen { addr, error } => write!(f, "cannot listen on {addr}: {error}"),
+            DemoError::Local(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for DemoError {}
+
 /// The built-in demo knowledge.
 pub fn demo_knowledge() -> Result<Snapshot, knowledge::LoadError> {
     let mut m = Memory::default();
@@ -41,7 +101,7 @@ pub fn demo_knowledge() -> Result<Snapshot, knowledge::LoadError> {
 pub async fn start_test_dsas(
     snap: &Snapshot,
     router: Option<&str>,
-) -> Result<Vec<TestDsa>, String> {
+) -> Result<Vec<TestDsa>, DemoError> {
     let mut out = Vec::new();
     for d in &snap.dsas {
         if router.is_some_and(|r| r.eq_ignore_ascii_case(&d.name)) {
@@ -50,11 +110,16 @@ pub async fn start_test_dsas(
         let addr = crate::backend::upstream::pool::socket_addrs(d)
             .into_iter()
             .next()
-            .ok_or_else(|| format!("DSA {} has no address", d.name))?;
-        let dir = Directory::from_ldif(&seed_ldif(&d.prefix.to_string(), &d.name))?;
+            .ok_or_else(|| DemoError::NoAddress(d.name.to_string()))?;
+        let dir = Directory::from_ldif(&seed_ldif(&d.prefix.to_string(), &d.name))
+            .map_err(DemoError::Seed)?;
         let dsa = TestDsa::start(dir, &addr, &d.name)
             .await
-            .map_err(|e| format!("cannot start test DSA {} on {addr}: {e}", d.name))?;
+            .map_err(|error| DemoError::Start {
+                dsa: d.name.to_string(),
+                addr: addr.clone(),
+                error,
+            })?;
         out.push(dsa);
     }
     Ok(out)
@@ -62,14 +127,19 @@ pub async fn start_test_dsas(
 
 /// The demo's knowledge files written under `dir` (so that `explain`,
 /// `check` and `ctl reload` find them from any directory); the root.
-fn write_knowledge(dir: &Path) -> Result<std::path::PathBuf, String> {
+fn write_knowledge(dir: &Path) -> Result<std::path::PathBuf, DemoError> {
     for (p, t) in FILES {
         let path = dir.join(p);
         if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)
-                .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+            std::fs::create_dir_all(parent).map_err(|error| DemoError::Create {
+                path: parent.to_path_buf(),
+                error,
+            })?;
         }
-        std::fs::write(&path, t).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        std::fs::write(&path, t).map_err(|error| DemoError::Write {
+            path: path.clone(),
+            error,
+        })?;
     }
     Ok(dir.join(FILES[0].0))
 }
@@ -135,10 +205,10 @@ fn is_executable(f: &Path) -> bool {
 }
 
 /// Run the demo until Ctrl-C.
-pub async fn run(cfg: Config, listen: Option<String>) -> Result<(), String> {
+pub async fn run(cfg: Config, listen: Option<String>) -> Result<(), DemoError> {
     let dir = std::env::temp_dir().join(format!("dsa-router-demo-{}", std::process::id()));
     let root = write_knowledge(&dir)?;
-    let snap = knowledge::load(&root).map_err(|e| e.to_string())?;
+    let snap = knowledge::load(&root).map_err(DemoError::Knowledge)?;
     println!(
         "starting {} test DSAs and the router (knowledge in {})...",
         snap.dsas.len().saturating_sub(1),
@@ -148,18 +218,21 @@ pub async fn run(cfg: Config, listen: Option<String>) -> Result<(), String> {
     let r1 = snap
         .dsa_index("R1")
         .map(|i| &snap.dsas[i])
-        .ok_or("no R1 in demo knowledge")?;
+        .ok_or(DemoError::NoRouter)?;
     let listen = listen.unwrap_or_else(|| {
         crate::backend::upstream::pool::socket_addrs(r1)
             .into_iter()
             .next()
             .unwrap_or_else(|| "127.0.0.1:3389".into())
     });
-    let router = Arc::new(Context::new(cfg, snap, Some("R1".into())).map_err(|e| e.to_string())?);
+    let router = Arc::new(Context::new(cfg, snap, Some("R1".into())).map_err(DemoError::Router)?);
     let listener = crate::frontend::server::listen(&listen)
         .await
-        .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
-    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        .map_err(|error| DemoError::Listen {
+            addr: listen.clone(),
+            error,
+        })?;
+    let addr = listener.local_addr().map_err(DemoError::Local)?;
     for d in &dsas {
         println!("test DSA {:<3} listening on {}", d.name, d.addr);
     }

@@ -22,6 +22,7 @@ use crate::backend::upstream::conn::Conn;
 use crate::backend::upstream::pool::{self, BindPdu};
 use crate::backend::upstream::{advertised, subschema};
 use crate::base::error::Kind;
+use crate::directory::knowledge::DsaName;
 use crate::proto::wire::frame;
 use crate::proto::wire::response::result_code;
 use bytes::Bytes;
@@ -228,7 +229,7 @@ pub(crate) async fn run(
             pool::bind_pdu(dn, pw.expose().as_bytes()).freeze(),
         )
     });
-    let mut conns: HashMap<String, (Arc<Conn>, bool)> = HashMap::new();
+    let mut conns: HashMap<DsaName, (Arc<Conn>, bool)> = HashMap::new();
     let mut tick = tokio::time::interval(cfg.interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -244,7 +245,7 @@ pub(crate) async fn run(
                 .iter()
                 .enumerate()
                 .filter(|(i, _)| Some(*i) != routing.table.router)
-                .map(|(_, d)| d.name.clone())
+                .map(|(_, d)| d.name.to_string())
                 .collect();
             router.policies.schemas.expect(&names);
         }

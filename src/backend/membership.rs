@@ -17,6 +17,7 @@ use crate::admission::policy::groups::{member_dn, Group, Sets, Settings};
 use crate::admission::policy::Policy;
 use crate::backend::routing::{Backend, Routing};
 use crate::backend::upstream::conn::Conn;
+use crate::directory::knowledge::DsaName;
 use crate::proto::dn::Dn;
 use ldap3_proto::proto::{LdapFilter, LdapSearchScope};
 use std::collections::{HashMap, HashSet};
@@ -29,7 +30,7 @@ const ATTRS: [&str; 2] = ["member", "uniqueMember"];
 
 /// Read member sets until shutdown.
 pub(crate) async fn run(router: Arc<Backend>, mut shutdown: watch::Receiver<bool>) {
-    let mut conns: HashMap<String, Arc<Conn>> = HashMap::new();
+    let mut conns: HashMap<DsaName, Arc<Conn>> = HashMap::new();
     loop {
         let policy = router.policies.current();
         let every = match policy.as_deref() {
@@ -64,7 +65,7 @@ pub(crate) async fn run(router: Arc<Backend>, mut shutdown: watch::Receiver<bool
 }
 
 /// Read every group `policy` names once; store the sets.
-async fn round(router: &Backend, policy: &Policy, conns: &mut HashMap<String, Arc<Conn>>) {
+async fn round(router: &Backend, policy: &Policy, conns: &mut HashMap<DsaName, Arc<Conn>>) {
     let settings = policy.groups;
     let old = router.policies.groups.sets();
     let routing = router.routing();
@@ -83,6 +84,7 @@ async fn round(router: &Backend, policy: &Policy, conns: &mut HashMap<String, Ar
                 g.dsa = Some(dsa);
             }
             Err(e) => {
+                let e = e.to_string();
                 let old_enough = g
                     .read_at
                     .and_then(|t| t.elapsed().ok())
@@ -101,22 +103,57 @@ async fn round(router: &Backend, policy: &Policy, conns: &mut HashMap<String, Ar
     router.policies.groups.store(new);
 }
 
+/// Why a group could not be read (kept as the group's error).
+#[derive(Debug)]
+enum ReadError {
+    /// The group's DN does not parse.
+    Dn(crate::proto::dn::DnError),
+    /// No partition of the knowledge holds the group.
+    NoPartition,
+    /// No DSA of the partition may be read.
+    NoDsa,
+    /// Connecting to DSA `name`, or reading from it, failed.
+    Dsa {
+        name: DsaName,
+        error: crate::base::error::Error,
+    },
+    /// DSA `name` sent no entry for the group.
+    NoEntry(DsaName),
+}
+
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadError::Dn(e) => write!(f, "{e}"),
+            ReadError::NoPartition => f.write_str("no partition of the knowledge holds it"),
+            ReadError::NoDsa => f.write_str("no DSA of its partition is available"),
+            ReadError::Dsa { name, error } => write!(f, "DSA {name}: {error}"),
+            ReadError::NoEntry(name) => write!(
+                f,
+                "DSA {name} returned no entry (missing, or not readable by the router's identity)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ReadError {}
+
 /// Read group `dn`: its members (normalized) and the DSA it came from.
 async fn read(
     router: &Backend,
     routing: &Routing,
     settings: &Settings,
     dn: &str,
-    conns: &mut HashMap<String, Arc<Conn>>,
-) -> Result<(HashSet<String>, String), String> {
-    let parsed = Dn::parse_ldap(dn).map_err(|e| e.to_string())?;
+    conns: &mut HashMap<DsaName, Arc<Conn>>,
+) -> Result<(HashSet<String>, String), ReadError> {
+    let parsed = Dn::parse_ldap(dn).map_err(ReadError::Dn)?;
     let part = routing
         .table
         .lookup(&parsed)
         .partition()
-        .ok_or("no partition of the knowledge holds it")?;
+        .ok_or(ReadError::NoPartition)?;
     let i = crate::directory::route::select_read(part, &routing.states, part.tick())
-        .map_err(|_| "no DSA of its partition is available".to_string())?
+        .map_err(|_| ReadError::NoDsa)?
         .dsa;
     let pool = &routing.pools[i];
     let name = routing.snap.dsas[i].name.clone();
@@ -137,7 +174,10 @@ async fn read(
                 pool.tls.as_ref(),
             )
             .await
-            .map_err(|e| format!("DSA {name}: {e}"))?;
+            .map_err(|error| ReadError::Dsa {
+                name: name.clone(),
+                error,
+            })?;
             conns.insert(name.clone(), c.clone());
             c
         }
@@ -159,17 +199,13 @@ async fn read(
         Err(e) => {
             conn.close();
             conns.remove(&name);
-            return Err(format!("DSA {name}: {e}"));
+            return Err(ReadError::Dsa { name, error: e });
         }
     };
     let attrs = entries
         .first()
         .and_then(|e| crate::proto::wire::response::entry_attrs(e))
-        .ok_or_else(|| {
-            format!(
-                "DSA {name} returned no entry (missing, or not readable by the router's identity)"
-            )
-        })?;
+        .ok_or_else(|| ReadError::NoEntry(name.clone()))?;
     let mut members = HashSet::new();
     for (_, values) in attrs
         .iter()
@@ -188,5 +224,5 @@ async fn read(
             }
         }
     }
-    Ok((members, name))
+    Ok((members, name.to_string()))
 }

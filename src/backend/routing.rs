@@ -9,7 +9,7 @@ use super::settings::Settings;
 use super::upstream::pool::Pool;
 use crate::admission::policy::Policies;
 use crate::base::error::{Error, Result};
-use crate::directory::knowledge::{DsaDef, Snapshot};
+use crate::directory::knowledge::{DsaDef, DsaName, Snapshot};
 use crate::directory::replication::Replication;
 use crate::directory::route::Table;
 use crate::observe::metrics::Metrics;
@@ -51,8 +51,8 @@ pub struct Shared {
 
 /// What a swap of knowledge changed.
 pub struct Swapped {
-    pub added: Vec<String>,
-    pub removed: Vec<String>,
+    pub added: Vec<DsaName>,
+    pub removed: Vec<DsaName>,
     pub dsas: usize,
     pub partitions: usize,
 }
@@ -116,16 +116,16 @@ impl Backend {
     pub fn swap(&self, new: Routing, ca: Option<Arc<DsaCa>>) -> Swapped {
         let old = self.routing();
         let names =
-            |r: &Routing| -> Vec<String> { r.snap.dsas.iter().map(|d| d.name.clone()).collect() };
+            |r: &Routing| -> Vec<DsaName> { r.snap.dsas.iter().map(|d| d.name.clone()).collect() };
         let (before, after) = (names(&old), names(&new));
-        let added: Vec<String> = after
+        let added: Vec<DsaName> = after
             .iter()
-            .filter(|n| !before.iter().any(|b| b.eq_ignore_ascii_case(n)))
+            .filter(|n| !before.contains(n))
             .cloned()
             .collect();
-        let removed: Vec<String> = before
+        let removed: Vec<DsaName> = before
             .iter()
-            .filter(|n| !after.iter().any(|a| a.eq_ignore_ascii_case(n)))
+            .filter(|n| !after.contains(n))
             .cloned()
             .collect();
         for n in &added {
@@ -171,16 +171,12 @@ fn build(
             .or(snap.settings.concurrency_limit)
             .unwrap_or(settings.dsa_concurrency_limit);
         st.set_limit((limit > 0).then_some(limit));
-        let proxy = settings
-            .send_proxy_to
-            .iter()
-            .any(|n| n.eq_ignore_ascii_case(&d.name));
+        let proxy = settings.send_proxy_to.iter().any(|n| d.name.is(n));
         st.send_proxy
             .store(proxy, std::sync::atomic::Ordering::Relaxed);
     }
     for n in &settings.send_proxy_to {
-        if snap.dsa_index(n).is_none() && !snap.dsas.iter().any(|d| d.name.eq_ignore_ascii_case(n))
-        {
+        if snap.dsa_index(n).is_none() && !snap.dsas.iter().any(|d| d.name.is(n)) {
             tracing::warn!(dsa = %crate::base::logsafe::esc(n), "--send-proxy-to names a DSA the knowledge does not hold");
         }
     }
@@ -207,7 +203,7 @@ fn pool_of(
     old: Option<&Routing>,
     dsa_ca: Option<&DsaCa>,
 ) -> Result<Arc<Pool>> {
-    let is_router = name.is_some_and(|n| n.eq_ignore_ascii_case(&d.name));
+    let is_router = name.is_some_and(|n| d.name.is(n));
     let tls = match (d.tls_mode(), dsa_ca) {
         (None, _) => None,
         (Some(_), _) if is_router => None,

@@ -1,4 +1,4 @@
-//! Graceful drain (issue 39): on SIGTERM, SIGINT or `ctl shutdown` the
+//! Graceful drain (architecture.md, "Lifecycle"): on SIGTERM, SIGINT or `ctl shutdown` the
 //! router stops accepting, lets every operation in flight finish (up to
 //! `--drain-timeout`), ends persistent searches with a result
 //! (`unavailable`), closes each client connection at an operation boundary

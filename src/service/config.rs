@@ -120,7 +120,7 @@ pub struct Config {
 /// themselves, so the DSA applies what it keeps per connection: password
 /// policy restrictions above all) rather than the router's shared
 /// connection with proxied authorization.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum OwnConnection {
     /// Clients whose bind response carried a password policy warning or
     /// error, and clients bound as the router's own identity.
@@ -207,7 +207,7 @@ impl Config {
 }
 
 /// Whose writes read-your-writes affinity follows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum AffinityScope {
     /// The client connection's own writes.
     #[default]
@@ -218,7 +218,7 @@ pub enum AffinityScope {
 }
 
 /// What a failed partition does to a search spanning partitions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum FanoutPolicy {
     /// Fail the whole search with `unavailable`, naming the partition.
     #[default]

@@ -74,9 +74,7 @@ impl Context {
             .map(crate::proto::tls::DsaCa::load)
             .transpose()?
             .map(Arc::new);
-        let policies = Arc::new(
-            crate::admission::policy::Policies::new(cfg.policy.clone()).map_err(Error::config)?,
-        );
+        let policies = Arc::new(crate::admission::policy::Policies::new(cfg.policy.clone())?);
         let metrics: Arc<crate::observe::metrics::Metrics> = Arc::default();
         let shared = Shared {
             metrics: metrics.clone(),
@@ -146,8 +144,8 @@ impl Context {
             "knowledge reloaded: {} DSA(s), {} partition(s); added [{}], removed [{}]",
             s.dsas,
             s.partitions,
-            s.added.join(", "),
-            s.removed.join(", ")
+            join(&s.added),
+            join(&s.removed)
         ))
     }
 
@@ -202,7 +200,7 @@ impl Context {
         };
         let snap = crate::directory::knowledge::load(root)?;
         // The policy file too: all or nothing with the knowledge.
-        let policy = self.policies.read().map_err(Error::config)?;
+        let policy = self.policies.read()?;
         let ca = new_ca.clone().or(old_ca);
         let new = self.backend.prepare(snap, ca.as_deref())?;
         let mut summary = self.swap(new, new_ca.clone())?;
@@ -232,4 +230,12 @@ fn thresholds(cfg: &Config, snap: &Snapshot) -> Result<crate::admission::limits:
             .memory_threshold
             .unwrap_or(cfg.thresholds.memory as u32),
     )
+}
+
+fn join(names: &[crate::directory::knowledge::DsaName]) -> String {
+    names
+        .iter()
+        .map(|n| n.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
 }

@@ -1,11 +1,36 @@
-//! End-to-end tests, one file per feature, whichever DSA each test runs
-//! against: the router in process in front of in-memory test DSAs
-//! ([`support::inproc`]), or as a `dsa-router serve` process in front of
-//! real OpenLDAP slapd ([`support::slapd`], the five-DSA setup of
-//! [`five_dsas`]), driven by OpenLDAP's tools, Python `ldap3`, Rust
-//! `ldap3` and, for the status page, headless Chromium. `testdsa` and
-//! `slapd_harness` test the test DSA and the slapd harness themselves;
-//! `five_dsas` and `inproc_checks` hold helpers shared by several files.
+//! End-to-end tests, one file per feature, grouped by area in folders
+//! (each a module: `cargo test --profile ci --test e2e protocol::tls::`
+//! runs the tests of `protocol/tls.rs`):
+//!
+//! * `routing/`: where operations go: partitions, load-share groups, write
+//!   precedence, failover, fan-out, hash slots, DSA addresses, knowledge
+//!   flags, the root DSE and search results, aliases, the router's own
+//!   connections and its name on the DSAs (`operations.rs`: reads, writes
+//!   and binds across the partitions).
+//! * `binds/`: simple and SASL binds, failed-bind limits, look-alike DNs,
+//!   bind timeouts, the identity conveyed to the DSAs, proxied
+//!   authorization (`rights.rs`: never more rights than directly).
+//! * `policy/`: client policies (`rules.rs`: rules and rates; groups,
+//!   hidden attributes).
+//! * `replication/`: replicated slapd: read-your-writes
+//!   (`read_your_writes.rs`), a multi-provider pair, post-read.
+//! * `admin/`: the admin API and `ctl`, the status page, metrics, the
+//!   access log, OpenTelemetry traces.
+//! * `lifecycle/`: drain, upgrade by handover (with `upgrade_load.py`),
+//!   worker threads.
+//! * `protocol/`: malformed PDUs, controls, paged results, pipelining and
+//!   backpressure, connection state through real clients, TLS, PROXY
+//!   protocol.
+//! * `dsas/`: the five-DSA slapd setup (`five_dsas`) and the in-process
+//!   checks (`inproc_checks`) other folders share, and the tests of the
+//!   test DSA (`testdsa`) and of the slapd harness (`slapd_harness`).
+//!
+//! Whichever DSA a test runs against: the router in process in front of
+//! in-memory test DSAs ([`support::inproc`]), or as a `dsa-router serve`
+//! process in front of real OpenLDAP slapd ([`support::slapd`]), driven by
+//! OpenLDAP's tools and Rust `ldap3` ([`support::ldap`]), Python `ldap3`
+//! and, for the status page, headless Chromium; knowledge files come from
+//! [`support::knowledge`].
 //!
 //! Needs slapd, ldap-utils and the Python module ldap3
 //! (`scripts/install-deps.sh`); without them the slapd tests fail.
@@ -13,55 +38,11 @@
 #[path = "../support/mod.rs"]
 mod support;
 
-mod access_log;
-mod admin_api;
-mod backpressure;
-mod bind_ejection;
+mod admin;
 mod binds;
-mod busy_dsa;
-mod connection_state;
-mod controls;
-mod drain;
-mod dsa_addresses;
-mod failed_binds;
-mod failover;
-mod fanout;
-mod five_dsas;
-mod horizontal_partitions;
-mod identity;
-mod inproc_checks;
-mod knowledge_flags;
-mod load_share;
-mod lookalikes;
-mod malformed;
-mod metrics;
-mod out_of_scope;
-mod own_connections;
-mod paged_lost;
-mod paged_results;
-mod pipelining;
+mod dsas;
+mod lifecycle;
 mod policy;
-mod policy_groups;
-mod policy_hide;
-mod post_read;
-mod proxied_authorization;
-mod proxy_protocol;
+mod protocol;
 mod replication;
-mod replication_pair;
-mod root_dse;
-mod router_dsa_name;
 mod routing;
-mod sasl;
-mod search_results;
-mod send_proxy;
-mod slapd_aliases;
-mod slapd_harness;
-mod status_page;
-mod testdsa;
-mod tls;
-mod tls_both_sides;
-mod traces;
-mod traces_binds;
-mod traces_cap;
-mod upgrade;
-mod workers;

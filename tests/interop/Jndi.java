@@ -1,5 +1,5 @@
 // JNDI (the JDK's own LDAP client) against slapd directly and through the
-// router, for tests/e2e/connection_state.rs. Run as a single-file program:
+// router, for tests/e2e/protocol/connection_state.rs. Run as a single-file program:
 //   java tests/interop/Jndi.java CHECK URL [USER PASSWORD]
 // CHECK:
 //   schema  getSchema(""): counts the object classes and attribute types

@@ -5,7 +5,7 @@ implementation would: bind as alice, search, compare, WhoAmI, root DSE.
 Usage: ldap3_client.py URL DEMOCORP_SUFFIX CUSTOMER_SUFFIX ALICE_DN ALICE_PW
 
 Prints one line per check; exits 1 on the first mismatch (after printing
-all of them), 2 on a usage error. Used by tests/e2e/identity.rs.
+all of them), 2 on a usage error. Used by tests/e2e/binds/identity.rs.
 """
 import sys
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Per-connection server state through python's ldap3, for
-tests/e2e/connection_state.rs (the same run against slapd directly and
+tests/e2e/protocol/connection_state.rs (the same run against slapd directly and
 through the router must agree).
 
 usage: stateful.py CHECK URL [ARGS]

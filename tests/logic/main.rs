@@ -8,6 +8,12 @@
 //! of test DSAs and real slapd) and `serial` (availability and throttling,
 //! one test at a time).
 
+/// The knowledge builder of `tests/support` (this crate needs no other
+/// support).
+#[path = "../support/knowledge.rs"]
+#[allow(dead_code)]
+mod knowledge;
+
 mod future_size;
 mod fuzz_inputs;
 mod knowledge_load;

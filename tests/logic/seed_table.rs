@@ -1,9 +1,10 @@
-//! The seed's routing table (spec 3.4), case by case, from real knowledge
+//! The routing table of architecture.md, "Reads", case by case, from real knowledge
 //! files on disk, through the `explain --json` command line and through the
 //! library. Each case writes its own source order and precedence.
 
 #![allow(clippy::unwrap_used, clippy::panic)]
 
+use crate::knowledge::{Dsa, Knowledge};
 use dsa_router::app::cli::{explain_route, OpKind, StaticView};
 use dsa_router::directory::knowledge;
 use dsa_router::directory::route::{DsaStatus, Table};
@@ -12,15 +13,18 @@ use std::process::Command;
 
 const PREFIX: &str = "<c AU><o DEMOCORP>";
 
-fn dsa_file(name: &str, group: &str, hub: bool, port: u16) -> String {
+fn seed_dsa(name: &str, group: &str, hub: bool, port: u16) -> Dsa {
     let flags = if hub {
         "multi-write, multi-write-group-hub, load-share"
     } else {
         "multi-write, load-share"
     };
-    format!(
-        "set dsa \"{name}\" =\n{{\n  prefix = {PREFIX}\n  dsa-name = {PREFIX}<cn {name}>\n  dsa-password = \"secret\"\n  address = tcp \"127.0.0.1\" port {port}\n  dsa-flags = {flags}\n  load-share-group = \"{group}\"\n  trust-flags = trust-conveyed-originator\n}};\n"
-    )
+    Dsa::new(name, port)
+        .prefix(PREFIX)
+        .dsa_name(&format!("{PREFIX}<cn {name}>"), "secret")
+        .flags(flags)
+        .load_share_group(group)
+        .trust_conveyed()
 }
 
 /// Write the four DSAs (and optionally router R1 in GROUP1) and a root file
@@ -40,31 +44,24 @@ fn write_knowledge(
         ("R1", "GROUP1", false, 3389),
     ];
     for (name, group, hub, port) in files {
-        std::fs::write(
-            dir.join(format!("{name}.dxc")),
-            dsa_file(name, group, hub, port),
-        )
-        .expect("write dxc");
+        Knowledge::new()
+            .dsa(seed_dsa(name, group, hub, port))
+            .write_to(&dir.join(format!("{name}.dxc")));
     }
-    let mut root = String::from("# generated for one seed case\n");
+    let mut root = Knowledge::new().line("# generated for one seed case");
     if with_router {
-        root.push_str("source \"R1.dxc\";\n");
+        root = root.source("R1.dxc");
     }
     for n in order {
-        root.push_str(&format!("source \"{n}.dxc\";\n"));
+        root = root.source(&format!("{n}.dxc"));
     }
     if !precedence.is_empty() {
-        root.push_str(&format!("set precedence = {};\n", precedence.join(", ")));
+        root = root.precedence(precedence);
     }
     if !write_prec.is_empty() {
-        root.push_str(&format!(
-            "set write-precedence = {};\n",
-            write_prec.join(", ")
-        ));
+        root = root.write_precedence(write_prec);
     }
-    let path = dir.join("router.dxg");
-    std::fs::write(&path, root).expect("write dxg");
-    path
+    root.write(dir)
 }
 
 struct Case {
@@ -237,7 +234,7 @@ fn seed_table_through_the_library_with_rotation() {
                 .expect("target");
             *counts.entry(snap.dsas[ch.dsa].name.clone()).or_insert(0) += 1;
         }
-        let mut got: Vec<&String> = counts.keys().collect();
+        let mut got: Vec<&str> = counts.keys().map(|n| n.as_str()).collect();
         got.sort();
         let mut want: Vec<&str> = c.targets.to_vec();
         want.sort();

@@ -14,6 +14,7 @@
 
 use crate::support;
 use crate::support::SERIAL;
+use support::knowledge::{Dsa, Knowledge};
 
 use ldap3::{LdapConnAsync, LdapConnSettings, Scope, SearchEntry};
 use serde_json::Value;
@@ -354,10 +355,15 @@ impl Status {
 fn write_knowledge(dir: &Path, dsas: &[(&str, u16, &str)], precedence: Option<&str>) -> PathBuf {
     let mut root = String::from("# written by tests/serial/availability.rs\n");
     for (name, port, group) in dsas {
-        let text = format!(
-            "set dsa \"{name}\" =\n{{\n    prefix           = <c AU><o DEMOCORP>\n    dsa-name         = <c AU><o DEMOCORP><cn {name}>\n    address          = tcp \"127.0.0.1\" port {port}\n    dsa-flags        = load-share\n    load-share-group = \"{group}\"\n}};\n"
-        );
-        std::fs::write(dir.join(format!("{name}.dxc")), text).expect("write dxc");
+        Knowledge::new()
+            .dsa(
+                Dsa::new(name, *port)
+                    .prefix("<c AU><o DEMOCORP>")
+                    .dsa_name_only(&format!("<c AU><o DEMOCORP><cn {name}>"))
+                    .flags("load-share")
+                    .load_share_group(group),
+            )
+            .write_to(&dir.join(format!("{name}.dxc")));
         root += &format!("source \"{name}.dxc\";\n");
     }
     if let Some(p) = precedence {

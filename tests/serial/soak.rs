@@ -51,6 +51,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use support::certs::Ca;
+use support::knowledge::{Dsa, Knowledge};
 use support::slapd::{
     admin_dn, seed_ldif, user_dn, writer_dn, Slapd, SlapdConfig, ADMIN_PW, ROUTER_PW, SEED_USERS,
     USER_PW, WRITER_PW,
@@ -503,25 +504,19 @@ fn kprefix(part: usize) -> &'static str {
     ["<c AU><o DEMOCORP>", "<c AU><o CUSTOMER>"][part]
 }
 
-fn dsa_block(d: &DsaSpec, port: u16) -> String {
+fn spec_dsa(d: &DsaSpec, port: u16) -> Knowledge {
     let p = kprefix(d.part);
-    let mut b = format!(
-        "set dsa \"{name}\" =\n{{\n\
-         \x20   prefix            = {p}\n\
-         \x20   ldap-dsa-name     = {p}<cn router>\n\
-         \x20   ldap-dsa-password = \"{ROUTER_PW}\"\n\
-         \x20   address           = tcp \"127.0.0.1\" port {port}\n\
-         \x20   dsa-flags         = multi-write, load-share\n",
-        name = d.name
-    );
+    let mut dsa = Dsa::new(d.name, port)
+        .prefix(p)
+        .router(ROUTER_PW)
+        .flags("multi-write, load-share");
     if let Some(g) = d.group {
-        let _ = writeln!(b, "    load-share-group  = \"{g}\"");
+        dsa = dsa.load_share_group(g);
     }
     if d.trust {
-        b.push_str("    trust-flags       = trust-conveyed-originator\n");
+        dsa = dsa.trust_conveyed();
     }
-    b.push_str("};\n");
-    b
+    Knowledge::new().dsa(dsa)
 }
 
 /// `router.dxg`: the DSA files in knowledge order, then `tail` (a variant
@@ -1865,8 +1860,7 @@ async fn chaos_soak() {
             .collect()
     });
     for (d, s) in DSAS.iter().zip(&slapds) {
-        std::fs::write(dirp.join(format!("{}.dxc", d.name)), dsa_block(d, s.port))
-            .expect("write dxc");
+        spec_dsa(d, s.port).write_to(&dirp.join(format!("{}.dxc", d.name)));
     }
     let root = write_root(&dirp, VARIANTS[0]);
     let ca = Ca::new(&dirp, "soak");

@@ -39,6 +39,7 @@ use tokio_util::codec::Framed;
 
 use crate::support;
 use crate::support::SERIAL;
+use support::knowledge::{Dsa, Knowledge};
 
 const BIN: &str = env!("CARGO_BIN_EXE_dsa-router");
 const SUFFIX: &str = "o=SLOW,c=AU";
@@ -180,11 +181,9 @@ fn start_dsa(dir: &Path, name: &str, delay_ms: u64) -> (Proc, u16) {
     (p, ports[0])
 }
 
-/// One DSA block of the SLOW partition.
-fn dsa_block(name: &str, port: u16, extra: &str) -> String {
-    format!(
-        "set dsa {name} = {{ prefix = {KPREFIX} address = tcp \"127.0.0.1\" port {port} dsa-flags = load-share {extra} }};\n"
-    )
+/// One DSA of the SLOW partition.
+fn slow_dsa(name: &str, port: u16) -> Dsa {
+    Dsa::new(name, port).prefix(KPREFIX).flags("load-share")
 }
 
 struct Router {
@@ -202,7 +201,9 @@ fn limited_s1(dir: &Path, delay_ms: u64, root_name: &str) -> (Proc, u16, PathBuf
     let root = dir.join(root_name);
     std::fs::write(
         &root,
-        dsa_block("S1", p1, "dsa-router-concurrency-limit = 4"),
+        slow_dsa("S1", p1)
+            .set("dsa-router-concurrency-limit", "4")
+            .to_string(),
     )
     .unwrap();
     (s1, p1, root)
@@ -804,18 +805,26 @@ async fn concurrency_limit_refuses_exactly_the_excess_and_traffic_resumes() {
     // Where the limit comes from: the DSA attribute, else the root file's
     // `set dsa-router-concurrency-limit`, else --dsa-concurrency-limit.
     let set2 = "set dsa-router-concurrency-limit = 2;\n";
-    let (ok, msg) = r.reload(&(set2.to_string() + &dsa_block("S1", p1, "")));
+    let (ok, msg) = r.reload(&(set2.to_string() + &slow_dsa("S1", p1).to_string()));
     assert!(ok, "reload: {msg}");
     drop(conns);
     expect_burst(&r, 16, 2, CONCURRENCY_S1, "root set limit 2").await;
-    let (ok, msg) =
-        r.reload(&(set2.to_string() + &dsa_block("S1", p1, "dsa-router-concurrency-limit = 3")));
+    let (ok, msg) = r.reload(
+        &(set2.to_string()
+            + &slow_dsa("S1", p1)
+                .set("dsa-router-concurrency-limit", "3")
+                .to_string()),
+    );
     assert!(ok, "reload: {msg}");
     expect_burst(&r, 16, 3, CONCURRENCY_S1, "DSA attribute 3 over root set 2").await;
-    let (ok, msg) = r.reload(&dsa_block("S1", p1, ""));
+    let (ok, msg) = r.reload(&slow_dsa("S1", p1).to_string());
     assert!(ok, "reload: {msg}");
     expect_burst(&r, 16, 5, CONCURRENCY_S1, "--dsa-concurrency-limit 5").await;
-    let (ok, msg) = r.reload(&dsa_block("S1", p1, "dsa-router-concurrency-limit = 0"));
+    let (ok, msg) = r.reload(
+        &slow_dsa("S1", p1)
+            .set("dsa-router-concurrency-limit", "0")
+            .to_string(),
+    );
     assert!(ok, "reload: {msg}");
     expect_burst(&r, 16, 16, CONCURRENCY_S1, "limit 0 = none").await;
     println!(
@@ -835,14 +844,15 @@ async fn saturated_load_share_group_is_busy_and_never_spills_to_the_next_group()
     let (_b, pb) = start_dsa(dir.path(), "B", 500);
     let (_c, pc) = start_dsa(dir.path(), "C", 500);
     let root = dir.path().join("router.dxg");
-    let limit2 = "load-share-group = \"G1\" dsa-router-concurrency-limit = 2";
-    std::fs::write(
-        &root,
-        dsa_block("A", pa, limit2)
-            + &dsa_block("B", pb, limit2)
-            + &dsa_block("C", pc, "load-share-group = \"G2\""),
-    )
-    .unwrap();
+    let limit2 = |d: Dsa| {
+        d.load_share_group("G1")
+            .set("dsa-router-concurrency-limit", "2")
+    };
+    Knowledge::new()
+        .dsa(limit2(slow_dsa("A", pa)))
+        .dsa(limit2(slow_dsa("B", pb)))
+        .dsa(slow_dsa("C", pc).load_share_group("G2"))
+        .write_to(&root);
     // Who answers is what this test counts, so nothing but selection under
     // the limit may move a read between A and B. Outlier ejection would:
     // on a busy machine A answers its two a tick before B, B (two reads
@@ -998,7 +1008,7 @@ async fn refusal_messages_verbatim_in_ldapsearch() {
     {
         let (_s1, p1) = start_dsa(dir.path(), "S1", 0);
         let root = dir.path().join("mem.dxg");
-        std::fs::write(&root, dsa_block("S1", p1, "")).unwrap();
+        std::fs::write(&root, slow_dsa("S1", p1).to_string()).unwrap();
         let r = start_router(
             dir.path(),
             &root,
@@ -1026,7 +1036,7 @@ async fn refusal_messages_verbatim_in_ldapsearch() {
     {
         let (_s1, p1) = start_dsa(dir.path(), "S1", 0);
         let root = dir.path().join("cpu.dxg");
-        std::fs::write(&root, dsa_block("S1", p1, "")).unwrap();
+        std::fs::write(&root, slow_dsa("S1", p1).to_string()).unwrap();
         let r = start_router(
             dir.path(),
             &root,
@@ -1078,7 +1088,7 @@ async fn thresholds_over_100_are_startup_errors() {
     let _serial = SERIAL.lock().await;
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("router.dxg");
-    std::fs::write(&root, dsa_block("S1", 1, "")).unwrap();
+    std::fs::write(&root, slow_dsa("S1", 1).to_string()).unwrap();
     let run = |extra: &[&str], root: &Path| {
         blocking(|| {
             let mut c = Command::new(BIN);
@@ -1133,7 +1143,7 @@ async fn thresholds_over_100_are_startup_errors() {
     // The same range in knowledge.
     std::fs::write(
         &root,
-        "set dsa-router-cpu-threshold = 101;\n".to_string() + &dsa_block("S1", 1, ""),
+        "set dsa-router-cpu-threshold = 101;\n".to_string() + &slow_dsa("S1", 1).to_string(),
     )
     .unwrap();
     let got = run(&[], &root);
@@ -1152,7 +1162,7 @@ async fn refusal_storm_drops_nothing_accepted_and_abandon_unbind_still_work() {
     const DELAY: u64 = 3000;
     let (_s1, p1) = start_dsa(dir.path(), "S1", DELAY);
     let root = dir.path().join("router.dxg");
-    let plain = dsa_block("S1", p1, "");
+    let plain = slow_dsa("S1", p1).to_string();
     std::fs::write(&root, &plain).unwrap();
     let r = start_router(
         dir.path(),
@@ -1311,7 +1321,7 @@ async fn bind_refused_by_the_storm_ends_the_previous_identity() {
     let dir = tempfile::tempdir().unwrap();
     let (_s1, p1) = start_dsa(dir.path(), "S1", 0);
     let root = dir.path().join("router.dxg");
-    let plain = dsa_block("S1", p1, "");
+    let plain = slow_dsa("S1", p1).to_string();
     std::fs::write(&root, &plain).unwrap();
     let r = start_router(dir.path(), &root, &["--utilization-window", "1s"]);
     r.all_up().await;
@@ -1362,7 +1372,7 @@ async fn client_limits_outstanding_and_per_address() {
     let dir = tempfile::tempdir().unwrap();
     let (_s1, p1) = start_dsa(dir.path(), "S1", 1000);
     let root = dir.path().join("router.dxg");
-    std::fs::write(&root, dsa_block("S1", p1, "")).unwrap();
+    std::fs::write(&root, slow_dsa("S1", p1).to_string()).unwrap();
     let r = start_router(
         dir.path(),
         &root,

@@ -8,10 +8,15 @@
 //! * [`router`]: a `dsa-router serve` process.
 //! * [`slapd`]: a real OpenLDAP slapd, and the OpenLDAP command line tools.
 //! * [`certs`]: certificates for the TLS tests.
+//! * [`ldap`]: OpenLDAP's tools and `ldap3` as clients; the admin API's
+//!   `/status`.
+//! * [`knowledge`]: knowledge files (`set dsa` blocks) for routers.
 #![allow(dead_code)]
 
 pub mod certs;
 pub mod inproc;
+pub mod knowledge;
+pub mod ldap;
 pub mod replica;
 pub mod router;
 pub mod slapd;

@@ -8,6 +8,8 @@
 //! `/status` and `/metrics`, LDAP helpers).
 #![allow(clippy::panic, clippy::unwrap_used)]
 
+use super::knowledge::{Dsa, Knowledge};
+pub use super::ldap::{get, status};
 use super::router::Router;
 use super::slapd::{
     admin_dn, ldap_tool, pick_port, seed_ldif, writer_dn, Slapd, SlapdConfig, ADMIN_PW, ROUTER_PW,
@@ -16,8 +18,6 @@ use super::slapd::{
 use ldap3::{Ldap, LdapConnAsync, Scope, SearchEntry};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -185,19 +185,17 @@ pub fn wait_caught_up(c: &Slapd, p: &Slapd, suffix: &str, within: Duration) {
 /// Knowledge of `dsas` (name, port, dsa-flags besides `load-share`) for
 /// `<c AU><o DEMOCORP>`, all in load-share group `R`, each naming the
 /// router (`cn=router`) and trusting its conveyed originators.
-pub fn knowledge(dir: &Path, dsas: &[(&str, u16, &str)]) -> PathBuf {
-    let mut k = String::new();
-    for (name, port, flags) in dsas {
-        k += &format!(
-            "set dsa \"{name}\" = {{\n prefix = <c AU><o DEMOCORP>\n \
-             ldap-dsa-name = <c AU><o DEMOCORP><cn router>\n ldap-dsa-password = \"{ROUTER_PW}\"\n \
-             address = tcp \"127.0.0.1\" port {port}\n dsa-flags = load-share, {flags}\n \
-             load-share-group = \"R\"\n trust-flags = trust-conveyed-originator\n}};\n"
-        );
-    }
-    let path = dir.join("router.dxg");
-    std::fs::write(&path, k).unwrap();
-    path
+pub fn load_share_knowledge(dir: &Path, dsas: &[(&str, u16, &str)]) -> PathBuf {
+    Knowledge::new()
+        .dsas(dsas.iter().map(|(name, port, flags)| {
+            Dsa::new(name, *port)
+                .prefix("<c AU><o DEMOCORP>")
+                .router(ROUTER_PW)
+                .flags(&format!("load-share, {flags}"))
+                .load_share_group("R")
+                .trust_conveyed()
+        }))
+        .write(dir)
 }
 
 /// A router process over knowledge `k` with an admin API; its admin
@@ -207,21 +205,6 @@ pub fn router(dir: &Path, k: &Path, extra: &[&str]) -> (Router, String) {
     let mut args = vec!["--admin", admin.as_str()];
     args.extend_from_slice(extra);
     (Router::start_with(k, dir, &args), admin)
-}
-
-/// The body of `GET path` on the admin API.
-pub fn get(admin: &str, path: &str) -> String {
-    let mut s = TcpStream::connect(admin).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {admin}\r\n\r\n").unwrap();
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).unwrap();
-    raw.split_once("\r\n\r\n").unwrap().1.to_string()
-}
-
-/// `/status` as JSON.
-pub fn status(admin: &str) -> Value {
-    serde_json::from_str(&get(admin, "/status")).unwrap()
 }
 
 /// A series of `/metrics` without labels (-1 when absent).

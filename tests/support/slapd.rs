@@ -25,6 +25,7 @@
 //! test that needs slapd should fail loudly, never skip silently.
 #![allow(clippy::panic)] // test harness: panicking with a clear message is the contract
 
+use super::knowledge::{Dsa, Knowledge};
 use std::fmt::Write as _;
 use std::fs;
 use std::io::{Read, Write};
@@ -1132,17 +1133,13 @@ fn base64_decode(s: &str) -> Option<Vec<u8>> {
 /// the router's conveyed originators, the router's identity `cn=router`
 /// with `router_pw`: written to `dir/router.dxg`.
 pub fn one_dsa_knowledge(dir: &Path, port: u16, router_pw: &str) -> PathBuf {
-    let dxc = format!(
-        "set dsa \"D1\" =\n{{\n\
-         \x20   prefix            = <c AU><o DEMOCORP>\n\
-         \x20   ldap-dsa-name     = <c AU><o DEMOCORP><cn router>\n\
-         \x20   ldap-dsa-password = \"{router_pw}\"\n\
-         \x20   address           = tcp \"127.0.0.1\" port {port}\n\
-         \x20   dsa-flags         = multi-write\n\
-         \x20   trust-flags       = trust-conveyed-originator\n\
-         }};\n"
-    );
-    let path = dir.join("router.dxg");
-    fs::write(&path, dxc).expect("write knowledge");
-    path
+    Knowledge::new()
+        .dsa(
+            Dsa::new("D1", port)
+                .prefix("<c AU><o DEMOCORP>")
+                .router(router_pw)
+                .flags("multi-write")
+                .trust_conveyed(),
+        )
+        .write(dir)
 }

@@ -80,67 +80,7 @@ pub fn address_key(addr: IpAddr, prefix: u8) -> IpAddr {
 /// Shards of each table (one lock each; a full shard is scanned to evict).
 const SHARDS: usize = 64;
 
-/// The `serve` options.
-#[derive(clap::Args, Debug, Clone)]
-pub struct Args {
-    /// Failed binds (invalidCredentials from the DSA) for one bind DN from
-    /// one client address within --failed-bind-window after which the
-    /// router answers that DN's binds from that address itself,
-    /// invalidCredentials, for --failed-bind-backoff, without reaching a
-    /// DSA (0: off). Binds of the DN from other addresses go on. A
-    /// successful bind resets the count. 0 also turns
-    /// --failed-bind-limit-per-dn off.
-    #[arg(long, default_value_t = 5)]
-    pub failed_bind_limit: u32,
-    /// The ceiling for one bind DN from all addresses together: reached,
-    /// the DN's binds are refused from every address for
-    /// --failed-bind-backoff. Set it below the DSAs' own lockout
-    /// (ppolicy pwdMaxFailure) so that guesses spread over many addresses
-    /// never lock the account (0: off).
-    #[arg(long, default_value_t = 20)]
-    pub failed_bind_limit_per_dn: u32,
-    /// The same for all binds from one client address, whatever their DNs
-    /// (0: off, the default: behind a load balancer without PROXY protocol
-    /// or a NAT every user shares one address, and all would be refused).
-    /// Other users of that address are refused too once it is reached:
-    /// keep it well above --failed-bind-limit.
-    #[arg(long, default_value_t = 0)]
-    pub failed_bind_limit_per_address: u32,
-    /// The window failures count in, from a DN's (address's) first failure.
-    #[arg(long, default_value = "5m")]
-    pub failed_bind_window: String,
-    /// How long binds are refused once a limit is reached.
-    #[arg(long, default_value = "5m")]
-    pub failed_bind_backoff: String,
-}
-
-impl Args {
-    pub fn config(
-        &self,
-        parse: impl Fn(&str) -> crate::base::error::Result<Duration>,
-    ) -> crate::base::error::Result<Config> {
-        let window = parse(&self.failed_bind_window)?;
-        let backoff = parse(&self.failed_bind_backoff)?;
-        let rule = |limit| Rule {
-            limit,
-            window,
-            backoff,
-        };
-        // --failed-bind-limit 0 turns the DN's counting off, its ceiling
-        // included.
-        let ceiling = match self.failed_bind_limit {
-            0 => 0,
-            _ => self.failed_bind_limit_per_dn,
-        };
-        Ok(Config {
-            dn: rule(self.failed_bind_limit),
-            ceiling: rule(ceiling),
-            address: rule(self.failed_bind_limit_per_address),
-        })
-    }
-}
-
-/// The limits (see [`Args`]).
+/// The limits (`serve`'s `--failed-bind-*` flags).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Config {
     /// One DN from one address.
@@ -149,6 +89,35 @@ pub struct Config {
     pub ceiling: Rule,
     /// One address, all DNs.
     pub address: Rule,
+}
+
+impl Config {
+    /// The limits for `limit` failed binds of one DN from one address,
+    /// `per_dn` of one DN from all addresses and `per_address` of one
+    /// address (0: off) within `window`, refused for `backoff`. A `limit`
+    /// of 0 turns the DN's counting off, its ceiling included.
+    pub fn from_limits(
+        limit: u32,
+        per_dn: u32,
+        per_address: u32,
+        window: Duration,
+        backoff: Duration,
+    ) -> Config {
+        let rule = |limit| Rule {
+            limit,
+            window,
+            backoff,
+        };
+        let ceiling = match limit {
+            0 => 0,
+            _ => per_dn,
+        };
+        Config {
+            dn: rule(limit),
+            ceiling: rule(ceiling),
+            address: rule(per_address),
+        }
+    }
 }
 
 impl Default for Config {

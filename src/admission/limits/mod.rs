@@ -1,4 +1,4 @@
-//! Throttling (spec 5; the gateway-cluster model of source 000).
+//! Throttling (architecture.md, "Availability and throttling").
 //!
 //! * Per-DSA concurrency limits live in [`crate::backend::dsa_state::DsaState`] and are
 //!   enforced by selection: a saturated target is skipped, and when every

@@ -1,4 +1,4 @@
-//! Client policies (issue 41 points 1, 2, 4): the router's own settings
+//! Client policies (architecture.md, "Policies"): the router's own settings
 //! file (`--policy FILE`, TOML; never in the CA knowledge files) of
 //! ordered rules. A rule matches clients by address (CIDR; the PROXY
 //! protocol header's address behind a balancer), bound identity (DN
@@ -20,6 +20,7 @@
 //! buckets; the session's hooks are in `session::policy`.
 
 pub mod controls;
+mod error;
 pub mod groups;
 pub mod rate;
 pub mod rule;
@@ -28,21 +29,12 @@ pub mod shield;
 pub mod wire;
 
 use crate::proto::dn::Dn;
+pub use error::PolicyError;
 use rule::{Client, OpType, Rule};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-
-/// The `serve` option.
-#[derive(clap::Args, Debug, Clone, Default)]
-pub struct Args {
-    /// Client policies: a TOML file of ordered rules (who may do what,
-    /// where, and how often; see docs/policy.md), re-read on reload with
-    /// the knowledge. Without it every client may do everything.
-    #[arg(long, value_name = "FILE")]
-    pub policy: Option<PathBuf>,
-}
 
 /// One `[[rule]]` (or `[default]`) as written.
 #[derive(Debug, Default, serde::Deserialize)]
@@ -98,14 +90,25 @@ pub struct Policy {
     named_groups: bool,
 }
 
-fn dns(list: &[String], what: &str, name: &str) -> Result<Vec<Dn>, String> {
+fn dns(list: &[String], key: &'static str, name: &str) -> Result<Vec<Dn>, PolicyError> {
     list.iter()
-        .map(|s| Dn::parse_ldap(s).map_err(|e| format!("rule \"{name}\": {what} {s:?}: {e}")))
+        .map(|s| {
+            Dn::parse_ldap(s).map_err(|error| PolicyError::Dn {
+                rule: name.to_string(),
+                key,
+                value: s.clone(),
+                error,
+            })
+        })
         .collect()
 }
 
-fn compile(r: RuleFile, name: String) -> Result<Rule, String> {
-    let bad = |what: &str, w: &str| format!("rule \"{name}\": unknown {what} {w:?}");
+fn compile(r: RuleFile, name: String) -> Result<Rule, PolicyError> {
+    let bad = |what: &'static str, w: &str| PolicyError::Unknown {
+        rule: name.clone(),
+        what,
+        word: w.to_string(),
+    };
     let mut ops = 0;
     for w in r.allow.as_deref().unwrap_or(&["all".to_string()]) {
         ops |= OpType::bits_of(w).ok_or_else(|| bad("operation", w))?;
@@ -118,15 +121,15 @@ fn compile(r: RuleFile, name: String) -> Result<Rule, String> {
         .client
         .iter()
         .map(|c| {
-            c.parse()
-                .map_err(|e| format!("rule \"{name}\": client {e}"))
+            c.parse().map_err(|error| PolicyError::Client {
+                rule: name.clone(),
+                error,
+            })
         })
         .collect::<Result<_, _>>()?;
     let lower = |v: &[String]| v.iter().map(|a| rule::attr_base(a)).collect::<Vec<_>>();
     if r.if_group_unreadable.is_some() && r.member_of.is_empty() {
-        return Err(format!(
-            "rule \"{name}\": if_group_unreadable without member_of"
-        ));
+        return Err(PolicyError::UnreadableWithoutGroups(name));
     }
     Ok(Rule {
         clients,
@@ -153,19 +156,19 @@ fn compile(r: RuleFile, name: String) -> Result<Rule, String> {
 
 impl Policy {
     /// Parse a policy file's text.
-    pub fn parse(text: &str) -> Result<Policy, String> {
-        let f: File = toml::from_str(text).map_err(|e| e.to_string())?;
+    pub fn parse(text: &str) -> Result<Policy, PolicyError> {
+        let f: File = toml::from_str(text).map_err(PolicyError::Toml)?;
         let mut rules = Vec::with_capacity(f.rule.len());
         for (i, r) in f.rule.into_iter().enumerate() {
             let name = r.name.clone().unwrap_or_else(|| format!("rule {}", i + 1));
             if rules.iter().any(|x: &Rule| x.name == name) || name == "default" {
-                return Err(format!("two rules are named \"{name}\""));
+                return Err(PolicyError::DuplicateName(name));
             }
             rules.push(compile(r, name)?);
         }
         let d = f.default.unwrap_or_default();
         if d.name.as_ref().is_some_and(|n| n != "default") {
-            return Err("the default rule is named \"default\"".into());
+            return Err(PolicyError::DefaultRenamed);
         }
         let matching = !d.client.is_empty()
             || !d.identity.is_empty()
@@ -174,7 +177,7 @@ impl Policy {
             || d.tls.is_some()
             || !d.sasl.is_empty();
         if matching {
-            return Err("the default rule matches every client: it takes no client, identity, member_of, bound, tls or sasl".into());
+            return Err(PolicyError::DefaultMatches);
         }
         Ok(Policy {
             named_groups: rules.iter().any(|r| !r.member_of.is_empty()),
@@ -214,9 +217,15 @@ impl Policy {
     }
 
     /// Read and parse a policy file.
-    pub fn load(path: &Path) -> Result<Policy, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        Policy::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+    pub fn load(path: &Path) -> Result<Policy, PolicyError> {
+        let text = std::fs::read_to_string(path).map_err(|error| PolicyError::Read {
+            path: path.to_path_buf(),
+            error,
+        })?;
+        Policy::parse(&text).map_err(|e| PolicyError::File {
+            path: path.to_path_buf(),
+            error: Box::new(e),
+        })
     }
 
     /// The rule that decides for `c`: the first that matches, else the
@@ -248,7 +257,7 @@ pub struct Policies {
 
 impl Policies {
     /// Load `path` (none: no policy).
-    pub fn new(path: Option<PathBuf>) -> Result<Policies, String> {
+    pub fn new(path: Option<PathBuf>) -> Result<Policies, PolicyError> {
         let p = Policies {
             path,
             ..Default::default()
@@ -265,7 +274,7 @@ impl Policies {
     }
 
     /// The file read again (not yet in force: see [`Policies::store`]).
-    pub fn read(&self) -> Result<Option<Policy>, String> {
+    pub fn read(&self) -> Result<Option<Policy>, PolicyError> {
         self.path.as_deref().map(Policy::load).transpose()
     }
 

@@ -35,24 +35,46 @@ use std::sync::OnceLock;
 /// The status page.
 pub(super) const PAGE: &str = include_str!("page.html");
 
+/// An admin API without a token on an address off loopback (`--admin`
+/// as given, or the address bound).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Exposed(pub String);
+
+impl std::fmt::Display for Exposed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "--admin {} is not a loopback address and the admin API has no token: \
+             keep --admin on 127.0.0.1 or [::1], or set --admin-token (or \
+             $DSA_ROUTER_ADMIN_TOKEN) to control the router from other machines (then \
+             /status and /metrics are readable by whoever reaches the port: a firewall decides)",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for Exposed {}
+
+/// Refused at start: a configuration error.
+impl From<Exposed> for crate::base::error::Error {
+    fn from(e: Exposed) -> crate::base::error::Error {
+        crate::base::error::Error::config(e.to_string())
+    }
+}
+
 /// Whether an admin API on `addr` may start: without a token, only on
 /// loopback.
-pub fn exposure(addr: SocketAddr, token: Option<&str>) -> Result<(), String> {
+pub fn exposure(addr: SocketAddr, token: Option<&str>) -> Result<(), Exposed> {
     if token.is_some() || addr.ip().is_loopback() {
         return Ok(());
     }
-    Err(format!(
-        "--admin {addr} is not a loopback address and the admin API has no token: \
-         keep --admin on 127.0.0.1 or [::1], or set --admin-token (or \
-         $DSA_ROUTER_ADMIN_TOKEN) to control the router from other machines (then \
-         /status and /metrics are readable by whoever reaches the port: a firewall decides)"
-    ))
+    Err(Exposed(addr.to_string()))
 }
 
 /// Whether `--admin ADDR` may start (before anything listens): every
 /// address the name resolves to is loopback, or the API has a token. A
 /// name that does not resolve is left to the bind to report.
-pub fn admin_flag(addr: &str, token: Option<&str>) -> Result<(), String> {
+pub fn admin_flag(addr: &str, token: Option<&str>) -> Result<(), Exposed> {
     use std::net::ToSocketAddrs;
     if token.is_some() {
         return Ok(());
@@ -60,7 +82,7 @@ pub fn admin_flag(addr: &str, token: Option<&str>) -> Result<(), String> {
     match addr.to_socket_addrs() {
         Ok(addrs) => addrs
             .into_iter()
-            .try_for_each(|a| exposure(a, None).map_err(|e| e.replacen(&a.to_string(), addr, 1))),
+            .try_for_each(|a| exposure(a, None).map_err(|_| Exposed(addr.to_string()))),
         Err(_) => Ok(()),
     }
 }
@@ -294,7 +316,7 @@ mod tests {
         assert!(exposure(addr("[::1]:8389"), None).is_ok());
         assert!(exposure(addr("0.0.0.0:8389"), Some("t")).is_ok());
         for a in ["0.0.0.0:8389", "[::]:8389", "192.0.2.1:8389"] {
-            let e = exposure(addr(a), None).expect_err(a);
+            let e = exposure(addr(a), None).expect_err(a).to_string();
             assert!(e.contains("--admin-token"), "{e}");
         }
     }

@@ -177,7 +177,7 @@ async fn post_upgrade(State(app): State<App>) -> Response {
         Ok(Ok(u)) => Json(json!({"ok": true, "pid": u.pid, "binary": u.binary})).into_response(),
         Ok(Err(error)) => (
             StatusCode::UNPROCESSABLE_ENTITY,
-            Json(json!({"ok": false, "error": error})),
+            Json(json!({"ok": false, "error": error.to_string()})),
         )
             .into_response(),
         Err(_) => {
@@ -209,7 +209,7 @@ pub async fn start(
     let bound = listener
         .local_addr()
         .map_err(|e| Error::config(e.to_string()))?;
-    guard::exposure(bound, token.as_deref()).map_err(Error::config)?;
+    guard::exposure(bound, token.as_deref())?;
     tracing::info!(%addr, token = token.is_some(), "admin API listening");
     // A copy of the listening socket, for a hot upgrade to hand over.
     let copy = std::os::fd::AsFd::as_fd(&listener)

@@ -209,7 +209,7 @@ pub fn status(router: &Context) -> Status {
                         .and_then(|x| x.out.clone())
                         .filter(|_| st.status().eligible());
                     DsaReport {
-                        name: r.snap.dsas[i].name.clone(),
+                        name: r.snap.dsas[i].name.to_string(),
                         group: p.group_of(i).and_then(|g| g.name.clone()),
                         state: if lagging.is_some() {
                             "lagging"

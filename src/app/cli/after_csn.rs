@@ -12,19 +12,60 @@ use crate::directory::replication::positions::Position;
 use crate::directory::route::{DsaView, Lookup, Table};
 use crate::proto::dn::Dn;
 use std::collections::HashMap;
+use std::fmt;
 
 /// Known positions by DSA name (lower case).
 #[derive(Debug, Default)]
 pub(super) struct Known(HashMap<String, Position>);
 
+/// Why `CSN[;CSN...]` is no position.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum CsnError {
+    /// This part is not a CSN.
+    NotACsn(String),
+    /// Nothing but separators.
+    NoneGiven,
+}
+
+impl fmt::Display for CsnError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CsnError::NotACsn(c) => write!(f, "not a CSN: \"{c}\""),
+            CsnError::NoneGiven => f.write_str("no CSN given"),
+        }
+    }
+}
+
+impl std::error::Error for CsnError {}
+
+/// Why a `--position` value (as given) is not `DSA=CSN[;CSN...]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum PositionError {
+    /// No `=`.
+    Form(String),
+    /// The CSNs after it.
+    Csn { arg: String, error: CsnError },
+}
+
+impl fmt::Display for PositionError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PositionError::Form(a) => write!(f, "--position {a}: expected DSA=CSN"),
+            PositionError::Csn { arg, error } => write!(f, "--position {arg}: {error}"),
+        }
+    }
+}
+
+impl std::error::Error for PositionError {}
+
 /// A position from `CSN[;CSN...]` (one CSN per server ID).
-pub(super) fn parse_csns(text: &str) -> Result<Position, String> {
+pub(super) fn parse_csns(text: &str) -> Result<Position, CsnError> {
     let mut p = Position::default();
     for c in text.split(';').map(str::trim).filter(|c| !c.is_empty()) {
-        p.note(Csn::parse(c).ok_or_else(|| format!("not a CSN: \"{c}\""))?);
+        p.note(Csn::parse(c).ok_or_else(|| CsnError::NotACsn(c.to_string()))?);
     }
     if p.is_empty() {
-        return Err("no CSN given".into());
+        return Err(CsnError::NoneGiven);
     }
     Ok(p)
 }
@@ -36,13 +77,16 @@ pub(super) fn is_csn(text: &str) -> bool {
 
 impl Known {
     /// From `--position DSA=CSN[;CSN...]` values.
-    pub(super) fn from_args(args: &[String]) -> Result<Known, String> {
+    pub(super) fn from_args(args: &[String]) -> Result<Known, PositionError> {
         let mut k = Known::default();
         for a in args {
             let (name, csns) = a
                 .split_once('=')
-                .ok_or_else(|| format!("--position {a}: expected DSA=CSN"))?;
-            let p = parse_csns(csns).map_err(|e| format!("--position {a}: {e}"))?;
+                .ok_or_else(|| PositionError::Form(a.clone()))?;
+            let p = parse_csns(csns).map_err(|error| PositionError::Csn {
+                arg: a.clone(),
+                error,
+            })?;
             k.0.entry(name.trim().to_ascii_lowercase())
                 .or_default()
                 .merge(&p);
@@ -105,7 +149,7 @@ pub(super) fn after_csn(
         };
         all &= reached || !eligible;
         if reached && eligible {
-            serve.push(name.clone());
+            serve.push(name.to_string());
         }
         let state = if eligible {
             String::new()

@@ -214,9 +214,9 @@ pub fn explain_route(
         &p.order
     };
     for &i in list {
-        x.order.push(snap.dsas[i].name.clone());
+        x.order.push(snap.dsas[i].name.to_string());
         x.dsas.push(ListedDsa {
-            name: snap.dsas[i].name.clone(),
+            name: snap.dsas[i].name.to_string(),
             group: p.group_of(i).and_then(|g| g.name.clone()),
             state: view.status(i).as_str(),
         });
@@ -290,7 +290,7 @@ fn explain_write(
     view: &impl DsaView,
     dsa: usize,
 ) {
-    let name = |i: usize| snap.dsas[i].name.clone();
+    let name = |i: usize| snap.dsas[i].name.to_string();
     x.targets = vec![name(dsa)];
     let skipped: Vec<String> = p
         .write_order
@@ -329,7 +329,7 @@ fn explain_read(
     view: &impl DsaView,
     group: usize,
 ) {
-    let name = |i: usize| snap.dsas[i].name.clone();
+    let name = |i: usize| snap.dsas[i].name.to_string();
     let g = &p.groups[group];
     x.group = g.name.clone();
     x.targets = g
@@ -417,7 +417,7 @@ pub(super) fn after_write(
             view.status(w).as_str()
         )
     } else {
-        x.targets = vec![name.clone()];
+        x.targets = vec![name.to_string()];
         x.group = p.group_of(w).and_then(|g| g.name.clone());
         format!("read-your-writes: the client's write went to {name} within the window (--read-your-writes), so its reads of this partition go there while it is eligible; such reads are never hedged")
     });

@@ -308,7 +308,7 @@ async fn children(
     bind_dn: Option<&str>,
     password: &str,
 ) -> Result<Vec<String>, crate::base::error::Error> {
-    let state = std::sync::Arc::new(crate::backend::dsa_state::DsaState::new(&d.name));
+    let state = std::sync::Arc::new(crate::backend::dsa_state::DsaState::new(d.name.clone()));
     let limits = crate::service::config::Config::default().limits();
     let bind = bind_dn.map(|dn| {
         crate::backend::upstream::pool::BindPdu::new(

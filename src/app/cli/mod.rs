@@ -4,6 +4,7 @@
 //! [`serve`]: `serve` and `demo`, their flags and startup.
 
 mod after_csn;
+mod error;
 mod explain;
 pub mod hash;
 mod policy;
@@ -269,23 +270,24 @@ fn after_write(
     snap: &Snapshot,
     table: &Table,
     view: &StaticView,
-) -> Result<(), String> {
+) -> Result<(), error::ExplainError> {
+    use error::ExplainError;
     if !after_csn::is_csn(w) {
         let i = snap
             .dsa_index(w)
-            .ok_or_else(|| format!("unknown DSA \"{w}\" in --after-write"))?;
+            .ok_or_else(|| ExplainError::UnknownDsa(w.to_string()))?;
         explain::after_write(x, snap, table, view, i);
         return Ok(());
     }
-    let target = after_csn::parse_csns(w).map_err(|e| format!("--after-write: {e}"))?;
+    let target = after_csn::parse_csns(w).map_err(ExplainError::AfterWrite)?;
     let known = match &args.positions_from {
         Some(admin) => {
             let token = std::env::var("DSA_ROUTER_ADMIN_TOKEN").ok();
             let st = crate::app::admin::ctl::fetch(admin, token.as_deref(), "GET", "/status")
-                .map_err(|e| e.to_string())?;
+                .map_err(ExplainError::Status)?;
             after_csn::Known::from_status(&st, x.partition.as_deref().unwrap_or(""))
         }
-        None => after_csn::Known::from_args(&args.position)?,
+        None => after_csn::Known::from_args(&args.position).map_err(ExplainError::Position)?,
     };
     after_csn::after_csn(x, snap, table, view, &target, &known);
     Ok(())

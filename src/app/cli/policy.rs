@@ -6,6 +6,7 @@
 //! each (where the router reads it at run time) and takes membership from
 //! `--member-of`.
 
+use super::error::ExplainError;
 use super::{ExplainArgs, OpKind};
 use crate::admission::policy::groups::{Group, Sets};
 use crate::admission::policy::rule::{Ask, Client, OpType, Rule};
@@ -68,23 +69,23 @@ pub(super) fn explain(
     args: &ExplainArgs,
     snap: &Snapshot,
     table: &Table,
-) -> Result<Option<PolicyExplained>, String> {
+) -> Result<Option<PolicyExplained>, ExplainError> {
     let Some(path) = &args.policy else {
         return Ok(None);
     };
-    let policy = Policy::load(path)?;
+    let policy = Policy::load(path).map_err(ExplainError::Policy)?;
     let addr = args
         .client
         .as_deref()
-        .ok_or("--policy needs --client ADDR (the client's address)")?
+        .ok_or(ExplainError::NoClient)?
         .parse()
-        .map_err(|_| "--client: not an IP address".to_string())?;
+        .map_err(|_| ExplainError::BadClient)?;
     let identity = args
         .identity
         .as_deref()
         .map(Dn::parse_any)
         .transpose()
-        .map_err(|e| format!("--identity: {e}"))?;
+        .map_err(ExplainError::Identity)?;
     let (sets, groups) = groups(&policy, args, identity.as_ref(), snap, table)?;
     let client = Client {
         addr,
@@ -105,7 +106,10 @@ pub(super) fn explain(
             }
         }
     }
-    let dn = Dn::parse_any(&args.dn).map_err(|e| format!("{}: {e}", args.dn))?;
+    let dn = Dn::parse_any(&args.dn).map_err(|error| ExplainError::Dn {
+        dn: args.dn.clone(),
+        error,
+    })?;
     let verdict = match op_type(args.op) {
         // Binds are never refused by rules: only rates apply to them.
         None => Ok(()),
@@ -128,15 +132,15 @@ fn groups(
     identity: Option<&Dn>,
     snap: &Snapshot,
     table: &Table,
-) -> Result<(Option<Sets>, Vec<GroupExplained>), String> {
+) -> Result<(Option<Sets>, Vec<GroupExplained>), ExplainError> {
     let given = args
         .member_of
         .iter()
         .map(|g| Dn::parse_any(g).map(|d| d.normalized()))
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("--member-of: {e}"))?;
+        .map_err(ExplainError::MemberOf)?;
     if !given.is_empty() && identity.is_none() {
-        return Err("--member-of needs --identity DN (the member)".into());
+        return Err(ExplainError::MemberOfWithoutIdentity);
     }
     let who = identity.map(Dn::normalized);
     let mut sets = Sets::new();
@@ -158,7 +162,7 @@ fn groups(
             .unwrap_or_default()
             .into_iter()
             .filter(|&i| Some(i) != table.router)
-            .map(|i| snap.dsas[i].name.clone())
+            .map(|i| snap.dsas[i].name.to_string())
             .collect();
         out.push(GroupExplained {
             group: text,

@@ -1,4 +1,4 @@
-//! `explain --scope`: the partitions a search reaches (spec 3.6), and where
+//! `explain --scope`: the partitions a search reaches (architecture.md, "What the router answers itself"), and where
 //! each part of it goes. A search below its base reaches every partition
 //! whose prefix lies under the base, besides the one holding the base (if
 //! any), as the router fans it out.
@@ -77,7 +77,7 @@ pub(super) fn spans(
                         .members
                         .iter()
                         .filter(|&&m| view.status(m).eligible() && !view.saturated(m))
-                        .map(|&m| name(m))
+                        .map(|&m| name(m).to_string())
                         .collect();
                     (g.name.clone(), members)
                 }

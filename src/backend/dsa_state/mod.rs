@@ -27,7 +27,7 @@ pub(crate) use reads::latency_bucket;
 pub(crate) use reads::ReadStats;
 pub(crate) use reads::{bucket_upper_us, LATENCY_BUCKETS};
 
-use crate::directory::knowledge::Snapshot;
+use crate::directory::knowledge::{DsaName, Snapshot};
 use crate::directory::route::{DsaIdx, DsaStatus, DsaView};
 use dashmap::DashMap;
 use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, AtomicU8, Ordering};
@@ -45,7 +45,7 @@ pub enum Admin {
 /// One DSA's run-time state.
 #[derive(Debug)]
 pub struct DsaState {
-    pub name: String,
+    pub name: DsaName,
     health: AtomicU8,
     admin: AtomicU8,
     in_flight: AtomicU32,
@@ -114,9 +114,9 @@ impl std::fmt::Debug for Count {
 }
 
 impl DsaState {
-    pub fn new(name: &str) -> DsaState {
+    pub fn new(name: impl Into<DsaName>) -> DsaState {
         DsaState {
-            name: name.to_string(),
+            name: name.into(),
             health: AtomicU8::new(health::HEALTH_UP),
             admin: AtomicU8::new(Admin::Enabled as u8),
             in_flight: AtomicU32::new(0),
@@ -228,24 +228,22 @@ impl Drop for InFlight {
     }
 }
 
-/// All DSAs' state by (lower-cased) name; outlives snapshots.
+/// All DSAs' state by name; outlives snapshots.
 #[derive(Debug, Default)]
 pub struct Registry {
-    by_name: DashMap<String, Arc<DsaState>>,
+    by_name: DashMap<DsaName, Arc<DsaState>>,
 }
 
 impl Registry {
-    pub fn get_or_create(&self, name: &str) -> Arc<DsaState> {
+    pub fn get_or_create(&self, name: &DsaName) -> Arc<DsaState> {
         self.by_name
-            .entry(name.to_ascii_lowercase())
-            .or_insert_with(|| Arc::new(DsaState::new(name)))
+            .entry(name.clone())
+            .or_insert_with(|| Arc::new(DsaState::new(name.clone())))
             .clone()
     }
 
     pub fn get(&self, name: &str) -> Option<Arc<DsaState>> {
-        self.by_name
-            .get(&name.to_ascii_lowercase())
-            .map(|e| e.clone())
+        self.by_name.get(&DsaName::from(name)).map(|e| e.clone())
     }
 
     /// The states of a snapshot's DSAs, in knowledge order.

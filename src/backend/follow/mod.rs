@@ -1,4 +1,4 @@
-//! The router's side of replication positions (issue 38): the task that
+//! The router's side of replication positions (architecture.md, "Replication positions"): the task that
 //! reads them ([`poll`]), read-your-writes by position ([`ryw`]) and what
 //! `/status` and `/metrics` show ([`report`]). The state they share is
 //! `crate::directory::replication`.

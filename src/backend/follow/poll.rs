@@ -11,6 +11,7 @@
 
 use crate::backend::routing::{Backend, Routing};
 use crate::backend::upstream::conn::Conn;
+use crate::directory::knowledge::DsaName;
 use crate::directory::replication::positions::{lags, staleness, Assessed, Lag, Position, Reading};
 use crate::directory::replication::Replication;
 use bytes::Bytes;
@@ -53,15 +54,15 @@ fn position_of(entries: &[Bytes]) -> Position {
 #[derive(Default)]
 struct Poller {
     /// Latest reading per (DSA name, base).
-    readings: DashMap<(String, String), Reading>,
-    busy: DashMap<(String, String), ()>,
-    conns: DashMap<String, Arc<Conn>>,
+    readings: DashMap<(DsaName, String), Reading>,
+    busy: DashMap<(DsaName, String), ()>,
+    conns: DashMap<DsaName, Arc<Conn>>,
     /// No new connection to this DSA before then (after a failed one).
-    backoff: DashMap<String, Instant>,
+    backoff: DashMap<DsaName, Instant>,
     /// No reading of (DSA name, base) before then: its last reading showed
     /// no position (it publishes none, e.g. not a syncprov provider or
     /// consumer), so it is read every [`QUIET_EVERY`] only.
-    quiet: DashMap<(String, String), Instant>,
+    quiet: DashMap<(DsaName, String), Instant>,
 }
 
 /// How often a DSA whose last reading showed no position is read: a DSA
@@ -112,7 +113,7 @@ pub(crate) async fn run(router: Arc<Backend>, mut shutdown: watch::Receiver<bool
         let routing = router.routing();
         let mut round = Vec::new();
         for (i, base) in targets(&routing) {
-            let key = (routing.snap.dsas[i].name.to_ascii_lowercase(), base);
+            let key = (routing.snap.dsas[i].name.clone(), base);
             if poller.quiet.get(&key).is_some_and(|t| *t > Instant::now()) {
                 continue;
             }
@@ -142,7 +143,7 @@ async fn read_one(
     router: &Backend,
     routing: &Routing,
     i: usize,
-    key: &(String, String),
+    key: &(DsaName, String),
 ) {
     let rep = &router.replication;
     let timeout = rep.cfg.fresh_for();
@@ -237,7 +238,7 @@ fn assess(rep: &Replication, routing: &Routing, p: &Poller) {
         let prefix = part.prefix.to_string();
         let reading = |i: usize| {
             let k = (
-                routing.snap.dsas[i].name.to_ascii_lowercase(),
+                routing.snap.dsas[i].name.clone(),
                 base_of(routing, i, &prefix),
             );
             p.readings.get(&k).map(|r| r.clone())
@@ -264,7 +265,7 @@ fn assess(rep: &Replication, routing: &Routing, p: &Poller) {
             g.0 |= out.is_some();
             g.1 = g.1.max(lag.millis().max(staleness[k].millis()));
             let name = &routing.snap.dsas[i].name;
-            keys.insert((part.key.clone(), name.to_ascii_lowercase()));
+            keys.insert((part.key.clone(), name.clone()));
             rep.positions.set(
                 &part.key,
                 name,
@@ -281,7 +282,7 @@ fn assess(rep: &Replication, routing: &Routing, p: &Poller) {
         routing.states.0[i].replication.set(out, ms);
     }
     rep.positions
-        .retain(|part, dsa| keys.contains(&(part.to_string(), dsa.to_string())));
+        .retain(|part, dsa| keys.contains(&(part.to_string(), DsaName::from(dsa))));
 }
 
 /// Why a DSA with these lags serves no reads, if it does not.

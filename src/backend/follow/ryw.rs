@@ -1,4 +1,4 @@
-//! Read-your-writes by position (issue 38, point 2). A client's write is
+//! Read-your-writes by position (architecture.md, "Replication positions"). A client's write is
 //! watched on its way back (`Watch`, the outermost layer of its
 //! delivery). Its position is the written entry's `entryCSN` where the
 //! DSA supports the post-read control (RFC 4527): an

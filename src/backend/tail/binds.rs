@@ -1,4 +1,4 @@
-//! Ejection for binds (issue 37, point 7). A DSA whose binds time out
+//! Ejection for binds (architecture.md, "Tail latency"). A DSA whose binds time out
 //! while it answers its probes stays up, and each bind would wait
 //! `--bind-timeout` there before going to the next DSA. The bind that
 //! waited ejects it for binds ([`bind_timed_out`]): later binds skip it

@@ -8,6 +8,7 @@ use crate::backend::routing::{Backend, Routing};
 use crate::backend::settings::TailConfig;
 use crate::backend::upstream::hedge;
 use crate::base::error::Error;
+use crate::directory::knowledge::DsaName;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -33,8 +34,8 @@ pub(super) fn hedge_delay(hist: &[f64], floor: Duration) -> Duration {
 /// group(s) it belongs to (the quickest of them), at least `floor`;
 /// `Duration::MAX` (never) for a DSA with no other in its groups.
 pub(super) fn delays(
-    dsas: &HashMap<String, Dsa>,
-    names: &[String],
+    dsas: &HashMap<DsaName, Dsa>,
+    names: &[DsaName],
     groups: &[Vec<usize>],
     floor: Duration,
 ) -> Vec<Duration> {

@@ -5,6 +5,7 @@ use super::{Dsa, MIN_SAMPLES, SLOW_FACTOR, SLOW_MARGIN, STALL, STREAK, STUCK};
 use crate::backend::dsa_state::DsaState;
 use crate::backend::routing::{Backend, Routing};
 use crate::backend::settings::TailConfig;
+use crate::directory::knowledge::DsaName;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -32,11 +33,11 @@ pub(super) fn may_eject(
     })
 }
 
-/// What one tick saw: the snapshot, its DSAs' (lower-case) names, the
+/// What one tick saw: the snapshot, its DSAs' names, the
 /// load-share groups, and the reads stuck on each DSA.
 pub(super) struct View<'a> {
     pub routing: &'a Routing,
-    pub names: &'a [String],
+    pub names: &'a [DsaName],
     pub groups: &'a [Vec<usize>],
     pub stuck: &'a [usize],
 }
@@ -52,7 +53,7 @@ fn silent_for_a_stall(last_done: Option<Instant>, now: Instant) -> bool {
 pub(super) fn eject_outliers(
     router: &Backend,
     v: &View<'_>,
-    dsas: &mut HashMap<String, Dsa>,
+    dsas: &mut HashMap<DsaName, Dsa>,
     cfg: &TailConfig,
     fold: bool,
 ) {
@@ -110,7 +111,7 @@ pub(super) fn eject_outliers(
 }
 
 /// Readmit the DSAs whose ejection ended.
-fn readmit_ended(v: &View<'_>, dsas: &mut HashMap<String, Dsa>, now: Instant) {
+fn readmit_ended(v: &View<'_>, dsas: &mut HashMap<DsaName, Dsa>, now: Instant) {
     for (i, st) in v.routing.states.0.iter().enumerate() {
         let Some(d) = dsas.get_mut(&v.names[i]) else {
             continue;

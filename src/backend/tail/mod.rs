@@ -1,4 +1,4 @@
-//! Tail latency (issue 19): hedged reads and outlier ejection, in one task.
+//! Tail latency (architecture.md, "Tail latency"): hedged reads and outlier ejection, in one task.
 //!
 //! Every [`TICK`] the task takes each DSA's read latencies gathered since
 //! the last tick ([`ReadStats`](crate::backend::dsa_state::ReadStats)), earns hedge
@@ -37,6 +37,7 @@ pub(crate) use binds::{bind_timed_out, skipped_for_binds};
 use crate::backend::dsa_state::LATENCY_BUCKETS;
 use crate::backend::routing::{Backend, Routing};
 use crate::backend::settings::TailConfig;
+use crate::directory::knowledge::DsaName;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -121,7 +122,7 @@ type Groups = Arc<Vec<Vec<usize>>>;
 
 /// What the task carries from one tick to the next.
 struct Task {
-    dsas: HashMap<String, Dsa>,
+    dsas: HashMap<DsaName, Dsa>,
     budget: f64,
     /// When the current window began.
     window: Instant,
@@ -165,12 +166,7 @@ impl Task {
             let earned = reads as f64 * f64::from(cfg.hedge_budget) / 100.0;
             self.budget = (self.budget + earned).min(BUDGET_CAP);
         }
-        let names: Vec<String> = routing
-            .states
-            .0
-            .iter()
-            .map(|s| s.name.to_ascii_lowercase())
-            .collect();
+        let names: Vec<DsaName> = routing.states.0.iter().map(|s| s.name.clone()).collect();
         let delays = budget::delays(&self.dsas, &names, &groups, cfg.hedge_floor);
         let stuck = budget::hedge_slow_reads(router, &routing, &delays, &cfg, &mut self.budget);
         let view = eject::View {
@@ -200,10 +196,10 @@ impl Task {
 
 /// Take each DSA's read latencies and lost races since the last tick;
 /// the reads answered.
-fn gather(dsas: &mut HashMap<String, Dsa>, routing: &Routing, now: Instant) -> u64 {
+fn gather(dsas: &mut HashMap<DsaName, Dsa>, routing: &Routing, now: Instant) -> u64 {
     let mut reads = 0u64;
     for st in &routing.states.0 {
-        let d = dsas.entry(st.name.to_ascii_lowercase()).or_default();
+        let d = dsas.entry(st.name.clone()).or_default();
         let (b, sum) = st.reads.take();
         let n: u64 = b.iter().map(|&c| u64::from(c)).sum();
         let lost = u64::from(st.reads.take_lost());
@@ -225,12 +221,9 @@ fn gather(dsas: &mut HashMap<String, Dsa>, routing: &Routing, now: Instant) -> u
 
 /// A window's end: publish each DSA's mean, halve the histograms, and
 /// start the counts again.
-fn fold_window(dsas: &mut HashMap<String, Dsa>, routing: &Routing) {
+fn fold_window(dsas: &mut HashMap<DsaName, Dsa>, routing: &Routing) {
     for st in &routing.states.0 {
-        if let Some(d) = dsas
-            .get(&st.name.to_ascii_lowercase())
-            .filter(|d| d.count > 0)
-        {
+        if let Some(d) = dsas.get(&st.name).filter(|d| d.count > 0) {
             st.reads.set_recent_mean(d.sum_us / d.count);
         }
     }

@@ -1,7 +1,7 @@
 //! What a DSA advertises in its root DSE: SASL mechanisms, extended
 //! operations, controls and where its schema is. The health task reads it
 //! after a good probe when it is missing or older than [`REFRESH`]; the
-//! router's own root DSE is built from it (spec 3.6, README "Root DSE").
+//! router's own root DSE is built from it (architecture.md, "What the router answers itself").
 
 use super::batch::Batch;
 use super::conn::Conn;

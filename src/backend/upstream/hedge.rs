@@ -1,4 +1,4 @@
-//! Hedged reads (issue 19): a read that has not answered within its
+//! Hedged reads (architecture.md, "Tail latency"): a read that has not answered within its
 //! partition's usual time is also sent to another DSA of its group; the
 //! first leg to answer wins the [`Race`] and the other is abandoned.
 //!

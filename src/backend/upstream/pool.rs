@@ -300,7 +300,7 @@ impl Pool {
     }
 
     /// A client's replayed bind failed with `e`: a DSA that did not answer
-    /// it counts a failed probe, as for the client's own bind (spec 3.4).
+    /// it counts a failed probe, as for the client's own bind (architecture.md, "Reads").
     fn bind_failed(&self, e: Error) -> Error {
         if matches!(e.kind, Kind::Timeout { .. }) {
             let why = format!(

@@ -238,7 +238,7 @@ fn split_hash<'t>(
     match crate::directory::knowledge::hash::HashPart::parse(inner) {
         None => Ok((value, None)),
         Some(Ok(h)) => Ok((dn, Some(h))),
-        Some(Err(e)) => Err(f.err_at(last.line, last.column, e)),
+        Some(Err(e)) => Err(f.err_at(last.line, last.column, e.to_string())),
     }
 }
 
@@ -296,7 +296,7 @@ fn apply(
 
 fn empty(name: String, defined_at: Location) -> DsaDef {
     DsaDef {
-        name,
+        name: name.into(),
         prefix: Dn::root(),
         hash: None,
         native_prefix: None,

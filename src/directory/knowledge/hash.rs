@@ -31,6 +31,39 @@ impl Algo {
     }
 }
 
+/// Why a knowledge RDN of the `[hashN(T)=S]` form is not a horizontal
+/// partition's part (the text inside the brackets as written).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HashError {
+    /// Neither `hash1` nor `hash2`.
+    UnknownHash(String),
+    /// Not `hashN(TOTAL)=SLOT`.
+    Malformed { inner: String, algo: Algo },
+    /// The slot is not below the total.
+    Slot { slot: u32, total: u32 },
+}
+
+impl std::fmt::Display for HashError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HashError::UnknownHash(inner) => write!(
+                f,
+                "unknown horizontal-partition hash in [{inner}]: use hash1 or hash2"
+            ),
+            HashError::Malformed { inner, algo } => write!(
+                f,
+                "malformed horizontal-partition part [{inner}]: expected [{}(TOTAL)=SLOT]",
+                algo.name()
+            ),
+            HashError::Slot { slot, total } => {
+                write!(f, "horizontal-partition slot {slot} is not in 0..{total}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for HashError {}
+
 /// One DSA's part of a horizontal partition: `<uid "[hash1(3)=0]">`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct HashPart {
@@ -45,7 +78,7 @@ pub struct HashPart {
 impl HashPart {
     /// Parse the contents of a knowledge RDN `<ATTR "[hashN(T)=S]">`
     /// (without the angle brackets); `None` when it is not one.
-    pub fn parse(rdn: &str) -> Option<Result<HashPart, String>> {
+    pub fn parse(rdn: &str) -> Option<Result<HashPart, HashError>> {
         let t = rdn.trim();
         let (attr, rest) = t.split_once(|c: char| c.is_whitespace())?;
         let v = rest.trim().trim_matches('"').trim();
@@ -55,9 +88,7 @@ impl HashPart {
         } else if let Some(r) = inner.strip_prefix("hash2") {
             (Algo::Hash2, r)
         } else {
-            return Some(Err(format!(
-                "unknown horizontal-partition hash in [{inner}]: use hash1 or hash2"
-            )));
+            return Some(Err(HashError::UnknownHash(inner.to_string())));
         };
         let parsed = (|| {
             let rest = rest.trim().strip_prefix('(')?;
@@ -69,15 +100,13 @@ impl HashPart {
             ))
         })();
         let Some((total, slot)) = parsed else {
-            return Some(Err(format!(
-                "malformed horizontal-partition part [{inner}]: expected [{}(TOTAL)=SLOT]",
-                algo.name()
-            )));
+            return Some(Err(HashError::Malformed {
+                inner: inner.to_string(),
+                algo,
+            }));
         };
         if total == 0 || slot >= total {
-            return Some(Err(format!(
-                "horizontal-partition slot {slot} is not in 0..{total}"
-            )));
+            return Some(Err(HashError::Slot { slot, total }));
         }
         let attr = (attr != "*").then(|| attr.to_ascii_lowercase());
         Some(Ok(HashPart {

@@ -32,11 +32,13 @@ mod file;
 pub mod hash;
 mod lexer;
 mod loader;
+mod name;
 mod redact;
 mod skipped;
 mod values;
 
 pub use diag::{Diagnostic, LoadError, Location, Severity};
+pub use name::DsaName;
 
 use crate::proto::dn::Dn;
 use std::collections::HashMap;
@@ -110,7 +112,7 @@ impl fmt::Display for Address {
 /// One `set dsa` block.
 #[derive(Debug, Clone)]
 pub struct DsaDef {
-    pub name: String,
+    pub name: DsaName,
     pub prefix: Dn,
     /// A horizontal partition's part of `prefix` (`<uid "[hash1(3)=0]">`):
     /// the DSA holds the entries just below `prefix` whose value hashes to
@@ -168,7 +170,7 @@ impl DsaDef {
         }
     }
 
-    /// The load-share group per spec 3.3: named group, the partition's
+    /// The load-share group (architecture.md, "Ordered list and groups"): named group, the partition's
     /// unnamed load-share group, or (without `load-share`) a group of its own.
     pub fn group(&self) -> GroupKey {
         match (self.load_share(), &self.load_share_group) {

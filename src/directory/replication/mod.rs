@@ -1,4 +1,4 @@
-//! Reads that follow replication (spec 10, README "Replication
+//! Reads that follow replication (architecture.md, "Replication positions"; README "Replication
 //! positions"): the router polls each DSA's `contextCSN`, keeps
 //! per DSA and server ID the newest CSN ([`positions`]), takes DSAs too far
 //! behind out of reads (`--max-replication-lag`, `--max-staleness`: a
@@ -14,34 +14,6 @@ use positions::Positions;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
-/// `serve` options of replication positions.
-#[derive(Debug, Clone, clap::Args)]
-pub struct Args {
-    /// How often each DSA's replication position (`contextCSN` of each
-    /// partition's suffix) is read: one base read per DSA and partition.
-    /// `0` turns positions off (read-your-writes is then the time window
-    /// alone).
-    #[arg(long, default_value = "100ms")]
-    pub csn_interval: String,
-    /// A DSA whose position is older than its load-share group's newest by
-    /// more than this serves no reads (never the last eligible DSA).
-    /// Default: off.
-    #[arg(long)]
-    pub max_replication_lag: Option<String>,
-    /// Reads go only to DSAs that may lack no change older than this: one
-    /// that has the newest position this router knows for the partition,
-    /// or one behind it whose own CSN is at most this old (when none is,
-    /// the newest serves). Default: off.
-    #[arg(long)]
-    pub max_staleness: Option<String>,
-    /// Do not ask the DSA that takes a write for the written entry's
-    /// `entryCSN` (the post-read control, RFC 4527): a write's position is
-    /// then the write DSA's first `contextCSN` reading after it, which can
-    /// be older than the write while that DSA has other writes pending.
-    #[arg(long)]
-    pub no_post_read: bool,
-}
-
 /// Replication settings (`serve` options).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Config {
@@ -55,7 +27,7 @@ pub struct Config {
 }
 
 impl Config {
-    /// The defaults of [`Args`].
+    /// The defaults of `serve`'s flags.
     pub fn standard() -> Config {
         Config {
             interval: Duration::from_millis(100),
@@ -69,23 +41,6 @@ impl Config {
     /// least half a second.
     pub fn fresh_for(&self) -> Duration {
         (self.interval * 5).max(Duration::from_millis(500))
-    }
-}
-
-impl Args {
-    pub fn config(
-        &self,
-        parse: impl Fn(&str) -> crate::base::error::Result<Duration>,
-    ) -> crate::base::error::Result<Config> {
-        let opt = |v: &Option<String>| -> crate::base::error::Result<Option<Duration>> {
-            v.as_deref().map(&parse).transpose()
-        };
-        Ok(Config {
-            interval: parse(&self.csn_interval)?,
-            max_lag: opt(&self.max_replication_lag)?,
-            max_staleness: opt(&self.max_staleness)?,
-            post_read: !self.no_post_read,
-        })
     }
 }
 

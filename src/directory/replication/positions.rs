@@ -5,6 +5,7 @@
 //! routing, `/status` and `/metrics` read.
 
 use super::csn::Csn;
+use crate::directory::knowledge::DsaName;
 use dashmap::DashMap;
 use std::time::{Duration, Instant};
 
@@ -157,39 +158,36 @@ pub struct Assessed {
 }
 
 /// Positions of every DSA of every partition, keyed by partition key and
-/// DSA name (lower case).
+/// DSA name.
 #[derive(Debug, Default)]
 pub struct Positions {
-    map: DashMap<(String, String), Assessed>,
+    map: DashMap<(String, DsaName), Assessed>,
+}
+
+fn key(partition: &str, dsa: &str) -> (String, DsaName) {
+    (partition.to_string(), DsaName::from(dsa))
 }
 
 impl Positions {
     pub fn get(&self, partition: &str, dsa: &str) -> Option<Assessed> {
-        self.map
-            .get(&(partition.to_string(), dsa.to_ascii_lowercase()))
-            .map(|e| e.clone())
+        self.map.get(&key(partition, dsa)).map(|e| e.clone())
     }
 
     /// The latest reading's position, if it started after `after`.
     pub fn read_after(&self, partition: &str, dsa: &str, after: Instant) -> Option<Position> {
-        let e = self
-            .map
-            .get(&(partition.to_string(), dsa.to_ascii_lowercase()))?;
+        let e = self.map.get(&key(partition, dsa))?;
         let r = e.reading.as_ref()?;
         (r.started > after).then(|| r.position.clone())
     }
 
     /// The known position (whatever its age: positions only grow).
     pub fn position(&self, partition: &str, dsa: &str) -> Option<Position> {
-        let e = self
-            .map
-            .get(&(partition.to_string(), dsa.to_ascii_lowercase()))?;
+        let e = self.map.get(&key(partition, dsa))?;
         e.reading.as_ref().map(|r| r.position.clone())
     }
 
     pub fn set(&self, partition: &str, dsa: &str, a: Assessed) {
-        self.map
-            .insert((partition.to_string(), dsa.to_ascii_lowercase()), a);
+        self.map.insert(key(partition, dsa), a);
     }
 
     /// Keep only the keys `keep` says to (after a reload).

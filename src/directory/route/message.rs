@@ -60,7 +60,7 @@ pub fn kept_unavailable(
     )
 }
 
-/// `busy` (51): the concurrency message of spec 5, naming the DSA(s) at
+/// `busy` (51): the concurrency message (architecture.md, "Availability and throttling"), naming the DSA(s) at
 /// their limit in the chosen group.
 pub fn busy(p: &Partition, group: usize, snap: &Snapshot, view: &impl DsaView) -> String {
     let names: Vec<&str> = p

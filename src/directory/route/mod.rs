@@ -2,7 +2,7 @@
 //!
 //! A [`Table`] is built once per knowledge snapshot (and router name):
 //!
-//! 1. **Partitions** (spec 3.1): DSAs are grouped by normalized prefix. The
+//! 1. **Partitions** (architecture.md, "Partitions and comparison"): DSAs are grouped by normalized prefix. The
 //!    router's own block (`--name`) is left out: it is never a target and its
 //!    prefix alone does not make a partition.
 //! 2. **Ordered list** (3.2): a partition's DSAs in knowledge order, then the
@@ -236,7 +236,7 @@ impl Table {
         v
     }
 
-    /// The partition that holds `dn` (spec 3.1), or what lies below it. In
+    /// The partition that holds `dn` (architecture.md, "Partitions and comparison"), or what lies below it. In
     /// a horizontal partition, the slot of the RDN just below the prefix
     /// (the prefix entry itself: slot 0).
     pub fn lookup(&self, dn: &Dn) -> Lookup<'_> {
@@ -307,7 +307,7 @@ pub struct Span<'a> {
 
 impl Table {
     /// The partitions a search at `base` with `scope` reaches, when it
-    /// reaches more than the one holding `base` (spec 3.6); empty when the
+    /// reaches more than the one holding `base` (architecture.md, "What the router answers itself"); empty when the
     /// search is an ordinary one (one partition, or none).
     ///
     /// * The partition holding the base, if any, is searched as asked.

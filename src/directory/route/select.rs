@@ -1,4 +1,4 @@
-//! Target selection (spec 3.4 and 3.5): pure, allocation-free.
+//! Target selection (architecture.md, "Reads" and "Writes"): pure, allocation-free.
 
 use super::{DsaIdx, Partition};
 

@@ -1,4 +1,4 @@
-//! Binds (spec 4.1): routed like a read by the bind DN, sent on a fresh
+//! Binds (architecture.md, "Identity"): routed like a read by the bind DN, sent on a fresh
 //! connection of the client's own (never a shared one), verified by that
 //! DSA. Success makes that connection the client's own for that DSA and
 //! keeps the bind (in memory) for replay to other DSAs; failure leaves the
@@ -372,7 +372,7 @@ impl Session {
                 Ok(rh) => {
                     return Attempt::Answered(Answered {
                         dsa,
-                        name,
+                        name: name.to_string(),
                         conn,
                         resp,
                         rh,

@@ -1,8 +1,8 @@
 //! The one place where an operation meets a DSA.
 //!
-//! [`place`] chooses a DSA of the partition (spec 3.4 for reads, 3.5 for
+//! [`place`] chooses a DSA of the partition (architecture.md, "Reads" and "Writes" for reads and
 //! writes, a sticky DSA first when given), takes its in-flight slot, gets a
-//! connection that carries the right identity (spec 4.1), builds the
+//! connection that carries the right identity (architecture.md, "Identity"), builds the
 //! pending operation and submits it. Plain forwarding, every part of a
 //! spanning search and every re-send ([`super::resend`]) go through it, so
 //! a policy about *where* an operation runs (connection pinning, hedging,
@@ -189,7 +189,7 @@ pub(super) async fn place(
         Got::Queued(o) => send::wait_for_own(o, out, sent, name, is_write),
         Got::Later => {
             let routed = placed.proxy.is_some();
-            out.after_connect(pool.clone(), routed, sent, name.clone());
+            out.after_connect(pool.clone(), routed, sent, name.to_string());
         }
         Got::Now(conn) => {
             placed.id = out.submit(&conn, sent, name).unwrap_or(0);
@@ -229,7 +229,7 @@ fn built(
 ) -> (Pending, Option<Box<dyn Resend>>) {
     let mut pending = build(placed);
     pending.hold_slot(guard);
-    let name = |i: usize| routing.snap.dsas[i].name.clone();
+    let name = |i: usize| routing.snap.dsas[i].name.to_string();
     let again = want.resend.map(|r| r.placed(via, placed, &name));
     let (carried, aside) = match again {
         Some(a) if placed.shared && !want.is_write => (Some(a), None),

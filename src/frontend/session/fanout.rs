@@ -1,4 +1,4 @@
-//! Searches that span partitions (spec 3.6): one search per partition, to
+//! Searches that span partitions (architecture.md, "What the router answers itself"): one search per partition, to
 //! one DSA of each (chosen as any read is), base and scope adjusted for
 //! that partition; entries stream to the client as they arrive from all of
 //! them, and the router writes the one `SearchResultDone`.

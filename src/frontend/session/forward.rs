@@ -1,4 +1,4 @@
-//! Forwarding one operation to the DSA that holds its DN (spec 3.4, 3.5):
+//! Forwarding one operation to the DSA that holds its DN (architecture.md, "Reads" and "Writes"):
 //! the DN is parsed and looked up; a search whose scope reaches other
 //! partitions goes to [`spanning`](super::spanning); everything else is
 //! placed on one DSA through [`dispatch`](super::dispatch).
@@ -197,10 +197,10 @@ impl Session {
             Ok(t) => {
                 let name = &routing.snap.dsas[t.dsa].name;
                 if is_write {
-                    self.note_write(p.key.clone(), name.clone(), mark);
+                    self.note_write(p.key.clone(), name.to_string(), mark);
                 }
                 if needs.sticky {
-                    self.state_dsa.insert(p.key.clone(), name.clone());
+                    self.state_dsa.insert(p.key.clone(), name.to_string());
                     self.note_paged(p, req, name);
                 }
             }

@@ -1,4 +1,4 @@
-//! What the router answers itself (spec 3.6): the root DSE, WhoAmI,
+//! What the router answers itself (architecture.md, "What the router answers itself"): the root DSE, WhoAmI,
 //! StartTLS (RFC 4511 4.14, RFC 4513 3), and the routing of Password
 //! Modify.
 

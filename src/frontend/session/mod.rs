@@ -7,7 +7,7 @@
 //! which a writer task drains. A bind is the one operation the session
 //! awaits (RFC 4511 forbids other requests while a bind is in progress).
 //!
-//! Identity (spec 4.1): an anonymous client's operations run on unbound
+//! Identity (architecture.md, "Identity"): an anonymous client's operations run on unbound
 //! shared connections; a bound client's run on the router's shared
 //! connection with the proxied-authorization control where the DSA trusts
 //! conveyed originators, otherwise on a connection of its own bound by
@@ -328,7 +328,7 @@ impl Session {
     }
 }
 
-/// The refusal an error counts as, if it is one (spec 5's metrics).
+/// The refusal an error counts as, if it is one (the metrics of refusals).
 fn refusal(e: &crate::base::error::Error) -> Option<Refusal> {
     match e.kind {
         crate::base::error::Kind::Unavailable => Some(Refusal::Unavailable),

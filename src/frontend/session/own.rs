@@ -1,4 +1,4 @@
-//! A client's connections of its own (spec 4.1), by DSA: open, or being
+//! A client's connections of its own (architecture.md, "Identity"), by DSA: open, or being
 //! opened while the operations that need them wait in order.
 //!
 //! Opening one (a connection, or a spare, and the replay of the client's

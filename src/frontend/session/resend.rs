@@ -1,5 +1,5 @@
 //! Sending an operation again, to the next DSA of its partition: the one
-//! re-send of the router (spec 3.4, 3.5, 5).
+//! re-send of the router (architecture.md, "Reads", "Writes", "Availability and throttling").
 //!
 //! An operation goes to another DSA, within
 //! [`MAX_ATTEMPTS`](super::dispatch::MAX_ATTEMPTS), when

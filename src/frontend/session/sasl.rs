@@ -243,7 +243,7 @@ impl Session {
                         dsa,
                         id,
                         ..
-                    }) => Some((conn, routing.snap.dsas[dsa].name.clone(), id)),
+                    }) => Some((conn, routing.snap.dsas[dsa].name.to_string(), id)),
                     Ok(_) => {
                         let e = crate::base::error::Error::new(
                             crate::base::error::Kind::Unreachable,

@@ -1,4 +1,4 @@
-//! Searches that span partitions (spec 3.6), the session's side: paging
+//! Searches that span partitions (architecture.md, "What the router answers itself"), the session's side: paging
 //! under the router's cookie, one re-based search per partition placed
 //! through [`dispatch`](super::dispatch), merged by a [`Fan`].
 
@@ -18,7 +18,7 @@ use bytes::{Bytes, BytesMut};
 use std::sync::Arc;
 
 impl Session {
-    /// A search spanning partitions (spec 3.6): one search per partition,
+    /// A search spanning partitions (architecture.md, "What the router answers itself"): one search per partition,
     /// merged by a [`fanout::Fan`].
     pub(super) async fn fan_out(
         &mut self,
@@ -100,7 +100,7 @@ impl Session {
                 Ok(t) if paged => {
                     let name = routing.snap.dsas[t.dsa].name.clone();
                     self.note_paged(p, req, &name);
-                    self.state_dsa.insert(p.key.clone(), name);
+                    self.state_dsa.insert(p.key.clone(), name.to_string());
                 }
                 Ok(_) => {}
                 Err(e) => {
@@ -167,9 +167,8 @@ impl Session {
             .collect();
         let strip = match one_partition_controls(req, &prefixes) {
             Ok(strip) => strip,
-            Err(msg) => {
-                let code = Code::UnavailableCriticalExtension;
-                self.reply(req, code, "", &msg).await;
+            Err(e) => {
+                self.reply(req, e.code(), "", &e.message()).await;
                 return None;
             }
         };
@@ -290,11 +289,12 @@ struct FanPlan<'r, 'p> {
 
 /// Controls whose state is one DSA's (sort, VLV, change streams, a
 /// transaction): their OIDs, stripped from the partitions' searches (RFC
-/// 4511 4.1.11); `Err`, the refusal, when one is critical.
+/// 4511 4.1.11); `Err`, the refusal (unavailableCriticalExtension), when
+/// one is critical.
 fn one_partition_controls<'r>(
     req: &'r Request,
     prefixes: &[String],
-) -> Result<Vec<&'r str>, String> {
+) -> crate::base::error::Result<Vec<&'r str>> {
     let mut strip: Vec<&str> = Vec::new();
     for c in req
         .controls
@@ -302,10 +302,13 @@ fn one_partition_controls<'r>(
         .filter(|c| state::one_partition_only(&c.oid))
     {
         if c.critical {
-            return Err(format!(
-                "dsa-router: the {} control cannot be honoured in a search that spans partitions ({}); search at or below one partition",
-                state::control_name(&c.oid),
-                prefixes.join("; ")
+            return Err(crate::base::error::Error::new(
+                crate::base::error::Kind::Refused(Code::UnavailableCriticalExtension),
+                format!(
+                    "the {} control cannot be honoured in a search that spans partitions ({}); search at or below one partition",
+                    state::control_name(&c.oid),
+                    prefixes.join("; ")
+                ),
             ));
         }
         strip.push(c.oid.as_str());

@@ -1,4 +1,4 @@
-//! Hot upgrade (issue 39): what the old and the new router process hand
+//! Hot upgrade (architecture.md, "Lifecycle"): what the old and the new router process hand
 //! each other, and the router-wide state of a handover. The low-level
 //! parts, which know nothing of sessions: descriptor passing (`fds`, the
 //! crate's only `unsafe` code), the messages (`msg`) and a session's state
@@ -7,10 +7,12 @@
 //! `crate::lifecycle::upgrade`; a session's part (when it may leave, its export and
 //! resumption) is `session::handover`.
 
+mod error;
 pub mod fds;
 pub mod msg;
 pub mod state;
 
+pub use error::UpgradeError;
 use state::SessionState;
 use std::sync::Mutex;
 use tokio::sync::{mpsc, oneshot};
@@ -20,7 +22,7 @@ use tokio::sync::{mpsc, oneshot};
 /// name one.
 pub struct Ask {
     /// How it went: the new process's id and binary, or why not.
-    pub reply: Option<oneshot::Sender<Result<Upgraded, String>>>,
+    pub reply: Option<oneshot::Sender<Result<Upgraded, UpgradeError>>>,
 }
 
 /// A new process took over.

@@ -21,7 +21,7 @@
 pub mod new;
 pub mod old;
 
-pub use new::{Incoming, Inherited};
+pub use new::{Incoming, Inherited, TakeOverError};
 pub use old::Upgrader;
 
 /// The flag that gives the new process its end of the socket pair.

@@ -8,6 +8,40 @@ use crate::lifecycle::handover::{fds, Adopted};
 use std::net::TcpListener;
 use std::os::unix::net::UnixStream;
 
+/// Why this process cannot take over from the old one.
+#[derive(Debug)]
+pub enum TakeOverError {
+    /// `--handover-fd N` is no socket of this process.
+    Fd { fd: i32, error: std::io::Error },
+    /// The old process cannot be told (it is gone).
+    OldGone(std::io::Error),
+    /// Receiving the listeners failed.
+    Recv(std::io::Error),
+    /// A descriptor passed as a listener is not a TCP socket.
+    NotTcp(std::io::Error),
+    /// A message out of turn (as `Debug` shows it).
+    Unexpected(String),
+    /// A message that is not one.
+    Bad(msg::Bad),
+}
+
+impl std::fmt::Display for TakeOverError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TakeOverError::Fd { fd, error } => write!(f, "{} {fd}: {error}", super::FLAG),
+            TakeOverError::OldGone(e) => write!(f, "handover: the old process is gone: {e}"),
+            TakeOverError::Recv(e) => write!(f, "handover: {e}"),
+            TakeOverError::NotTcp(e) => {
+                write!(f, "handover: a listener is not a TCP socket: {e}")
+            }
+            TakeOverError::Unexpected(m) => write!(f, "handover: unexpected message {m}"),
+            TakeOverError::Bad(e) => write!(f, "handover: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for TakeOverError {}
+
 /// The socket pair's end this process was given (`--handover-fd`).
 pub struct Incoming {
     sock: UnixStream,
@@ -23,8 +57,8 @@ pub struct Inherited {
 
 impl Incoming {
     /// Take descriptor `fd` as the handover socket.
-    pub fn open(fd: i32) -> Result<Incoming, String> {
-        let sock = fds::inherited(fd).map_err(|e| format!("{} {fd}: {e}", super::FLAG))?;
+    pub fn open(fd: i32) -> Result<Incoming, TakeOverError> {
+        let sock = fds::inherited(fd).map_err(|error| TakeOverError::Fd { fd, error })?;
         Ok(Incoming { sock })
     }
 
@@ -38,22 +72,21 @@ impl Incoming {
     }
 
     /// Ready (knowledge loaded): the listeners the old process hands over.
-    pub fn ready(&self) -> Result<Inherited, String> {
-        fds::send(&self.sock, &msg::encode(&Msg::Ready), &[])
-            .map_err(|e| format!("handover: the old process is gone: {e}"))?;
+    pub fn ready(&self) -> Result<Inherited, TakeOverError> {
+        fds::send(&self.sock, &msg::encode(&Msg::Ready), &[]).map_err(TakeOverError::OldGone)?;
         let _ = self
             .sock
             .set_read_timeout(Some(READY_TIMEOUT.max(SERVING_TIMEOUT)));
         let mut buf = vec![0u8; 1024];
-        let (n, got) = fds::recv(&self.sock, &mut buf).map_err(|e| format!("handover: {e}"))?;
+        let (n, got) = fds::recv(&self.sock, &mut buf).map_err(TakeOverError::Recv)?;
         match msg::decode(&buf[..n], got) {
             Ok(Msg::Listeners { ldap, ldaps, admin }) => {
-                let tcp = |f: Option<std::os::fd::OwnedFd>| -> Result<Option<TcpListener>, String> {
+                let tcp = |f: Option<std::os::fd::OwnedFd>| {
                     let Some(f) = f else { return Ok(None) };
                     let l = TcpListener::from(f);
                     l.local_addr()
                         .and_then(|_| l.set_nonblocking(true))
-                        .map_err(|e| format!("handover: a listener is not a TCP socket: {e}"))?;
+                        .map_err(TakeOverError::NotTcp)?;
                     Ok(Some(l))
                 };
                 Ok(Inherited {
@@ -62,8 +95,8 @@ impl Incoming {
                     admin: tcp(admin)?,
                 })
             }
-            Ok(other) => Err(format!("handover: unexpected message {other:?}")),
-            Err(e) => Err(format!("handover: {e}")),
+            Ok(other) => Err(TakeOverError::Unexpected(format!("{other:?}"))),
+            Err(e) => Err(TakeOverError::Bad(e)),
         }
     }
 

@@ -3,7 +3,7 @@
 
 use super::{FLAG, READY_TIMEOUT, SERVING_TIMEOUT};
 use crate::lifecycle::handover::msg::{self, Msg};
-use crate::lifecycle::handover::{fds, Export};
+use crate::lifecycle::handover::{fds, Export, UpgradeError};
 use std::ffi::OsString;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
@@ -90,19 +90,15 @@ impl Upgrader {
     /// listeners; `Err` says why not (the new process refused, failed, took
     /// too long, or the upgrade was cancelled: it is stopped then), and
     /// this process goes on serving.
-    pub fn start(&self) -> Result<Started, String> {
-        let bin = self
-            .exe
-            .clone()
-            .ok_or("the router's own binary is unknown")?;
+    pub fn start(&self) -> Result<Started, UpgradeError> {
+        let bin = self.exe.clone().ok_or(UpgradeError::NoBinary)?;
         let shown = bin.display().to_string();
-        let (ours, theirs) =
-            fds::pair().map_err(|e| format!("cannot make the handover socket: {e}"))?;
-        fds::inheritable(theirs.as_fd()).map_err(|e| format!("handover socket: {e}"))?;
+        let (ours, theirs) = fds::pair().map_err(UpgradeError::SocketPair)?;
+        fds::inheritable(theirs.as_fd()).map_err(UpgradeError::Socket)?;
         {
             let mut waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
             if self.cancelled.load(Ordering::SeqCst) {
-                return Err("the router is shutting down".into());
+                return Err(UpgradeError::ShuttingDown);
             }
             *waiting = ours.try_clone().ok();
         }
@@ -124,7 +120,12 @@ impl Upgrader {
                     tries += 1;
                     std::thread::sleep(std::time::Duration::from_millis(50));
                 }
-                other => break other.map_err(|e| format!("cannot start {shown}: {e}"))?,
+                other => {
+                    break other.map_err(|error| UpgradeError::Spawn {
+                        binary: shown.clone(),
+                        error,
+                    })?
+                }
             }
         };
         drop(theirs);
@@ -143,17 +144,12 @@ impl Upgrader {
     }
 
     /// READY, LISTENERS, SERVING.
-    fn hand_listeners(&self, sock: &UnixStream) -> Result<(), String> {
+    fn hand_listeners(&self, sock: &UnixStream) -> Result<(), UpgradeError> {
         let _ = sock.set_read_timeout(Some(READY_TIMEOUT));
         match next(sock)? {
             Msg::Ready => {}
-            Msg::Refused(why) => {
-                return Err(format!(
-                    "the new process refused the handover: {}",
-                    why.trim_end()
-                ))
-            }
-            other => return Err(format!("unexpected handover message {other:?}")),
+            Msg::Refused(why) => return Err(UpgradeError::Refused(why)),
+            other => return Err(UpgradeError::Unexpected(format!("{other:?}"))),
         }
         let dup = |f: &Option<OwnedFd>| f.as_ref().and_then(|f| f.try_clone().ok());
         let l = Msg::Listeners {
@@ -166,12 +162,11 @@ impl Upgrader {
             .flatten()
             .map(|f| f.as_fd())
             .collect();
-        fds::send(sock, &msg::encode(&l), &with)
-            .map_err(|e| format!("cannot hand over the listeners: {e}"))?;
+        fds::send(sock, &msg::encode(&l), &with).map_err(UpgradeError::Listeners)?;
         let _ = sock.set_read_timeout(Some(SERVING_TIMEOUT));
         match next(sock)? {
             Msg::Serving => Ok(()),
-            other => Err(format!("unexpected handover message {other:?}")),
+            other => Err(UpgradeError::Unexpected(format!("{other:?}"))),
         }
     }
 }
@@ -187,18 +182,13 @@ impl Drop for Waiting<'_> {
 }
 
 /// The next message from the new process.
-fn next(sock: &UnixStream) -> Result<Msg, String> {
+fn next(sock: &UnixStream) -> Result<Msg, UpgradeError> {
     let mut buf = vec![0u8; 64 * 1024];
     match fds::recv(sock, &mut buf) {
-        Ok((0, _)) => Err(
-            "the new process ended before it was ready (see its log), or the upgrade was cancelled"
-                .into(),
-        ),
-        Ok((n, got)) => msg::decode(&buf[..n], got).map_err(|e| e.to_string()),
-        Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
-            Err("the new process did not answer in time".into())
-        }
-        Err(e) => Err(format!("handover socket: {e}")),
+        Ok((0, _)) => Err(UpgradeError::Ended),
+        Ok((n, got)) => msg::decode(&buf[..n], got).map_err(UpgradeError::Bad),
+        Err(e) if e.kind() == std::io::ErrorKind::TimedOut => Err(UpgradeError::NoAnswer),
+        Err(e) => Err(UpgradeError::Socket(e)),
     }
 }
 

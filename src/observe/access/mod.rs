@@ -47,7 +47,7 @@ pub const INTERVAL: Duration = Duration::from_millis(100);
 pub const MAX_BUFFER: usize = 4 << 20;
 
 /// The line format (`--access-log-format`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Format {
     /// `TIME  INFO access: key=value ...`
     #[default]

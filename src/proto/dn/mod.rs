@@ -6,7 +6,7 @@
 //! pair (`<c AU><o DEMOCORP><ou "Human Resources">`). Both parse into one
 //! [`Dn`], which keeps the display form and a normalized form side by side.
 //!
-//! Comparison follows spec 3.1: attribute types compare case-insensitively
+//! Comparison follows architecture.md, "Partitions and comparison": attribute types compare case-insensitively
 //! (a few well-known OIDs are mapped to their short names), values compare
 //! after escapes are decoded in their RFC 4518 prepared form ([`prep`]:
 //! mapped, case folded, NFKC, leading, trailing and repeated inner spaces

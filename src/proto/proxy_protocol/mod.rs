@@ -188,17 +188,40 @@ fn parse_v2(buf: &[u8]) -> Result<Parsed, Malformed> {
     Ok(Parsed::Done(header, total))
 }
 
+/// Why no header was read from a connection.
+#[derive(Debug)]
+pub enum ReadError {
+    /// The bytes are not a header.
+    Malformed(Malformed),
+    /// The connection failed or ended before the header did.
+    Io(std::io::Error),
+    /// The header did not come within the wait.
+    Timeout,
+}
+
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadError::Malformed(m) => write!(f, "{m}"),
+            ReadError::Io(e) => write!(f, "no PROXY protocol header: {e}"),
+            ReadError::Timeout => f.write_str("no PROXY protocol header in time"),
+        }
+    }
+}
+
+impl std::error::Error for ReadError {}
+
 /// Read a header from `stream`, byte-exact (nothing of the client's own
 /// is taken), within `wait`.
 pub async fn read(
     stream: &mut tokio::net::TcpStream,
     wait: std::time::Duration,
-) -> Result<Header, String> {
+) -> Result<Header, ReadError> {
     use tokio::io::AsyncReadExt;
     let mut buf = Vec::with_capacity(16);
     let go = async {
         loop {
-            match parse(&buf).map_err(|e| e.to_string())? {
+            match parse(&buf).map_err(ReadError::Malformed)? {
                 Parsed::Done(h, _) => return Ok(h),
                 Parsed::Need(n) => {
                     let have = buf.len();
@@ -206,14 +229,14 @@ pub async fn read(
                     stream
                         .read_exact(&mut buf[have..])
                         .await
-                        .map_err(|e| format!("no PROXY protocol header: {e}"))?;
+                        .map_err(ReadError::Io)?;
                 }
             }
         }
     };
     tokio::time::timeout(wait, go)
         .await
-        .map_err(|_| "no PROXY protocol header in time".to_string())?
+        .map_err(|_| ReadError::Timeout)?
 }
 
 /// An address block, `ADDR/BITS` or a single address.
@@ -253,10 +276,32 @@ fn prefix_eq(a: &[u8], b: &[u8], bits: u8) -> bool {
     (a[full] & mask) == (b[full] & mask)
 }
 
-impl std::str::FromStr for Cidr {
-    type Err = String;
+/// Why an address block does not parse (the text as given).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CidrError {
+    /// The address part is not an IP address.
+    NotAnAddress(String),
+    /// The prefix length is not a number up to `max` (32 or 128).
+    PrefixLength { block: String, max: u8 },
+}
 
-    fn from_str(s: &str) -> Result<Cidr, String> {
+impl std::fmt::Display for CidrError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CidrError::NotAnAddress(s) => write!(f, "{s:?}: not an IP address or CIDR block"),
+            CidrError::PrefixLength { block, max } => {
+                write!(f, "{block:?}: prefix length must be 0 to {max}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for CidrError {}
+
+impl std::str::FromStr for Cidr {
+    type Err = CidrError;
+
+    fn from_str(s: &str) -> Result<Cidr, CidrError> {
         let (addr, bits) = match s.split_once('/') {
             Some((a, b)) => (a, Some(b)),
             None => (s, None),
@@ -264,7 +309,7 @@ impl std::str::FromStr for Cidr {
         let net: IpAddr = addr
             .trim()
             .parse()
-            .map_err(|_| format!("{s:?}: not an IP address or CIDR block"))?;
+            .map_err(|_| CidrError::NotAnAddress(s.to_string()))?;
         let max = if net.is_ipv4() { 32 } else { 128 };
         let bits = match bits {
             Some(b) => b
@@ -272,7 +317,10 @@ impl std::str::FromStr for Cidr {
                 .parse::<u8>()
                 .ok()
                 .filter(|&b| b <= max)
-                .ok_or_else(|| format!("{s:?}: prefix length must be 0 to {max}"))?,
+                .ok_or_else(|| CidrError::PrefixLength {
+                    block: s.to_string(),
+                    max,
+                })?,
             None => max,
         };
         Ok(Cidr { net, bits })
@@ -280,7 +328,7 @@ impl std::str::FromStr for Cidr {
 }
 
 /// `--proxy-protocol-from`'s list: comma-separated blocks.
-pub fn parse_list(s: &str) -> Result<Vec<Cidr>, String> {
+pub fn parse_list(s: &str) -> Result<Vec<Cidr>, CidrError> {
     s.split(',')
         .map(str::trim)
         .filter(|p| !p.is_empty())

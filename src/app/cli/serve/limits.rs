@@ -3,6 +3,10 @@
 //! with the code that reads them, so that `serve --help` and the
 //! configuration cannot drift apart.
 
+use super::flags::{
+    AccessLogFormat, AffinityScope, FailedBindArgs, FanoutPolicy, OwnConnection, PolicyArgs,
+    ReplicationArgs,
+};
 use crate::base::error::{Error, Result};
 use crate::service::context::Config;
 use std::path::PathBuf;
@@ -57,13 +61,13 @@ pub struct LimitArgs {
     /// connection's own) or `identity` (the bound DN's, from any of its
     /// connections).
     #[arg(long, value_enum, default_value = "connection")]
-    pub affinity_scope: crate::service::config::AffinityScope,
+    pub affinity_scope: AffinityScope,
     #[command(flatten)]
-    pub replication: crate::directory::replication::Args,
+    pub replication: ReplicationArgs,
     #[command(flatten)]
-    pub failed_binds: crate::admission::guard::Args,
+    pub failed_binds: FailedBindArgs,
     #[command(flatten)]
-    pub policy: crate::admission::policy::Args,
+    pub policy: PolicyArgs,
     /// Hedged reads: a read not answered within its partition's recent
     /// 95th-percentile latency (at least --hedge-floor) is also sent to
     /// another DSA of its group, the first answer wins. The budget caps
@@ -130,8 +134,8 @@ pub struct LimitArgs {
     pub access_log: Option<PathBuf>,
     /// The access log's format: `text` (`TIME  INFO access: key=value
     /// ...`) or `json` (one object per line).
-    #[arg(long, value_enum, default_value_t = crate::observe::access::Format::Text)]
-    pub access_log_format: crate::observe::access::Format,
+    #[arg(long, value_enum, default_value_t = AccessLogFormat::Text)]
+    pub access_log_format: AccessLogFormat,
     /// Seconds between health probes of each DSA (0: no active probes).
     #[arg(long, default_value_t = 1.0)]
     pub probe_interval: f64,
@@ -199,14 +203,14 @@ pub struct LimitArgs {
     /// reference to the missing partition, which shows clients the
     /// addresses of its DSAs.
     #[arg(long, value_enum, default_value = "fail")]
-    pub fanout_policy: crate::service::config::FanoutPolicy,
+    pub fanout_policy: FanoutPolicy,
     /// Which bound clients run on DSA connections of their own, bound as
     /// themselves: `policy` those whose bind response carried a password
     /// policy warning or error (and binds as the router's own identity);
     /// `always` every bound client. Others share the router's connection
     /// with proxied authorization on DSAs that trust it.
     #[arg(long, value_enum, default_value = "policy")]
-    pub own_connection: crate::service::config::OwnConnection,
+    pub own_connection: OwnConnection,
 }
 
 /// [`parse_duration`], or zero (`0`, `0s`, `0m`: off).
@@ -282,8 +286,8 @@ impl LimitArgs {
                 .filter(|n| !n.is_empty())
                 .map(String::from)
                 .collect(),
-            fanout_policy: self.fanout_policy,
-            own_connection: self.own_connection,
+            fanout_policy: self.fanout_policy.into(),
+            own_connection: self.own_connection.into(),
             max_clients: self.max_clients.max(1),
             max_request_pdu: self.max_request_pdu.max(64),
             max_request_memory: self.max_request_memory.max(self.max_request_pdu.max(64)),
@@ -292,7 +296,7 @@ impl LimitArgs {
             max_own_connections: self.max_own_connections,
             spare_connections: self.spare_connections,
             read_your_writes,
-            affinity_scope: self.affinity_scope,
+            affinity_scope: self.affinity_scope.into(),
             replication: self.replication.config(parse_duration_or_zero)?,
             failed_binds: self.failed_binds.config(parse_duration)?,
             policy: self.policy.policy.clone(),
@@ -312,7 +316,7 @@ impl LimitArgs {
                 Some(p) if p.as_os_str() != "-" => crate::observe::access::Target::File(p.clone()),
                 _ => crate::observe::access::Target::Stderr,
             },
-            access_log_format: self.access_log_format,
+            access_log_format: self.access_log_format.into(),
             health,
             tls: None,
             require_tls_for_bind: false,

@@ -1,14 +1,20 @@
 //! `serve` and `demo`: the flags ([`LimitArgs`], [`TlsArgs`],
-//! [`ServeArgs`]), the startup sequence (`startup`: knowledge, context,
-//! workers, listeners), and what reaches a running router from outside
-//! (`signals`: signals and `--watch`).
+//! [`ServeArgs`]; `flags`: the clap forms of other layers' settings), the
+//! startup sequence (`startup`: knowledge, context, workers, listeners),
+//! and what reaches a running router from outside (`signals`: signals and
+//! `--watch`).
 
+mod flags;
 mod limits;
 mod signals;
 mod startup;
 mod tls;
 mod traces;
 
+pub use flags::{
+    AccessLogFormat, AffinityScope, FailedBindArgs, FanoutPolicy, OwnConnection, PolicyArgs,
+    ReplicationArgs,
+};
 pub use limits::{parse_duration, LimitArgs};
 pub use signals::reload;
 pub use tls::TlsArgs;

@@ -154,7 +154,7 @@ fn begin(
     if upgrading.is_some() {
         tracing::warn!("upgrade asked while one is under way; ignored");
         if let Some(r) = ask.reply {
-            let _ = r.send(Err("an upgrade is already in progress".into()));
+            let _ = r.send(Err(crate::lifecycle::handover::UpgradeError::InProgress));
         }
         return;
     }
@@ -174,7 +174,7 @@ async fn upgrade(
     let up = upgrader.clone();
     let started = tokio::task::spawn_blocking(move || up.start())
         .await
-        .unwrap_or_else(|e| Err(format!("upgrade task: {e}")));
+        .unwrap_or_else(|e| Err(crate::lifecycle::handover::UpgradeError::Task(e)));
     let answer = match started {
         Ok(s) => {
             let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
@@ -191,7 +191,7 @@ async fn upgrade(
                         binary: s.binary,
                     })
                 }
-                Err(e) => Err(format!("cannot start the handover thread: {e}")),
+                Err(e) => Err(crate::lifecycle::handover::UpgradeError::Thread(e)),
             }
         }
         Err(e) => {

@@ -178,7 +178,7 @@ fn own_block_by_address(snap: &Snapshot, listen: &str) -> Vec<String> {
                     .unwrap_or(false)
             })
         })
-        .map(|d| d.name.clone())
+        .map(|d| d.name.to_string())
         .collect()
 }
 

@@ -35,7 +35,7 @@ impl Loader<'_> {
         errors.sort_by_key(|d| self.position(d));
         self.errors = errors;
         let caused = !self.errors.is_empty();
-        let names: Vec<String> = self.dsas.iter().map(|(d, _)| d.name.clone()).collect();
+        let names: Vec<String> = self.dsas.iter().map(|(d, _)| d.name.to_string()).collect();
         for (list, what) in [
             (&self.precedence, "set precedence"),
             (&self.write_precedence, "set write-precedence"),
@@ -145,7 +145,7 @@ impl Loader<'_> {
     /// The router's own settings for DSAs, kept apart from CA knowledge.
     fn apply_router_dsas(&mut self, caused: bool) {
         for r in std::mem::take(&mut self.router_dsas) {
-            let names: Vec<String> = self.dsas.iter().map(|(d, _)| d.name.clone()).collect();
+            let names: Vec<String> = self.dsas.iter().map(|(d, _)| d.name.to_string()).collect();
             let Some((d, _)) = self
                 .dsas
                 .iter_mut()

@@ -1,0 +1,5 @@
+//! The router's process: drain, upgrade by handover, worker threads.
+
+mod drain;
+mod upgrade;
+mod workers;
