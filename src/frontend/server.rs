@@ -58,7 +58,7 @@ pub async fn run_on(
     // with the client's address.
     let (relay, mut relayed) = tokio::sync::mpsc::channel(64);
     // After a hot upgrade: the sessions the old process hands over.
-    let mut adopted = router.handover.take_adopted();
+    let mut adopted = router.lifecycle.handover.take_adopted();
     loop {
         let (accepted, is_ldaps, header_read) = tokio::select! {
             a = listener.accept() => (a, false, false),
@@ -115,14 +115,14 @@ pub async fn run_on(
     // at an operation boundary.
     drop(listener);
     drop(ldaps);
-    router.drain.begin();
+    router.lifecycle.drain.begin();
     let grace = router.cfg.drain_timeout + std::time::Duration::from_secs(1);
     let _ = tokio::time::timeout(grace, async {
         while sessions.join_next().await.is_some() {}
     })
     .await;
     sessions.abort_all();
-    router.drain.end();
+    router.lifecycle.drain.end();
 }
 
 /// The next session handed over by the old process, if any come.
@@ -257,7 +257,7 @@ fn start_tasks(
         ));
         let _ = router.workers.set(w.shared().clone());
     }
-    let throttle = router.throttle.clone();
+    let throttle = router.admission.throttle.clone();
     let rx = shutdown.clone();
     let every = (router.cfg.utilization_window / 60).clamp(
         std::time::Duration::from_millis(100),

@@ -13,3 +13,13 @@
 pub mod drain;
 pub mod handover;
 pub mod upgrade;
+
+/// A running router's drain and hot-upgrade state, shared by the accept
+/// loop, the sessions and the admin API.
+#[derive(Default)]
+pub struct Lifecycle {
+    /// Graceful drain: whether one runs, `ctl shutdown`'s request.
+    pub drain: drain::Drain,
+    /// Hot upgrade: `ctl upgrade`'s request, where sessions leave to.
+    pub handover: handover::Handover,
+}

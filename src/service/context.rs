@@ -14,7 +14,9 @@ use std::sync::Arc;
 /// Everything routing needs for one knowledge snapshot, indexed alike.
 pub struct Context {
     pub cfg: Config,
-    pub throttle: Arc<crate::admission::limits::Throttle>,
+    /// Whether an operation may go on: throttle, failed binds, policies,
+    /// memory budgets.
+    pub admission: crate::admission::Admission,
     pub metrics: Arc<crate::observe::metrics::Metrics>,
     pub name: Option<String>,
     /// The DSAs: the routing snapshot, their state, the tasks' shared
@@ -30,22 +32,10 @@ pub struct Context {
     pub affinity: dashmap::DashMap<(String, String), crate::directory::replication::mark::Affinity>,
     /// Replication positions of the DSAs (the backend's).
     pub replication: Arc<crate::directory::replication::Replication>,
-    /// Failed binds per DN and client address (`--failed-bind-limit`).
-    pub failed_binds: Arc<crate::admission::guard::Guard>,
-    /// Client policies and rates (`--policy`), swapped on reload (the
-    /// backend's).
-    pub policies: Arc<crate::admission::policy::Policies>,
-    /// Bytes held by clients' large incomplete requests (see
-    /// `--max-request-memory`).
-    pub request_memory: std::sync::atomic::AtomicUsize,
-    /// Responses queued for all clients (see `--max-response-memory`).
-    pub(crate) response_memory: Arc<crate::base::outbox::Budget>,
     /// The worker threads, when the accept loop has them (for `/metrics`).
     pub workers: std::sync::OnceLock<Arc<crate::base::workers::Shared>>,
-    /// Graceful drain: whether one runs, `ctl shutdown`'s request.
-    pub drain: crate::lifecycle::drain::Drain,
-    /// Hot upgrade: `ctl upgrade`'s request, where sessions leave to.
-    pub handover: crate::lifecycle::handover::Handover,
+    /// Drain and hot upgrade.
+    pub lifecycle: crate::lifecycle::Lifecycle,
     /// The client sessions `/status` lists.
     pub clients: Arc<crate::observe::clients::Clients>,
 }
@@ -89,7 +79,13 @@ impl Context {
         let response_memory = Arc::new(crate::base::outbox::Budget::new(cfg.max_response_memory));
         let cfg_failed_binds = cfg.failed_binds;
         Ok(Context {
-            throttle,
+            admission: crate::admission::Admission {
+                throttle,
+                failed_binds: Arc::new(crate::admission::guard::Guard::new(cfg_failed_binds)),
+                policies,
+                request_memory: std::sync::atomic::AtomicUsize::new(0),
+                response_memory,
+            },
             cfg,
             metrics,
             name,
@@ -98,13 +94,8 @@ impl Context {
             last_reload: std::sync::Mutex::new(None),
             affinity: dashmap::DashMap::new(),
             replication,
-            failed_binds: Arc::new(crate::admission::guard::Guard::new(cfg_failed_binds)),
-            policies,
-            request_memory: std::sync::atomic::AtomicUsize::new(0),
-            response_memory,
             workers: std::sync::OnceLock::new(),
-            drain: crate::lifecycle::drain::Drain::default(),
-            handover: crate::lifecycle::handover::Handover::default(),
+            lifecycle: crate::lifecycle::Lifecycle::default(),
             clients: Arc::default(),
         })
     }
@@ -112,12 +103,12 @@ impl Context {
     /// Bytes of responses queued for clients now (see
     /// `--max-response-memory`).
     pub fn queued_response_bytes(&self) -> usize {
-        self.response_memory.used()
+        self.admission.response_memory.used()
     }
 
     /// Clients disconnected because of `--max-response-memory`.
     pub fn response_memory_disconnects(&self) -> u64 {
-        self.response_memory.refused()
+        self.admission.response_memory.refused()
     }
 
     /// The current snapshot.
@@ -139,7 +130,7 @@ impl Context {
     fn swap(&self, new: Routing, ca: Option<Arc<crate::proto::tls::DsaCa>>) -> Result<String> {
         let thresholds = thresholds(&self.cfg, &new.snap)?;
         let s = self.backend.swap(new, ca);
-        self.throttle.set_thresholds(thresholds);
+        self.admission.throttle.set_thresholds(thresholds);
         Ok(format!(
             "knowledge reloaded: {} DSA(s), {} partition(s); added [{}], removed [{}]",
             s.dsas,
@@ -200,11 +191,11 @@ impl Context {
         };
         let snap = crate::directory::knowledge::load(root)?;
         // The policy file too: all or nothing with the knowledge.
-        let policy = self.policies.read()?;
+        let policy = self.admission.policies.read()?;
         let ca = new_ca.clone().or(old_ca);
         let new = self.backend.prepare(snap, ca.as_deref())?;
         let mut summary = self.swap(new, new_ca.clone())?;
-        if let Some(p) = self.policies.store(policy) {
+        if let Some(p) = self.admission.policies.store(policy) {
             summary += "; ";
             summary += &p;
         }

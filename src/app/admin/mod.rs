@@ -82,9 +82,9 @@ pub fn metrics_text(router: &crate::service::context::Context) -> String {
         w.render(&mut out);
     }
     status::dsa_metrics(router, &mut out);
-    router.failed_binds.render(&mut out);
-    router.policies.render(&mut out);
-    let budget = &router.response_memory;
+    router.admission.failed_binds.render(&mut out);
+    router.admission.policies.render(&mut out);
+    let budget = &router.admission.response_memory;
     out.push_str(&format!(
         "# HELP dsa_router_queued_response_bytes Responses queued for clients that do not keep up (--max-response-memory).\n\
          # TYPE dsa_router_queued_response_bytes gauge\n\
@@ -152,7 +152,7 @@ async fn post_reload(State(app): State<App>) -> Response {
 /// `POST /shutdown` (`ctl shutdown`): drain and exit, as on SIGTERM.
 async fn post_shutdown(State(app): State<App>) -> Response {
     tracing::info!("admin API: shutdown asked");
-    app.router.drain.ask();
+    app.router.lifecycle.drain.ask();
     Json(json!({"ok": true, "draining": true})).into_response()
 }
 
@@ -165,7 +165,7 @@ async fn post_upgrade(State(app): State<App>) -> Response {
     let (reply, answer) = tokio::sync::oneshot::channel();
     let ask = crate::lifecycle::handover::Ask { reply: Some(reply) };
     tracing::info!("admin API: upgrade asked");
-    if app.router.handover.ask(ask).is_err() {
+    if app.router.lifecycle.handover.ask(ask).is_err() {
         let error = "an upgrade is already in progress";
         return (
             StatusCode::CONFLICT,
@@ -291,8 +291,8 @@ fn controls() -> axum::Router<App> {
 /// process answers).
 async fn stopped(router: Arc<Context>, mut shutdown: watch::Receiver<bool>) {
     let _ = shutdown.changed().await;
-    if router.handover.exporting().is_none() {
-        router.drain.ended().await;
+    if router.lifecycle.handover.exporting().is_none() {
+        router.lifecycle.drain.ended().await;
     }
 }
 

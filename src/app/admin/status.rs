@@ -121,7 +121,7 @@ pub struct GroupStatus {
 
 impl PolicyCounts {
     fn of(router: &Context) -> PolicyCounts {
-        let p = &router.policies;
+        let p = &router.admission.policies;
         let (address, identity) = p.rate_refusals();
         PolicyCounts {
             on: p.is_on(),
@@ -285,10 +285,10 @@ pub fn status(router: &Context) -> Status {
             .metrics
             .clients
             .load(std::sync::atomic::Ordering::Relaxed),
-        utilization: Utilization::of(&router.throttle),
-        draining: router.drain.is_draining(),
-        binds_refused: router.failed_binds.refused(),
-        binds_busy: router.failed_binds.busy(),
+        utilization: Utilization::of(&router.admission.throttle),
+        draining: router.lifecycle.drain.is_draining(),
+        binds_refused: router.admission.failed_binds.refused(),
+        binds_busy: router.admission.failed_binds.busy(),
         policy: PolicyCounts::of(router),
         clients: router.clients.list(crate::observe::clients::LISTED),
     }
@@ -311,8 +311,8 @@ impl Utilization {
 /// Per-DSA Prometheus series.
 pub fn dsa_metrics(router: &Context, out: &mut String) {
     use std::fmt::Write;
-    let (cpu, mem) = router.throttle.averages();
-    let t = router.throttle.thresholds();
+    let (cpu, mem) = router.admission.throttle.averages();
+    let t = router.admission.throttle.thresholds();
     for (name, help, v) in [
         (
             "dsa_router_cpu_average_percent",

@@ -234,6 +234,7 @@ impl Session {
         let wait = self.router.cfg.limits().bind_timeout;
         match self
             .router
+            .admission
             .failed_binds
             .admit_within(parsed, self.peer.ip(), wait)
             .await

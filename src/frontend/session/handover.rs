@@ -133,7 +133,7 @@ impl Session {
     /// Hand the session (its socket off every runtime) to the new process;
     /// when that fails, the client is told with a Notice of Disconnection.
     pub(super) async fn export(&self, sock: std::net::TcpStream, partial: BytesMut) {
-        let back = match self.router.handover.exporting() {
+        let back = match self.router.lifecycle.handover.exporting() {
             Some(tx) => {
                 let (done, went) = tokio::sync::oneshot::channel();
                 let state = self.state(partial);

@@ -108,7 +108,7 @@ impl Session {
         let out = ClientOut::new(
             router.cfg.client_queue,
             router.cfg.client_queue_bytes,
-            router.response_memory.clone(),
+            router.admission.response_memory.clone(),
             peer,
         );
         let listed = router.clients.enter(peer, tls, handed);
@@ -201,7 +201,7 @@ async fn drive(start: Box<Start>) -> Option<Box<Moving>> {
     let mut pause = CancellationToken::new();
     let mut writer = tokio::spawn(writer::writer(wr, out.clone(), done.clone(), pause.clone()));
     let cfg = &router.cfg;
-    let mut r = Reading::new(&router.request_memory, buf);
+    let mut r = Reading::new(&router.admission.request_memory, buf);
     // Made once, not per read. The timer is boxed: it would otherwise be
     // part of every idle connection's task.
     let mut timer = Box::pin(tokio::time::sleep_until(far_future()));
@@ -290,7 +290,7 @@ async fn drive(start: Box<Start>) -> Option<Box<Moving>> {
                 break Some(n);
             },
             _ = &mut killed => break None,
-            _ = &mut shut, if leaving.is_none() => match router.handover.exporting() {
+            _ = &mut shut, if leaving.is_none() => match router.lifecycle.handover.exporting() {
                 None => break Some(super::drain::drain(&out, cfg.drain_timeout).await),
                 Some(_) => leaving = Some(std::time::Instant::now()),
             },

@@ -195,7 +195,7 @@ impl Session {
             }
         }
         if !matches!(req.op, Op::Unbind | Op::Abandon { .. }) {
-            if let Err(over) = self.router.throttle.admit() {
+            if let Err(over) = self.router.admission.throttle.admit() {
                 if matches!(req.op, Op::Bind { .. }) {
                     // A failed bind leaves the client anonymous (RFC 4513).
                     self.become_anonymous();
@@ -223,7 +223,7 @@ impl Session {
         // Only with a policy file. The check itself is synchronous; the
         // answer to a refused request is boxed, so that its state is not
         // carried by every session's future (tests/logic future_size).
-        let (pdu, h) = if self.router.policies.configured() {
+        let (pdu, h) = if self.router.admission.policies.configured() {
             match self.police(pdu, h, &req) {
                 policy::Policed::Go(pdu, h) => (pdu, h),
                 policy::Policed::Answer(a) => {

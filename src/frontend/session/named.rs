@@ -38,7 +38,7 @@ impl Session {
             return Ok(None);
         };
         let wait = self.router.cfg.limits().bind_timeout;
-        let guard = &self.router.failed_binds;
+        let guard = &self.router.admission.failed_binds;
         match guard.admit_within(&who, self.peer.ip(), wait).await {
             Ok(t) => Ok(Some(t)),
             Err(Refused::Busy) => {

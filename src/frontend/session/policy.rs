@@ -92,7 +92,7 @@ impl Session {
     pub(super) fn police(&mut self, pdu: Bytes, h: Header, req: &Request) -> Policed {
         self.pol.hide = None;
         // No policy file: every request goes on as it came.
-        let Some(policy) = self.router.policies.current() else {
+        let Some(policy) = self.router.admission.policies.current() else {
             return Policed::Go(pdu, h);
         };
         match &req.op {
@@ -113,11 +113,12 @@ impl Session {
         if r.address.is_some() || r.identity.is_some() {
             let key = self.pol.cached.as_ref().and_then(|c| c.key.as_deref());
             let now = std::time::Instant::now();
-            let taken = self
-                .router
-                .policies
-                .meter
-                .take(r, false, self.peer.ip(), key, now);
+            let taken =
+                self.router
+                    .admission
+                    .policies
+                    .meter
+                    .take(r, false, self.peer.ip(), key, now);
             if let Err(over) = taken {
                 return Policed::Answer(Answer::Rate { bind: false, over });
             }
@@ -146,7 +147,7 @@ impl Session {
                 self.over_rate(req, bind, over).await;
             }
             Answer::Refused { rule, refusal } => {
-                self.router.policies.refused(&rule);
+                self.router.admission.policies.refused(&rule);
                 tracing::debug!(client = %self.peer, rule = %rule, "refused by policy");
                 let code = if refusal.code == INSUFFICIENT_ACCESS {
                     Code::InsufficentAccessRights
@@ -170,7 +171,7 @@ impl Session {
         } else {
             None
         };
-        let groups = &self.router.policies.groups;
+        let groups = &self.router.admission.policies.groups;
         let generation = if policy.uses_groups() {
             groups.generation()
         } else {
@@ -266,7 +267,7 @@ impl Session {
             || !rule.subtrees.is_empty()
             || !rule.refuse_filters_on.is_empty();
         let shield = resolved
-            .then(|| self.router.policies.shield(policy, idx))
+            .then(|| self.router.admission.policies.shield(policy, idx))
             .flatten();
         names_allowed(rule, shield.as_deref(), op, pdu, h, req)?;
         if op != OpType::Search {
@@ -292,6 +293,7 @@ impl Session {
         let key = (!dn.is_empty()).then_some(key);
         let now = std::time::Instant::now();
         self.router
+            .admission
             .policies
             .meter
             .take(r, true, self.peer.ip(), key.as_deref(), now)
@@ -299,7 +301,7 @@ impl Session {
 
     /// Answer an operation over its rate: busy, saying which rate.
     async fn over_rate(&self, req: &Request, bind: bool, over: Over) {
-        self.router.policies.rate_refused(bind, over);
+        self.router.admission.policies.rate_refused(bind, over);
         let (what, of) = match (bind, over) {
             (true, Over::Address) => ("binds", "this client address"),
             (true, Over::Identity) => ("binds", "this bind DN"),

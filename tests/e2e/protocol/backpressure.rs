@@ -381,6 +381,7 @@ async fn incomplete_large_requests_are_bounded_in_total() {
     );
     let held = h
         .router
+        .admission
         .request_memory
         .load(std::sync::atomic::Ordering::Relaxed);
     assert!(held <= 10 << 20, "{held} bytes counted");
@@ -391,6 +392,7 @@ async fn incomplete_large_requests_are_bounded_in_total() {
     let t0 = Instant::now();
     while h
         .router
+        .admission
         .request_memory
         .load(std::sync::atomic::Ordering::Relaxed)
         > 0
@@ -400,6 +402,7 @@ async fn incomplete_large_requests_are_bounded_in_total() {
     }
     assert_eq!(
         h.router
+            .admission
             .request_memory
             .load(std::sync::atomic::Ordering::Relaxed),
         0

@@ -88,7 +88,7 @@ pub(super) async fn signals(
         tokio::select! {
             _ = term.recv() => break,
             _ = int.recv() => break,
-            _ = router.drain.asked() => break,
+            _ = router.lifecycle.drain.asked() => break,
             took = finished(&mut upgrading) => {
                 upgrading = None;
                 if took {
@@ -99,7 +99,7 @@ pub(super) async fn signals(
                 let ask = crate::lifecycle::handover::Ask { reply: None };
                 begin(&router, &upgrader, &mut upgrading, ask);
             }
-            Some(ask) = router.handover.asked() => begin(&router, &upgrader, &mut upgrading, ask),
+            Some(ask) = router.lifecycle.handover.asked() => begin(&router, &upgrader, &mut upgrading, ask),
             _ = usr1.recv() => crate::observe::access::reopen(),
             _ = hup.recv() => {
                 // Off the runtime's threads: with --threads 1 a reload
@@ -121,7 +121,7 @@ pub(super) async fn signals(
         );
         upgrader.cancel();
     }
-    if router.handover.exporting().is_some() {
+    if router.lifecycle.handover.exporting().is_some() {
         tracing::info!(
             timeout_s = router.cfg.drain_timeout.as_secs(),
             "upgrade: the new process accepts; sessions leave for it between operations, the rest drain"
@@ -184,7 +184,7 @@ async fn upgrade(
                 .spawn(move || crate::lifecycle::upgrade::old::send_sessions(sock, rx));
             match sending {
                 Ok(_) => {
-                    router.handover.export_to(tx);
+                    router.lifecycle.handover.export_to(tx);
                     tracing::info!(pid = s.pid, binary = %s.binary, "upgrade: the new process serves");
                     Ok(crate::lifecycle::handover::Upgraded {
                         pid: s.pid,

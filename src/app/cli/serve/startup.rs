@@ -266,7 +266,7 @@ async fn listen_and_serve(
     upgrader.listening(copy(&listener)?, ldaps_copy, admin);
     if let Some(i) = incoming {
         tracing::info!("upgrade: took over the listeners from the old process");
-        i.serving(&router.handover);
+        i.serving(&router.lifecycle.handover);
     }
     if args.watch {
         tokio::spawn(super::signals::watch_files(router.clone(), rx.clone()));
@@ -279,7 +279,7 @@ async fn listen_and_serve(
     );
     crate::frontend::server::run_on(listener, ldaps, router.clone(), rx, Some(pool)).await;
     // After an upgrade: no session is left to hand over.
-    router.handover.finish();
+    router.lifecycle.handover.finish();
     tracing::info!("dsa-router stopped");
     Ok(())
 }
