@@ -204,6 +204,7 @@ async fn read_header(
         Err(e) => {
             tracing::warn!(via = %peer, error = %e, "connection from a --proxy-protocol-from source without a valid PROXY header; closing it");
             router
+                .backend
                 .metrics
                 .refused(crate::observe::metrics::Refusal::Connections);
             refuse_with(
@@ -317,6 +318,7 @@ fn admit(
         // DSA `dsa`. Refused, so that nothing loops.
         tracing::error!(client = %peer, dsa = %dsa, "loop: DSA {dsa}'s address is this router's own; refusing the connection (give serve --name {dsa}, or fix the address)");
         router
+            .backend
             .metrics
             .refused(crate::observe::metrics::Refusal::Connections);
         refuse_with(
@@ -334,6 +336,7 @@ fn admit(
             drop(n);
             tracing::warn!(client = %peer, limit = per_ip_limit, "connection refused: too many connections from this address");
             router
+                .backend
                 .metrics
                 .refused(crate::observe::metrics::Refusal::Connections);
             refuse(stream, "dsa-router: too many connections from your address");
@@ -350,6 +353,7 @@ fn admit(
         drop(ip);
         tracing::warn!(client = %peer, limit = router.cfg.max_clients, "connection refused: too many client connections");
         router
+            .backend
             .metrics
             .refused(crate::observe::metrics::Refusal::Connections);
         refuse(stream, "dsa-router: too many client connections");
@@ -430,7 +434,7 @@ async fn serve_client(c: Client, stream: Handoff, seat: Option<crate::base::work
         drop(permit);
         return;
     };
-    let m = router.metrics.clone();
+    let m = router.backend.metrics.clone();
     m.clients.fetch_add(1, Ordering::Relaxed);
     m.clients_total.fetch_add(1, Ordering::Relaxed);
     // One call of `run`: each call site would hold its own copy

@@ -17,7 +17,6 @@ pub struct Context {
     /// Whether an operation may go on: throttle, failed binds, policies,
     /// memory budgets.
     pub admission: crate::admission::Admission,
-    pub metrics: Arc<crate::observe::metrics::Metrics>,
     pub name: Option<String>,
     /// The DSAs: the routing snapshot, their state, the tasks' shared
     /// data.
@@ -30,8 +29,6 @@ pub struct Context {
     /// identity`): (DN, partition) to the DSA that took the last write
     /// and when.
     pub affinity: dashmap::DashMap<(String, String), crate::directory::replication::mark::Affinity>,
-    /// Replication positions of the DSAs (the backend's).
-    pub replication: Arc<crate::directory::replication::Replication>,
     /// The worker threads, when the accept loop has them (for `/metrics`).
     pub workers: std::sync::OnceLock<Arc<crate::base::workers::Shared>>,
     /// Drain and hot upgrade.
@@ -67,8 +64,8 @@ impl Context {
         let policies = Arc::new(crate::admission::policy::Policies::new(cfg.policy.clone())?);
         let metrics: Arc<crate::observe::metrics::Metrics> = Arc::default();
         let shared = Shared {
-            metrics: metrics.clone(),
-            replication: replication.clone(),
+            metrics,
+            replication,
             policies: policies.clone(),
         };
         let backend = Backend::new(cfg.backend(name.clone()), snap, dsa_ca, shared)?;
@@ -87,13 +84,11 @@ impl Context {
                 response_memory,
             },
             cfg,
-            metrics,
             name,
             backend: Arc::new(backend),
             tls,
             last_reload: std::sync::Mutex::new(None),
             affinity: dashmap::DashMap::new(),
-            replication,
             workers: std::sync::OnceLock::new(),
             lifecycle: crate::lifecycle::Lifecycle::default(),
             clients: Arc::default(),
@@ -152,14 +147,16 @@ impl Context {
             .unwrap_or(0);
         let (ok, message) = match &result {
             Ok(m) => {
-                self.metrics
+                self.backend
+                    .metrics
                     .reloads_ok
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 tracing::info!("{m}");
                 (true, m.clone())
             }
             Err(e) => {
-                self.metrics
+                self.backend
+                    .metrics
                     .reloads_failed
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 tracing::error!("reload rejected; keeping the old knowledge:\n{e}");

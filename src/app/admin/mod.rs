@@ -77,7 +77,7 @@ async fn get_status(State(app): State<App>, headers: axum::http::HeaderMap) -> R
 /// The whole `/metrics` exposition (Prometheus text format).
 pub fn metrics_text(router: &crate::service::context::Context) -> String {
     let mut out = String::with_capacity(8192);
-    router.metrics.render(&mut out);
+    router.backend.metrics.render(&mut out);
     if let Some(w) = router.workers.get() {
         w.render(&mut out);
     }

@@ -282,6 +282,7 @@ pub fn status(router: &Context) -> Status {
             .clone()
             .map(ReloadInfo::from),
         client_connections: router
+            .backend
             .metrics
             .clients
             .load(std::sync::atomic::Ordering::Relaxed),

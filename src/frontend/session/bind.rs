@@ -412,7 +412,7 @@ impl Session {
         policy: Option<&ppolicy::Policy>,
         started: std::time::Instant,
     ) {
-        self.router.metrics.op(
+        self.router.backend.metrics.op(
             crate::observe::metrics::op_index("bind"),
             code,
             started.elapsed().as_micros() as u64,

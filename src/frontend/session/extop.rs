@@ -108,7 +108,7 @@ impl Session {
                 });
                 let op = crate::observe::metrics::op_index("extended") as u8;
                 let p = Pending::new(Sink::To(delivery.clone()), Kind::fixed())
-                    .counted(op, self.router.metrics.clone());
+                    .counted(op, self.router.backend.metrics.clone());
                 self.out.track_placeholder(req.msgid);
                 let sent = conn.submit(p, &b, &ch, None, |c, i| {
                     crate::backend::upstream::Delivery::placed(&*delivery, c, i)

@@ -250,7 +250,7 @@ impl Session {
         };
         let ryw = !self.router.cfg.read_your_writes.is_zero();
         let watched = crate::backend::follow::ryw::watched(
-            &self.router.replication,
+            &self.router.backend.replication,
             ryw,
             op.is_write,
             Frame::new(op.pdu, op.h),
@@ -272,7 +272,8 @@ impl Session {
             }
         };
         let op_index = crate::observe::metrics::op_index(req.op.name()) as u8;
-        let pending = Pending::new(sink, kind).counted(op_index, self.router.metrics.clone());
+        let pending =
+            Pending::new(sink, kind).counted(op_index, self.router.backend.metrics.clone());
         (pending, mark)
     }
 }
@@ -367,7 +368,7 @@ impl Session {
         if self.router.cfg.read_your_writes.is_zero() {
             return None;
         }
-        let rep = &self.router.replication;
+        let rep = &self.router.backend.replication;
         match self.identity_key() {
             Some(dn) => self
                 .router

@@ -389,6 +389,7 @@ async fn detach(
 /// `--max-request-memory`: counted, logged, and told why it is cut.
 fn over_memory(router: &Context, peer: SocketAddr, bytes: usize) -> (Code, String) {
     router
+        .backend
         .metrics
         .refused(crate::observe::metrics::Refusal::RequestMemory);
     tracing::warn!(client = %peer, bytes, "incomplete requests hold more memory than --max-request-memory; disconnecting this client");

@@ -67,6 +67,7 @@ impl Session {
         response::result(req.msgid, 0x65, Code::Success, "", "", &mut b);
         // Counted and logged like any search (answered by the router).
         self.router
+            .backend
             .metrics
             .op(crate::observe::metrics::op_index("search"), 0, 0);
         crate::observe::access::line(|f| {
@@ -306,7 +307,7 @@ impl Session {
     /// Answer a StartTLS request (the response carries the StartTLS OID,
     /// RFC 4511 4.14.2).
     async fn start_tls_answer(&self, msgid: i32, code: Code, msg: &str) {
-        self.router.metrics.op(
+        self.router.backend.metrics.op(
             crate::observe::metrics::op_index("extended"),
             code.clone() as u8,
             0,

@@ -264,7 +264,7 @@ impl Session {
     /// Refuse a request because a limit or the partition's state says so:
     /// counted by reason, answered with `busy` (limits) or `unavailable`.
     async fn refuse(&self, req: &Request, why: Refusal, msg: &str) {
-        self.router.metrics.refused(why);
+        self.router.backend.metrics.refused(why);
         let code = match why {
             Refusal::Unavailable => Code::Unavailable,
             _ => Code::Busy,
@@ -286,7 +286,7 @@ impl Session {
         trace: Option<&crate::observe::otel::OpTrace>,
     ) {
         if let Some(why) = refusal(e) {
-            self.router.metrics.refused(why);
+            self.router.backend.metrics.refused(why);
         }
         self.reply_in(req, e.code(), "", &e.message(), trace).await;
     }
@@ -311,7 +311,7 @@ impl Session {
         };
         self.trace_answer(req, code.clone() as u8, msg, trace);
         let mut b = BytesMut::new();
-        self.router.metrics.op(
+        self.router.backend.metrics.op(
             crate::observe::metrics::op_index(req.op.name()),
             code.clone() as u8,
             0,

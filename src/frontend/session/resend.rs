@@ -243,7 +243,11 @@ impl Again {
         };
         let placed = place(&routing, part, want, via, sent, build).await;
         if self.hedge && placed.is_ok() {
-            router.metrics.hedges_sent.fetch_add(1, Ordering::Relaxed);
+            router
+                .backend
+                .metrics
+                .hedges_sent
+                .fetch_add(1, Ordering::Relaxed);
         }
         // No other DSA for a read its DSA answered busy or unavailable:
         // the client gets that answer.

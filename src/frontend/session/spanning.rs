@@ -105,7 +105,7 @@ impl Session {
                 Ok(_) => {}
                 Err(e) => {
                     if let Some(why) = refusal(&e) {
-                        self.router.metrics.refused(why);
+                        self.router.backend.metrics.refused(why);
                     }
                     fan.failed(i, e.to_string());
                 }
@@ -248,7 +248,7 @@ impl Session {
             sh.size_limit,
             self.router.cfg.fanout_policy,
             paging,
-            self.router.metrics.clone(),
+            self.router.backend.metrics.clone(),
             parts,
         );
         self.out.track_fan(req.msgid, &fan);

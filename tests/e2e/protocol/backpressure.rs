@@ -173,6 +173,7 @@ async fn overflowed_stalled_client_releases_its_session() {
     stalled.send(&encode(search)).await.unwrap();
     let clients = || {
         h.router
+            .backend
             .metrics
             .clients
             .load(std::sync::atomic::Ordering::Relaxed)

@@ -266,7 +266,7 @@ async fn a_dsa_that_stops_answering_costs_reads_milliseconds_not_seconds() {
             );
             assert_eq!(got.len(), want.len(), "read {i}: {got:?}");
         }
-        let m = &h.router.metrics;
+        let m = &h.router.backend.metrics;
         let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
         let (sent, won, ejections) = (
             load(&m.hedges_sent),
