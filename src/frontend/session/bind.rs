@@ -19,13 +19,14 @@
 //! password change until then); `--own-connection always` does this for
 //! every bound client.
 
+use super::operation::Operation;
 use super::{dispatch, Bound, Flow, Identity, Session};
 use crate::backend::upstream::conn::Conn;
 use crate::backend::upstream::pending::{Kind, Pending, Sink};
 use crate::backend::upstream::pool::BindPdu;
 use crate::directory::route::{Lookup, Partition};
 use crate::proto::dn::Dn;
-use crate::proto::wire::frame::{self, Frame, Header};
+use crate::proto::wire::frame::{self, Header, Pdu};
 use crate::proto::wire::ppolicy;
 use crate::proto::wire::request::{Op, Request};
 use crate::proto::wire::response::Code;
@@ -53,7 +54,7 @@ struct Sending<'a> {
     req: &'a Request,
     routing: &'a Arc<Routing>,
     p: &'a Partition,
-    sent: Frame<'a>,
+    sent: &'a Pdu,
     trace: Option<&'a crate::observe::otel::OpTrace>,
 }
 
@@ -75,7 +76,8 @@ enum Attempt {
 }
 
 impl Session {
-    pub(super) async fn bind(&mut self, pdu: &Bytes, h: &Header, req: &Request) -> Flow {
+    pub(super) async fn bind(&mut self, op: &Operation) -> Flow {
+        let (pdu, h, req) = (&op.pdu.bytes, &op.pdu.h, &op.req);
         let Op::Bind {
             version,
             dn,
@@ -90,7 +92,7 @@ impl Session {
         let step = self.sasl.take();
         self.become_anonymous();
         if let (3, Some(mech)) = (*version, sasl) {
-            return self.sasl_bind(pdu, h, req, dn, mech, step).await;
+            return self.sasl_bind(op, dn, mech, step).await;
         }
         if let Some(s) = step {
             s.conn.close();
@@ -131,7 +133,7 @@ impl Session {
         };
         let client_ppolicy = req.control(ppolicy::OID_PPOLICY).is_some();
         let sent = with_ppolicy_request(pdu, h, client_ppolicy);
-        let Ok(sent_h) = frame::header(&sent) else {
+        let Ok(sent) = Pdu::read(sent) else {
             return self.malformed("bind request");
         };
         let started = std::time::Instant::now();
@@ -139,7 +141,7 @@ impl Session {
             req,
             routing: &routing,
             p,
-            sent: Frame::new(&sent, &sent_h),
+            sent: &sent,
             trace: trace.as_deref(),
         });
         let Some(a) = placed.await else {
@@ -166,7 +168,7 @@ impl Session {
             conn.release();
         } else if code == rc::SUCCESS {
             let notable = policy.as_ref().filter(|p| p.is_notable()).cloned();
-            self.become_bound(&routing, &a, (dn, &shown), &parsed, notable, sent);
+            self.become_bound(&routing, &a, (dn, &shown), &parsed, notable, sent.bytes);
         } else {
             conn.release();
         }

@@ -15,8 +15,8 @@
 //! of its own bound by replaying its bind, opened in a task of its own
 //! while the operation waits ([`super::own`]).
 
-use super::own::{Have, Opening, Own};
-use super::send::{self, refusal, skip_unless_busy, Next, Outgoing};
+use super::own::{Have, Own};
+use super::send::{refusal, skip_unless_busy, Got, Next, Outgoing};
 use super::{Bound, Identity};
 use crate::backend::dsa_state::InFlight;
 use crate::backend::upstream::conn::Conn;
@@ -27,7 +27,7 @@ use crate::base::error::{Error, Kind};
 use crate::directory::route::{
     message, select_read, select_write, Choice, DsaView, Excluding, Partition, ReadGate, RouteError,
 };
-use crate::proto::wire::frame::Frame;
+use crate::proto::wire::frame::Pdu;
 use crate::service::context::Routing;
 use std::sync::Arc;
 
@@ -145,7 +145,7 @@ pub(super) async fn place(
     p: &Partition,
     mut want: Want,
     mut via: Via<'_>,
-    sent: Frame<'_>,
+    sent: &Pdu,
     build: impl FnOnce(&Placed) -> Pending,
 ) -> Result<Placed, Error> {
     let mut races = 0;
@@ -184,18 +184,12 @@ pub(super) async fn place(
     let (pending, aside) = built(routing, &via, &placed, build, guard, want);
     let pool = &routing.pools[dsa];
     let state = &routing.states.0[dsa];
-    let out = Outgoing::prepare(pool, state, &mut placed.proxy, pending, aside, sent);
-    match got {
-        Got::Queued(o) => send::wait_for_own(o, out, sent, name, is_write),
-        Got::Later => {
-            let routed = placed.proxy.is_some();
-            out.after_connect(pool.clone(), routed, sent, name.to_string());
-        }
-        Got::Now(conn) => {
-            placed.id = out.submit(&conn, sent, name).unwrap_or(0);
-            placed.conn = Some(conn);
-        }
+    let out = Outgoing::rewrite(pool, state, &mut placed.proxy, pending, aside, sent);
+    if let Got::Now(conn) = &got {
+        placed.conn = Some(conn.clone());
     }
+    let routed = placed.proxy.is_some();
+    placed.id = out.send(got, pool, routed, name, is_write).unwrap_or(0);
     Ok(placed)
 }
 
@@ -318,15 +312,6 @@ fn choose(routing: &Routing, p: &Partition, want: &Want) -> Result<usize, Error>
         }
     }
     Ok(dsa)
-}
-
-/// A connection had at once, or one being made.
-pub(super) enum Got {
-    Now(Arc<Conn>),
-    /// A shared connection being made.
-    Later,
-    /// The client's own connection being opened.
-    Queued(Arc<Opening>),
 }
 
 /// A connection to `pool`'s DSA for `via`: (connection, proxied identity,

@@ -9,7 +9,9 @@
 //! an update there (the partition's write DSA, never re-sent): an unknown
 //! operation may change data, and a transaction's end commits it.
 
+use super::operation::Operation;
 use super::out::{Running, ToClient};
+use super::phases::Answered;
 use super::{Identity, Session};
 use crate::backend::upstream::pending::{Kind, Pending, Sink};
 use crate::proto::dn::Dn;
@@ -17,12 +19,13 @@ use crate::proto::wire::frame;
 use crate::proto::wire::request::Request;
 use crate::proto::wire::response::{self, Code};
 use crate::proto::wire::state::{self, OID_CANCEL};
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 impl Session {
     /// Forward an extended operation the router does not know.
-    pub(super) async fn forward_extended(&mut self, pdu: &Bytes, h: &frame::Header, req: &Request) {
+    pub(super) async fn forward_extended(&mut self, op: Operation) -> Answered {
         let routing = self.router.routing();
         let by_identity = match &self.identity {
             Identity::Bound(b) => {
@@ -37,10 +40,11 @@ impl Session {
         let target = by_identity.or_else(|| routing.table.home().map(|p| p.prefix.to_string()));
         drop(routing);
         match target {
-            Some(t) => self.forward(pdu, h, req, Some(&t), true).await,
+            Some(t) => ControlFlow::Continue(op.aimed_at(t, true)),
             None => {
                 let msg = "dsa-router: no partition to send the extended operation to";
-                self.reply(req, Code::Unavailable, "", msg).await
+                self.reply(&op.req, Code::Unavailable, "", msg).await;
+                ControlFlow::Break(super::Flow::Continue)
             }
         }
     }

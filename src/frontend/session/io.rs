@@ -125,7 +125,6 @@ impl Session {
             sasl: None,
             affinity: HashMap::new(),
             rebind: None,
-            next_rebind: None,
             tls,
             pol: Default::default(),
         }

@@ -20,13 +20,16 @@ mod extop;
 pub mod fanout;
 mod forward;
 mod handover;
+mod hide;
 mod io;
 mod local;
 mod logged;
 mod named;
+mod operation;
 pub mod out;
 mod own;
 mod paged_lost;
+mod phases;
 mod policy;
 mod reading;
 mod resend;
@@ -41,8 +44,7 @@ pub use io::{resume, run, serve, serve_handed, Moving};
 
 use crate::backend::upstream::pool::BindPdu;
 use crate::observe::metrics::Refusal;
-use crate::proto::wire::frame::{self};
-use crate::proto::wire::request::{self, Op, Request};
+use crate::proto::wire::request::Request;
 use crate::proto::wire::response::{self, Code};
 use crate::service::context::Context;
 use bytes::{Bytes, BytesMut};
@@ -111,10 +113,8 @@ struct Session {
     /// searches, VLV, transactions), by partition.
     state_dsa: HashMap<String, String>,
     /// The bind to replay after a change of the client's own password,
-    /// once the DSA accepted it; and the hook for the next forwarded
-    /// request (the Password Modify).
+    /// once the DSA accepted it.
     rebind: Option<Arc<std::sync::Mutex<Option<BindPdu>>>>,
-    next_rebind: Option<out::Rebind>,
     /// Read-your-writes: partition key to the DSA that took this client's
     /// last write there, and when.
     affinity: HashMap<String, crate::directory::replication::mark::Affinity>,
@@ -164,96 +164,20 @@ impl Session {
     }
 
     async fn handle(&mut self, pdu: Bytes) -> Flow {
-        let h = match frame::header(&pdu) {
-            Ok(h) => h,
+        let op = match operation::Operation::read(pdu) {
+            Ok(op) => op,
             Err(e) => return self.malformed(&e.to_string()),
-        };
-        let req = match request::decode(&pdu) {
-            Ok(r) => r,
-            Err(e) => return self.malformed(&e.message),
         };
         // One span per operation (debug level: free unless asked for);
         // the DSA is recorded where the operation is placed.
         let span = tracing::debug_span!(
             "op",
             client = %self.peer,
-            msgid = req.msgid,
-            op = req.op.name(),
+            msgid = op.req.msgid,
+            op = op.req.op.name(),
             dsa = tracing::field::Empty
         );
-        self.handle_request(pdu, h, req).instrument(span).await
-    }
-
-    async fn handle_request(&mut self, pdu: Bytes, h: frame::Header, req: Request) -> Flow {
-        if let Some(slot) = &self.rebind {
-            let new = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
-            if let (Some(new), Identity::Bound(b)) = (new, &mut self.identity) {
-                if b.bind.as_ref().is_some_and(|old| old.dn == new.dn) {
-                    tracing::debug!(client = %self.peer, "password changed: later replays carry the new one");
-                    b.bind = Some(new);
-                }
-            }
-        }
-        if !matches!(req.op, Op::Unbind | Op::Abandon { .. }) {
-            if let Err(over) = self.router.admission.throttle.admit() {
-                if matches!(req.op, Op::Bind { .. }) {
-                    // A failed bind leaves the client anonymous (RFC 4513).
-                    self.become_anonymous();
-                }
-                let why = match over {
-                    crate::admission::limits::Over::Cpu => Refusal::Cpu,
-                    crate::admission::limits::Over::Memory => Refusal::Memory,
-                };
-                self.refuse(&req, why, over.message()).await;
-                return Flow::Continue;
-            }
-        }
-        // RFC 4511 4.1.1.1: a request must not reuse the message ID of
-        // one still outstanding. The client could not tell their responses
-        // apart, and the router would lose track of the first: it is a
-        // protocol error, and the client is disconnected.
-        if !matches!(req.op, Op::Unbind | Op::Abandon { .. }) && self.out.is_outstanding(req.msgid)
-        {
-            let msg = format!(
-                "message ID {} is already used by a request still outstanding on this connection",
-                req.msgid
-            );
-            return self.malformed(&msg);
-        }
-        // Only with a policy file. The check itself is synchronous; the
-        // answer to a refused request is boxed, so that its state is not
-        // carried by every session's future (tests/logic future_size).
-        let (pdu, h) = if self.router.admission.policies.configured() {
-            match self.police(pdu, h, &req) {
-                policy::Policed::Go(pdu, h) => (pdu, h),
-                policy::Policed::Answer(a) => {
-                    Box::pin(self.answer_policy(&req, a)).await;
-                    return Flow::Continue;
-                }
-            }
-        } else {
-            (pdu, h)
-        };
-        match &req.op {
-            Op::Unbind => Flow::Close(None),
-            Op::Abandon { target } => {
-                self.out.abandon(*target);
-                Flow::Continue
-            }
-            // Boxed: binds and extended operations may open a connection
-            // of the client's own (a large state); inline, every request's
-            // future would be that large (io.rs boxes it per request).
-            Op::Bind { .. } => Box::pin(self.bind(&pdu, &h, &req)).await,
-            Op::Extended { .. } => Box::pin(self.extended(&pdu, &h, &req)).await,
-            Op::Search { base, scope: 0, .. } if base.is_empty() => {
-                self.root_dse(&req).await;
-                Flow::Continue
-            }
-            _ => {
-                self.forward(&pdu, &h, &req, None, false).await;
-                Flow::Continue
-            }
-        }
+        self.run(op).instrument(span).await
     }
 
     fn malformed(&self, why: &str) -> Flow {

@@ -31,9 +31,8 @@ use crate::backend::upstream::Resend;
 use crate::base::error::{Error, Kind};
 use crate::directory::route::Lookup;
 use crate::proto::dn::Dn;
-use crate::proto::wire::frame::{Frame, Header};
+use crate::proto::wire::frame::Pdu;
 use crate::service::context::Context;
-use bytes::Bytes;
 use futures::FutureExt;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
@@ -46,8 +45,7 @@ struct Request {
     /// re-sent (the knowledge may have been reloaded meanwhile).
     dn: Arc<Dn>,
     /// The request as the client sent it.
-    pdu: Bytes,
-    header: Header,
+    pdu: Pdu,
     is_write: bool,
 }
 
@@ -88,8 +86,7 @@ impl Again {
     pub(super) fn first(
         router: &Arc<Context>,
         dn: Arc<Dn>,
-        pdu: Bytes,
-        header: Header,
+        pdu: Pdu,
         is_write: bool,
         only: Option<Arc<[String]>>,
     ) -> Box<dyn Replace> {
@@ -98,7 +95,6 @@ impl Again {
                 router: Arc::downgrade(router),
                 dn,
                 pdu,
-                header,
                 is_write,
             },
             way: Way::Shared(None),
@@ -236,12 +232,11 @@ impl Again {
                 own_conn: *own_conn,
             },
         };
-        let sent = Frame::new(&self.req.pdu, &self.req.header);
         let build = |_: &Placed| {
             let p = moved.take();
             p.unwrap_or_else(|| Pending::new(Sink::Detached, OpKind::fixed()))
         };
-        let placed = place(&routing, part, want, via, sent, build).await;
+        let placed = place(&routing, part, want, via, &self.req.pdu, build).await;
         if self.hedge && placed.is_ok() {
             router
                 .backend

@@ -31,7 +31,7 @@ use crate::backend::upstream::conn::Conn;
 use crate::backend::upstream::pending::{Kind, Pending, Sink};
 use crate::backend::upstream::pool;
 use crate::proto::dn::Dn;
-use crate::proto::wire::frame::{self, Frame, Header};
+use crate::proto::wire::frame::{self, Header, Pdu};
 use crate::proto::wire::request::{Request, OID_WHOAMI};
 use crate::proto::wire::response::{self, rc, result_code, Code};
 use crate::proto::wire::sasl as wsasl;
@@ -45,7 +45,7 @@ use tokio::sync::oneshot;
 /// mechanism.
 #[derive(Clone, Copy)]
 struct ClientStep<'a> {
-    sent: Frame<'a>,
+    sent: &'a Pdu,
     req: &'a Request,
     dn: &'a str,
     mech: &'a str,
@@ -66,13 +66,12 @@ pub(super) struct InProgress {
 impl Session {
     pub(super) async fn sasl_bind(
         &mut self,
-        pdu: &Bytes,
-        h: &Header,
-        req: &Request,
+        op: &super::operation::Operation,
         dn: &str,
         mech: &str,
         mut step: Option<InProgress>,
     ) -> Flow {
+        let (pdu, h, req) = (&op.pdu.bytes, &op.pdu.h, &op.req);
         let started = std::time::Instant::now();
         let trace = self.trace_for(req, dn, "");
         let trace = trace.as_deref();
@@ -102,7 +101,7 @@ impl Session {
         let ticket = ticket.or(carried);
         let (tx, rx) = oneshot::channel();
         let asked = ClientStep {
-            sent: Frame::new(pdu, h),
+            sent: &op.pdu,
             req,
             dn,
             mech,
@@ -198,8 +197,8 @@ impl Session {
             Some(s) => {
                 let sent = s.conn.submit(
                     Pending::new(Sink::Waiter(tx), Kind::fixed()),
-                    frame.pdu,
-                    frame.h,
+                    &frame.bytes,
+                    &frame.h,
                     None,
                     |_, _| true,
                 );

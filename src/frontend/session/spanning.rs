@@ -4,11 +4,12 @@
 
 use super::fanout::{self};
 use super::logged::LogCtx;
+use super::operation::Operation;
 use super::{dispatch, refusal, Session};
 use crate::backend::upstream::pending::{Kind, Pending};
 use crate::directory::route::{Partition, Span};
 use crate::proto::dn::Dn;
-use crate::proto::wire::frame::{self, Frame, Header};
+use crate::proto::wire::frame::{self, Header, Pdu};
 use crate::proto::wire::request::{Request, OID_PAGED_RESULTS, OID_PROXIED_AUTHZ};
 use crate::proto::wire::response::{self, Code};
 use crate::proto::wire::search;
@@ -22,13 +23,11 @@ impl Session {
     /// merged by a [`fanout::Fan`].
     pub(super) async fn fan_out(
         &mut self,
-        pdu: &Bytes,
-        h: &Header,
-        req: &Request,
+        op: &Operation,
         routing: &Arc<Routing>,
-        base_text: &str,
         spans: Vec<Span<'_>>,
     ) {
+        let (pdu, h, req, base_text) = (&op.pdu.bytes, &op.pdu.h, &op.req, op.dn());
         let Some(FanPlan {
             sh,
             strip,
@@ -85,17 +84,17 @@ impl Session {
             // On a shared connection, a partition's search that has sent
             // nothing yet is re-sent elsewhere when its DSA fails.
             let resend = Dn::parse_ldap(&base).ok().map(|dn| {
-                let (dn, sub) = (Arc::new(dn), sub.clone());
-                super::resend::Again::first(&self.router, dn, sub, sub_h, false, only)
+                let (dn, sub) = (Arc::new(dn), Pdu::new(sub.clone(), sub_h));
+                super::resend::Again::first(&self.router, dn, sub, false, only)
             });
             let want = dispatch::Want { resend, ..want };
             let trace = fan.trace.get().map(|t| t.leg(&p.text, &base));
-            let hide = self.pol.hide.clone();
+            let hide = op.rights.hide.clone();
             let (sink, _) = super::stack::build(part, hide, log, trace, None);
             let via = self.via(own_conn);
             let pending = Pending::new(sink, Kind::fixed());
             let placed =
-                dispatch::place(routing, p, want, via, Frame::new(&sub, &sub_h), |_| pending).await;
+                dispatch::place(routing, p, want, via, &Pdu::new(sub, sub_h), |_| pending).await;
             match placed {
                 Ok(t) if paged => {
                     let name = routing.snap.dsas[t.dsa].name.clone();
