@@ -27,7 +27,7 @@ impl Session {
     /// Forward an extended operation the router does not know.
     pub(super) async fn forward_extended(&mut self, op: Operation) -> Answered {
         let routing = self.router.routing();
-        let by_identity = match &self.identity {
+        let by_identity = match &self.who.identity {
             Identity::Bound(b) => {
                 Dn::parse_ldap(&b.dn)
                     .ok()
@@ -58,7 +58,7 @@ impl Session {
             let msg = "dsa-router: malformed cancel request value";
             return self.reply(req, Code::ProtocolError, "", msg).await;
         };
-        let running = match self.out.running(id) {
+        let running = match self.client.out.running(id) {
             // A hedged read whose winner already answers: its DSA cancels
             // it, so that the canceled result follows every entry.
             Some(Running::Race(race)) => match race.cancel() {
@@ -105,7 +105,7 @@ impl Session {
                     return;
                 };
                 let delivery = Arc::new(ToClient {
-                    out: self.out.clone(),
+                    out: self.client.out.clone(),
                     msgid: req.msgid,
                     resp_tag: 0x78,
                     rebind: None,
@@ -113,12 +113,12 @@ impl Session {
                 let op = crate::observe::metrics::op_index("extended") as u8;
                 let p = Pending::new(Sink::To(delivery.clone()), Kind::fixed())
                     .counted(op, self.router.backend.metrics.clone());
-                self.out.track_placeholder(req.msgid);
+                self.client.out.track_placeholder(req.msgid);
                 let sent = conn.submit(p, &b, &ch, None, |c, i| {
                     crate::backend::upstream::Delivery::placed(&*delivery, c, i)
                 });
                 if sent.is_err() {
-                    self.out.finish(req.msgid);
+                    self.client.out.finish(req.msgid);
                     let msg = format!("dsa-router: operation {id} is ending; too late to cancel");
                     self.reply(req, Code::TooLate, "", &msg).await
                 }

@@ -10,7 +10,7 @@ use super::{dispatch, out, stack, Session};
 use crate::backend::follow::ryw::Kept;
 use crate::backend::upstream::pending::{Hedge, Kind, Pending};
 use crate::directory::replication::mark::WriteMark;
-use crate::directory::route::{Lookup, Partition};
+use crate::directory::route::{DsaId, Lookup, Partition};
 use crate::observe::metrics::Refusal;
 use crate::observe::otel::OpTrace;
 use crate::proto::dn::Dn;
@@ -34,7 +34,7 @@ impl Session {
     pub(super) async fn forward(&mut self, op: Operation) {
         let req = &op.req;
         let limit = self.router.cfg.max_outstanding;
-        if self.out.outstanding() >= limit {
+        if self.client.out.outstanding() >= limit {
             let msg = format!(
                 "dsa-router: too many outstanding operations on this connection (limit {limit})"
             );
@@ -114,7 +114,7 @@ impl Session {
         p: &Partition,
         needs: &state::Needs,
         is_write: bool,
-    ) -> (Option<usize>, Option<Kept>) {
+    ) -> (Option<DsaId>, Option<Kept>) {
         // Reads after this client's write go where it is (read-your-writes).
         let kept = (!is_write && !needs.sticky)
             .then(|| self.affinity_dsa(routing, p))
@@ -122,10 +122,9 @@ impl Session {
         let affine = kept.as_ref().and_then(|k| k.dsa);
         // A SASL identity lives on the connection it was made on: in that
         // DSA's partition, operations go to that DSA.
-        let sasl_home = match &self.identity {
+        let sasl_home = match &self.who.identity {
             super::Identity::Bound(b) if b.bind.is_none() => p.order.iter().copied().find(|&i| {
-                self.private
-                    .has(&routing.snap.dsas[i].name.to_ascii_lowercase())
+                self.who.private.has(&routing.snap.dsas[i].name)
                     && routing.states.0[i].status().eligible()
             }),
             _ => None,
@@ -178,7 +177,7 @@ impl Session {
         op.trace = self.start_trace(&op, p);
         let (pending, mark) = self.pending_for(&mut op, p, &needs, affine);
         let req = &op.req;
-        self.out.track_placeholder(req.msgid);
+        self.client.out.track_placeholder(req.msgid);
         let via = self.via(needs.own_conn);
         let placed = dispatch::place(routing, p, want, via, &op.pdu, |_| pending).await;
         match placed {
@@ -188,12 +187,12 @@ impl Session {
                     self.note_write(p.key.clone(), name.to_string(), mark);
                 }
                 if needs.sticky {
-                    self.state_dsa.insert(p.key.clone(), name.to_string());
+                    self.places.state_dsa.insert(p.key.clone(), name.clone());
                     self.note_paged(p, req, name);
                 }
             }
             Err(e) => {
-                self.out.finish(req.msgid);
+                self.client.out.finish(req.msgid);
                 self.answer(req, &e).await;
             }
         }
@@ -208,7 +207,7 @@ impl Session {
         let req = &op.req;
         let ctl = req.control(crate::observe::otel::OID_TRACE_CONTEXT);
         let ctl = ctl.and_then(|c| c.value.as_deref());
-        let client = self.peer.to_string();
+        let client = self.client.peer.to_string();
         crate::observe::otel::start(req.op.name(), op.dn(), &p.text, &client, ctl)
     }
 
@@ -227,10 +226,16 @@ impl Session {
         let req = &op.req;
         let log = crate::observe::access::enabled().then(|| {
             let affinity = affine.then_some("read-your-writes");
-            LogCtx::new(&self.log_client, req.op.name(), op.dn(), &p.text, affinity)
+            LogCtx::new(
+                &self.client.log_client,
+                req.op.name(),
+                op.dn(),
+                &p.text,
+                affinity,
+            )
         });
         let to_client = out::ToClient {
-            out: self.out.clone(),
+            out: self.client.out.clone(),
             msgid: req.msgid,
             resp_tag: req.op.response_tag().unwrap_or(0x78),
             rebind: op.then.take(),
@@ -328,6 +333,7 @@ impl Session {
                 .get(&(dn, p.key.clone()))
                 .and_then(|a| crate::backend::follow::ryw::affine(rep, routing, p, &a)),
             None => self
+                .places
                 .affinity
                 .get(&p.key)
                 .and_then(|a| crate::backend::follow::ryw::affine(rep, routing, p, a)),
@@ -351,7 +357,7 @@ impl Session {
                 map.insert((dn, key), a);
             }
             None => {
-                self.affinity.insert(key, a);
+                self.places.affinity.insert(key, a);
             }
         }
     }
@@ -359,7 +365,7 @@ impl Session {
     /// The identity affinity follows across connections, with
     /// `--affinity-scope identity` and a bound client.
     fn identity_key(&self) -> Option<String> {
-        match (&self.router.cfg.affinity_scope, &self.identity) {
+        match (&self.router.cfg.affinity_scope, &self.who.identity) {
             (crate::service::config::AffinityScope::Identity, super::Identity::Bound(b))
                 if !b.dn.is_empty() =>
             {

@@ -6,6 +6,7 @@ use super::operation::Operation;
 use super::phases::Answered;
 use super::writer::{self, Link};
 use super::{Flow, Identity, Session};
+use crate::directory::knowledge::DsaId;
 use crate::proto::tls::ClientRead;
 use crate::proto::wire::request::{
     self, Op, Request, OID_PAGED_RESULTS, OID_PASSWD_MODIFY, OID_PROXIED_AUTHZ, OID_START_TLS,
@@ -73,7 +74,7 @@ impl Session {
             .metrics
             .op(crate::observe::metrics::op_index("search"), 0, 0);
         crate::observe::access::line(|f| {
-            f.head(&self.log_client)
+            f.head(&self.client.log_client)
                 .quoted("op", "search")
                 .plain("dn", "")
                 .num("result", 0)
@@ -81,7 +82,7 @@ impl Session {
                 .quoted("note", "answered by the router: root DSE");
         });
         self.trace_answer(req, 0, "", None);
-        self.out.send(b.freeze()).await;
+        self.client.out.send(b.freeze()).await;
     }
 
     /// The answer phase of an extended operation: WhoAmI, StartTLS and
@@ -115,7 +116,7 @@ impl Session {
                 }
             }
             OID_WHOAMI => {
-                if let Identity::Bound(b) = &self.identity {
+                if let Identity::Bound(b) = &self.who.identity {
                     if b.policy {
                         // The DSA answers on the client's own connection
                         // (it may restrict it: password policy).
@@ -133,7 +134,7 @@ impl Session {
             OID_PASSWD_MODIFY => {
                 // Routed as a write by its user identity, else the bound DN.
                 let user = value.as_deref().and_then(request::passwd_modify_user);
-                let target = match (user, &self.identity) {
+                let target = match (user, &self.who.identity) {
                     (Some(u), _) => Some(u.strip_prefix("dn:").unwrap_or(&u).to_string()),
                     (None, Identity::Bound(b)) if !b.dn.is_empty() => Some(b.dn.clone()),
                     (None, _) => None,
@@ -164,7 +165,7 @@ impl Session {
 
     /// WhoAmI answered by the router: the client's authorization identity.
     async fn answer_who_am_i(&self, req: &Request) {
-        let authz = match &self.identity {
+        let authz = match &self.who.identity {
             Identity::Anonymous => String::new(),
             Identity::Bound(b) => b.authz.clone(),
         };
@@ -178,7 +179,7 @@ impl Session {
             &mut b,
         );
         self.trace_answer(req, 0, "", None);
-        self.out.send(b.freeze()).await;
+        self.client.out.send(b.freeze()).await;
     }
 
     /// StartTLS asked: refused (answered here), or accepted so far (the
@@ -189,12 +190,12 @@ impl Session {
                 Code::Unavailable,
                 "dsa-router: StartTLS is not configured on this router",
             ))
-        } else if self.tls {
+        } else if self.client.tls {
             Some((
                 Code::OperationsError,
                 "dsa-router: TLS is already established on this connection",
             ))
-        } else if self.out.outstanding() > 0 {
+        } else if self.client.out.outstanding() > 0 {
             Some((
                 Code::OperationsError,
                 "dsa-router: StartTLS refused: operations are outstanding on this connection",
@@ -204,7 +205,7 @@ impl Session {
         };
         match refusal {
             Some((code, msg)) => {
-                tracing::info!(client = %self.peer, "StartTLS refused: {msg}");
+                tracing::info!(client = %self.client.peer, "StartTLS refused: {msg}");
                 self.trace_answer(req, code.clone() as u8, msg, None);
                 self.start_tls_answer(req.msgid, code, msg).await;
                 None
@@ -249,7 +250,7 @@ pub(super) fn advertised_by_dsas(routing: &crate::service::context::Routing, tls
             }
         }
     };
-    for (i, _) in routing.snap.dsas.iter().enumerate() {
+    for i in DsaId::all(routing.snap.dsas.len()) {
         if Some(i) == routing.table.router {
             continue;
         }
@@ -311,7 +312,7 @@ impl Session {
         target: Option<&str>,
         value: Option<&[u8]>,
     ) -> Option<super::out::Rebind> {
-        let Identity::Bound(b) = &self.identity else {
+        let Identity::Bound(b) = &self.who.identity else {
             return None;
         };
         let (Some(old), Some(target)) = (&b.bind, target) else {
@@ -328,6 +329,7 @@ impl Session {
             return None;
         }
         let slot = self
+            .who
             .rebind
             .get_or_insert_with(|| std::sync::Arc::new(std::sync::Mutex::new(None)))
             .clone();
@@ -347,7 +349,7 @@ impl Session {
             0,
         );
         crate::observe::access::line(|f| {
-            f.head(&self.log_client)
+            f.head(&self.client.log_client)
                 .quoted("op", "extended")
                 .num("result", code.clone() as u64)
                 .plain("dsa", "-")
@@ -355,7 +357,7 @@ impl Session {
         });
         let mut b = BytesMut::new();
         response::extended(msgid, code, msg, Some(OID_START_TLS), None, &mut b);
-        self.out.send(b.freeze()).await;
+        self.client.out.send(b.freeze()).await;
     }
 
     /// Finish StartTLS: answer, flush, and run the TLS handshake on the
@@ -374,7 +376,7 @@ impl Session {
         };
         if !idle {
             let msg = "dsa-router: StartTLS refused: requests follow it on this connection";
-            tracing::info!(client = %self.peer, "{msg}");
+            tracing::info!(client = %self.client.peer, "{msg}");
             self.start_tls_answer(msgid, Code::OperationsError, msg)
                 .await;
             return Ok(link);
@@ -398,21 +400,21 @@ impl Session {
         };
         match tls.accept(tcp, self.router.cfg.pdu_timeout).await {
             Ok(stream) => {
-                tracing::info!(client = %self.peer, "StartTLS: TLS established");
-                self.tls = true;
-                self.listed.tls();
+                tracing::info!(client = %self.client.peer, "StartTLS: TLS established");
+                self.client.tls = true;
+                self.client.listed.tls();
                 let (rd, wr) = crate::proto::tls::ClientStream::Tls(Box::new(stream)).split();
                 let pause = CancellationToken::new();
                 let writer = tokio::spawn(writer::writer(
                     wr,
-                    self.out.clone(),
+                    self.client.out.clone(),
                     done.clone(),
                     pause.clone(),
                 ));
                 Ok((rd, writer, pause))
             }
             Err(e) => {
-                tracing::warn!(client = %self.peer, error = %crate::base::logsafe::esc(&e), "StartTLS: TLS handshake failed; closing the connection");
+                tracing::warn!(client = %self.client.peer, error = %crate::base::logsafe::esc(&e), "StartTLS: TLS handshake failed; closing the connection");
                 Err(lost())
             }
         }

@@ -101,37 +101,57 @@ enum Flow {
     StartTls(i32),
 }
 
+/// One client connection's state, by the phase that uses it; what one
+/// operation needs travels with the operation ([`operation::Operation`]).
 struct Session {
     router: Arc<Context>,
+    /// The client's connection: read from, answered on.
+    client: Client,
+    /// Who the client is: made by the answer phase (binds), used by the
+    /// choose phase (which connections carry its operations).
+    who: Who,
+    /// Where its operations went: used by the target and choose phases.
+    places: Places,
+    /// Client policies (the admit phase): the rule deciding, its rates.
+    pol: policy::State,
+}
+
+/// The client's connection, as the respond and log phases see it.
+struct Client {
     peer: SocketAddr,
-    out: Arc<ClientOut>,
-    identity: Identity,
-    /// Connections of the client's own, by DSA name (lower case), open
-    /// or being opened.
-    private: Arc<own::Own>,
-    /// The DSA that holds this client's per-connection state (paged
-    /// searches, VLV, transactions), by partition.
-    state_dsa: HashMap<String, String>,
-    /// The bind to replay after a change of the client's own password,
-    /// once the DSA accepted it.
-    rebind: Option<Arc<std::sync::Mutex<Option<BindPdu>>>>,
-    /// Read-your-writes: partition key to the DSA that took this client's
-    /// last write there, and when.
-    affinity: HashMap<String, crate::directory::replication::mark::Affinity>,
-    /// A SASL bind in progress (saslBindInProgress): its connection.
-    sasl: Option<sasl::InProgress>,
     /// Whether the connection runs over TLS (LDAPS or after StartTLS).
     tls: bool,
-    /// The last target DN this client named, parsed (see
-    /// [`Session::parsed`]).
-    last_dn: Option<(Box<str>, Arc<crate::proto::dn::Dn>)>,
+    out: Arc<ClientOut>,
     /// `client=ADDRESS` for the access log, formatted once (empty when the
     /// log is off): writing the address was a third of each line's work.
     log_client: crate::observe::access::Head,
-    /// Client policies: the rule deciding, the attributes hidden.
-    pol: policy::State,
     /// Its line in `/status` ([`crate::observe::clients`]).
     listed: crate::observe::clients::Entry,
+}
+
+/// Who the client is, and the connections that carry its identity.
+struct Who {
+    identity: Identity,
+    /// Connections of the client's own, by DSA, open or being opened.
+    private: Arc<own::Own>,
+    /// A SASL bind in progress (saslBindInProgress): its connection.
+    sasl: Option<sasl::InProgress>,
+    /// The bind to replay after a change of the client's own password,
+    /// once the DSA accepted it.
+    rebind: Option<Arc<std::sync::Mutex<Option<BindPdu>>>>,
+}
+
+/// Where the client's operations went, for the next ones.
+struct Places {
+    /// The DSA that holds this client's per-connection state (paged
+    /// searches, VLV, transactions), by partition.
+    state_dsa: HashMap<String, crate::directory::knowledge::DsaName>,
+    /// Read-your-writes: partition key to the DSA that took this client's
+    /// last write there, and when.
+    affinity: HashMap<String, crate::directory::replication::mark::Affinity>,
+    /// The last target DN this client named, parsed (see
+    /// [`Session::parsed`]).
+    last_dn: Option<(Box<str>, Arc<crate::proto::dn::Dn>)>,
 }
 
 impl Session {
@@ -140,10 +160,10 @@ impl Session {
     /// operation outstanding, no response queued, no connection of its
     /// own, no SASL exchange (a TLS session moves with its TLS state).
     fn can_move(&self) -> bool {
-        self.sasl.is_none()
-            && self.out.outstanding() == 0
-            && self.out.ob.is_idle()
-            && self.private.is_empty()
+        self.who.sasl.is_none()
+            && self.client.out.outstanding() == 0
+            && self.client.out.ob.is_idle()
+            && self.who.private.is_empty()
     }
 
     /// `text` parsed; the last DN parsed when the client names the same
@@ -153,13 +173,13 @@ impl Session {
         &mut self,
         text: &str,
     ) -> Result<Arc<crate::proto::dn::Dn>, crate::proto::dn::DnError> {
-        if let Some((t, d)) = &self.last_dn {
+        if let Some((t, d)) = &self.places.last_dn {
             if **t == *text {
                 return Ok(d.clone());
             }
         }
         let d = Arc::new(crate::proto::dn::Dn::parse_ldap(text)?);
-        self.last_dn = Some((text.into(), d.clone()));
+        self.places.last_dn = Some((text.into(), d.clone()));
         Ok(d)
     }
 
@@ -172,7 +192,7 @@ impl Session {
         // the DSA is recorded where the operation is placed.
         let span = tracing::debug_span!(
             "op",
-            client = %self.peer,
+            client = %self.client.peer,
             msgid = op.req.msgid,
             op = op.req.op.name(),
             dsa = tracing::field::Empty
@@ -181,7 +201,7 @@ impl Session {
     }
 
     fn malformed(&self, why: &str) -> Flow {
-        tracing::warn!(client = %self.peer, error = %crate::base::logsafe::esc(why), "undecodable request; disconnecting");
+        tracing::warn!(client = %self.client.peer, error = %crate::base::logsafe::esc(why), "undecodable request; disconnecting");
         Flow::Close(Some((Code::ProtocolError, format!("dsa-router: {why}"))))
     }
 
@@ -241,14 +261,14 @@ impl Session {
             0,
         );
         crate::observe::access::line(|f| {
-            f.head(&self.log_client)
+            f.head(&self.client.log_client)
                 .quoted("op", req.op.name())
                 .num("result", code.clone() as u64)
                 .plain("dsa", "-")
                 .quoted("note", &format!("answered by the router: {msg}"));
         });
         response::result(req.msgid, t, code, matched, msg, &mut b);
-        self.out.send(b.freeze()).await;
+        self.client.out.send(b.freeze()).await;
     }
 }
 

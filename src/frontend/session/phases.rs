@@ -34,13 +34,13 @@ impl Session {
     /// A password change of the client's own that the DSA accepted: later
     /// replays of its bind carry the new password.
     fn take_new_password(&mut self) {
-        let Some(slot) = &self.rebind else {
+        let Some(slot) = &self.who.rebind else {
             return;
         };
         let new = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let (Some(new), Identity::Bound(b)) = (new, &mut self.identity) {
+        if let (Some(new), Identity::Bound(b)) = (new, &mut self.who.identity) {
             if b.bind.as_ref().is_some_and(|old| old.dn == new.dn) {
-                tracing::debug!(client = %self.peer, "password changed: later replays carry the new one");
+                tracing::debug!(client = %self.client.peer, "password changed: later replays carry the new one");
                 b.bind = Some(new);
             }
         }
@@ -70,7 +70,7 @@ impl Session {
         // one still outstanding. The client could not tell their responses
         // apart, and the router would lose track of the first: it is a
         // protocol error, and the client is disconnected.
-        if !ends && self.out.is_outstanding(req.msgid) {
+        if !ends && self.client.out.is_outstanding(req.msgid) {
             let msg = format!(
                 "message ID {} is already used by a request still outstanding on this connection",
                 req.msgid
@@ -95,7 +95,7 @@ impl Session {
         match &op.req.op {
             Op::Unbind => ControlFlow::Break(Flow::Close(None)),
             Op::Abandon { target } => {
-                self.out.abandon(*target);
+                self.client.out.abandon(*target);
                 ControlFlow::Break(Flow::Continue)
             }
             // Boxed: binds and extended operations may open a connection

@@ -105,12 +105,13 @@ impl Session {
         if r.address.is_some() || r.identity.is_some() {
             let key = self.pol.cached.as_ref().and_then(|c| c.key.as_deref());
             let now = std::time::Instant::now();
-            let taken =
-                self.router
-                    .admission
-                    .policies
-                    .meter
-                    .take(r, false, self.peer.ip(), key, now);
+            let taken = self.router.admission.policies.meter.take(
+                r,
+                false,
+                self.client.peer.ip(),
+                key,
+                now,
+            );
             if let Err(over) = taken {
                 return Policed::Answer(Answer::Rate { bind: false, over });
             }
@@ -145,7 +146,7 @@ impl Session {
             }
             Answer::Refused { rule, refusal } => {
                 self.router.admission.policies.refused(&rule);
-                tracing::debug!(client = %self.peer, rule = %rule, "refused by policy");
+                tracing::debug!(client = %self.client.peer, rule = %rule, "refused by policy");
                 let code = if refusal.code == INSUFFICIENT_ACCESS {
                     Code::InsufficentAccessRights
                 } else {
@@ -159,7 +160,7 @@ impl Session {
     /// The rule deciding for this client now (index); the session keeps
     /// it, with its identity normalized (for the rates).
     fn decided(&mut self, policy: &Arc<Policy>) -> usize {
-        let (dn, bound) = match &self.identity {
+        let (dn, bound) = match &self.who.identity {
             Identity::Anonymous => ("", false),
             Identity::Bound(b) => (b.dn.as_str(), true),
         };
@@ -177,7 +178,7 @@ impl Session {
         if let Some(c) = &self.pol.cached {
             if Arc::ptr_eq(&c.policy, policy)
                 && c.dn == dn
-                && c.tls == self.tls
+                && c.tls == self.client.tls
                 && c.mech.as_deref() == mech
                 && c.groups == generation
             {
@@ -189,10 +190,10 @@ impl Session {
             .then(|| crate::proto::dn::Dn::parse_ldap(dn).ok())
             .flatten();
         let client = Client {
-            addr: self.peer.ip(),
+            addr: self.client.peer.ip(),
             identity: parsed.as_ref(),
             bound,
-            tls: self.tls,
+            tls: self.client.tls,
             sasl: mech,
             groups: sets.as_deref(),
         };
@@ -210,7 +211,7 @@ impl Session {
             policy: policy.clone(),
             rule,
             dn: dn.to_string(),
-            tls: self.tls,
+            tls: self.client.tls,
             mech: mech.map(str::to_string),
             key,
             groups: generation,
@@ -289,11 +290,13 @@ impl Session {
             .map_or_else(|_| dn.to_ascii_lowercase(), |d| d.normalized());
         let key = (!dn.is_empty()).then_some(key);
         let now = std::time::Instant::now();
-        self.router
-            .admission
-            .policies
-            .meter
-            .take(r, true, self.peer.ip(), key.as_deref(), now)
+        self.router.admission.policies.meter.take(
+            r,
+            true,
+            self.client.peer.ip(),
+            key.as_deref(),
+            now,
+        )
     }
 
     /// Answer an operation over its rate: busy, saying which rate.

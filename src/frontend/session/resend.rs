@@ -29,6 +29,7 @@ use super::Identity;
 use crate::backend::upstream::pending::{Kind as OpKind, Pending, Sink};
 use crate::backend::upstream::Resend;
 use crate::base::error::{Error, Kind};
+use crate::directory::knowledge::{DsaId, DsaName};
 use crate::directory::route::Lookup;
 use crate::proto::dn::Dn;
 use crate::proto::wire::frame::Pdu;
@@ -76,7 +77,7 @@ pub(super) struct Again {
     hedge: bool,
     /// Only these DSAs (read-your-writes by position: those that have the
     /// client's write).
-    only: Option<Arc<[String]>>,
+    only: Option<Arc<[DsaName]>>,
 }
 
 impl Again {
@@ -88,7 +89,7 @@ impl Again {
         dn: Arc<Dn>,
         pdu: Pdu,
         is_write: bool,
-        only: Option<Arc<[String]>>,
+        only: Option<Arc<[DsaName]>>,
     ) -> Box<dyn Replace> {
         Box::new(Again {
             req: Request {
@@ -113,7 +114,7 @@ impl Replace for Again {
         mut self: Box<Self>,
         via: &Via<'_>,
         at: &Placed,
-        name: &dyn Fn(usize) -> String,
+        name: &dyn Fn(DsaId) -> String,
     ) -> Box<dyn Resend> {
         self.way = match via {
             Via::Client {
@@ -197,7 +198,7 @@ impl Again {
             let msg = format!("no partition holds {}", self.req.dn);
             return Err(Error::new(Kind::NoSuchObject, msg));
         };
-        let tried: Vec<usize> = self
+        let tried: Vec<DsaId> = self
             .tried
             .iter()
             .filter_map(|n| routing.snap.dsa_index(n))

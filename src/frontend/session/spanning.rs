@@ -7,6 +7,7 @@ use super::logged::LogCtx;
 use super::operation::Operation;
 use super::{dispatch, refusal, Session};
 use crate::backend::upstream::pending::{Kind, Pending};
+use crate::directory::knowledge::DsaId;
 use crate::directory::route::{Partition, Span};
 use crate::proto::dn::Dn;
 use crate::proto::wire::frame::{self, Header, Pdu};
@@ -65,7 +66,7 @@ impl Session {
                 .base
                 .map_or_else(|| base_text.to_string(), |b| b.to_string());
             let log = crate::observe::access::enabled()
-                .then(|| LogCtx::new(&self.log_client, "search", &base, &p.text, None));
+                .then(|| LogCtx::new(&self.client.log_client, "search", &base, &p.text, None));
             let sub = search::rebase(pdu, h, &sh, &base, s.scope, control.as_deref());
             let Some((sub, sub_h)) = without(sub, &strip) else {
                 fan.failed(i, "internal error re-basing the search".into());
@@ -99,7 +100,7 @@ impl Session {
                 Ok(t) if paged => {
                     let name = routing.snap.dsas[t.dsa].name.clone();
                     self.note_paged(p, req, &name);
-                    self.state_dsa.insert(p.key.clone(), name.to_string());
+                    self.places.state_dsa.insert(p.key.clone(), name);
                 }
                 Ok(_) => {}
                 Err(e) => {
@@ -127,7 +128,7 @@ impl Session {
             return None;
         }
         let p = spans.first()?.partition;
-        if self.private.paged(&p.key).is_none() {
+        if self.who.private.paged(&p.key).is_none() {
             // The router's cookie, but not this connection's pages (another
             // connection's, or from before a bind, which closed the
             // client's own connections): the DSA's cookie is not valid on
@@ -184,7 +185,7 @@ impl Session {
                 let mut b = BytesMut::new();
                 let ctl = search::paged_control(0, &[]);
                 response::search_done_with_control(req.msgid, "", &ctl, &mut b);
-                self.out.send(b.freeze()).await;
+                self.client.out.send(b.freeze()).await;
                 None
             }
             Err((code, msg)) => {
@@ -204,7 +205,7 @@ impl Session {
         let ctl = req.control(crate::observe::otel::OID_TRACE_CONTEXT);
         let ctl = ctl.and_then(|c| c.value.as_deref());
         let partitions: Vec<&str> = spans.iter().map(|s| s.partition.text.as_str()).collect();
-        let client = self.peer.to_string();
+        let client = self.client.peer.to_string();
         if let Some(t) =
             crate::observe::otel::start("search", base, &partitions.join("; "), &client, ctl)
         {
@@ -242,7 +243,7 @@ impl Session {
             })
             .collect();
         let fan = fanout::Fan::new(
-            self.out.clone(),
+            self.client.out.clone(),
             req.msgid,
             sh.size_limit,
             self.router.cfg.fanout_policy,
@@ -250,7 +251,7 @@ impl Session {
             self.router.backend.metrics.clone(),
             parts,
         );
-        self.out.track_fan(req.msgid, &fan);
+        self.client.out.track_fan(req.msgid, &fan);
         if sh.time_limit > 0 && !paged {
             let weak = Arc::downgrade(&fan);
             let secs = sh.time_limit;
@@ -267,8 +268,9 @@ impl Session {
     /// The DSA that holds this client's state in partition `p` (its paged
     /// searches, VLV contexts, transaction), while it is still a target
     /// there.
-    pub(super) fn state_sticky(&self, routing: &Routing, p: &Partition) -> Option<usize> {
-        self.state_dsa
+    pub(super) fn state_sticky(&self, routing: &Routing, p: &Partition) -> Option<DsaId> {
+        self.places
+            .state_dsa
             .get(&p.key)
             .and_then(|n| routing.snap.dsa_index(n))
             .filter(|&i| p.order.contains(&i) && routing.states.0[i].status().eligible())
