@@ -11,6 +11,7 @@
 //! their place (3890 and 3891: the two slapd; 3389: the router; 8389: its
 //! admin API), and nothing else changes. A renamed flag, a command that
 //! fails or a block that goes missing fails the test.
+#![allow(clippy::panic)]
 
 use crate::support::slapd::{pick_port, Slapd, SlapdConfig};
 use std::fs;
