@@ -1,11 +1,16 @@
 //! The flags of OpenTelemetry traces ([`TraceArgs`]), turned into
 //! `crate::observe::otel`'s settings.
 
-use super::limits::parse_duration;
+use super::values::Dur;
 use crate::base::error::{Error, Result};
+use crate::base::units::Span;
 use std::time::Duration;
 
+/// `--otlp-interval`.
+const INTERVAL: Span = Span::secs(Duration::from_millis(10), Duration::from_secs(3600));
+
 #[derive(clap::Args, Debug, Clone)]
+#[command(next_help_heading = super::groups::TRACES)]
 pub struct TraceArgs {
     /// Export OpenTelemetry traces over OTLP/HTTP (protobuf) to this
     /// collector: a base URL (`http://collector:4318`, to which
@@ -30,8 +35,8 @@ pub struct TraceArgs {
     /// caller's flag is never followed).
     #[arg(long, default_value_t = 100, value_name = "PER_SECOND")]
     pub otlp_caller_rate: u32,
-    /// How often batches of spans are sent.
-    #[arg(long, default_value = "1s", value_parser = parse_duration, value_name = "DURATION")]
+    /// How often batches of spans are sent (a bare number is seconds).
+    #[arg(long, default_value = "1s", value_parser = Dur(INTERVAL), value_name = "DURATION")]
     pub otlp_interval: Duration,
 }
 
@@ -50,7 +55,7 @@ impl TraceArgs {
         crate::observe::otel::init(&crate::observe::otel::Settings {
             endpoint: endpoint.clone(),
             ratio: self.otlp_sample,
-            every: self.otlp_interval.max(Duration::from_millis(10)),
+            every: self.otlp_interval,
             caller_rate: self.otlp_caller_rate,
         })?;
         tracing::info!(
