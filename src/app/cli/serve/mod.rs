@@ -1,5 +1,7 @@
 //! `serve` and `demo`: the flags ([`LimitArgs`], [`TlsArgs`],
-//! [`ServeArgs`]; `flags`: the clap forms of other layers' settings), the
+//! [`ServeArgs`]; `flags`: the clap forms of other layers' settings;
+//! `values`: durations, sizes and counts; [`groups`]: the help headings),
+//! the settings file ([`settings`]), the
 //! startup sequence (`startup`: knowledge, context, workers, listeners),
 //! and what reaches a running router from outside (`signals`: signals and
 //! `--watch`).
@@ -7,6 +9,7 @@
 mod flags;
 pub mod groups;
 mod limits;
+pub mod settings;
 mod signals;
 mod startup;
 mod tls;
@@ -93,6 +96,10 @@ pub struct ServeArgs {
     /// this one takes over from (`ctl upgrade`).
     #[arg(long, hide = true)]
     pub handover_fd: Option<i32>,
+    /// Where the settings came from: the settings file and the command
+    /// line ([`settings::expand`] fills it).
+    #[arg(skip)]
+    pub origins: settings::Origins,
 }
 
 /// The log lines to stderr, filtered by `$DSA_ROUTER_LOG`.
