@@ -1,8 +1,8 @@
 //! The flags of OpenTelemetry traces ([`TraceArgs`]), turned into
 //! `crate::observe::otel`'s settings.
 
-use super::values::Dur;
-use crate::base::error::{Error, Result};
+use super::values::{Dur, Ratio};
+use crate::base::error::Result;
 use crate::base::units::Span;
 use std::time::Duration;
 
@@ -26,7 +26,7 @@ pub struct TraceArgs {
     /// context control (OID 2.25.65172751917474745695309622528529703499,
     /// a W3C `traceparent` as its value) follows its caller's sampling
     /// decision and continues its trace.
-    #[arg(long, default_value_t = 1.0, value_name = "RATIO")]
+    #[arg(long, default_value_t = 1.0, value_parser = Ratio, value_name = "RATIO")]
     pub otlp_sample: f64,
     /// At most this many operations a second are traced because their
     /// request's trace context asked (the caller sampled it); past it,
@@ -46,12 +46,6 @@ impl TraceArgs {
         let Some(endpoint) = &self.otlp_endpoint else {
             return Ok(());
         };
-        if !(0.0..=1.0).contains(&self.otlp_sample) {
-            return Err(Error::config(format!(
-                "--otlp-sample {}: a ratio from 0.0 to 1.0",
-                self.otlp_sample
-            )));
-        }
         crate::observe::otel::init(&crate::observe::otel::Settings {
             endpoint: endpoint.clone(),
             ratio: self.otlp_sample,

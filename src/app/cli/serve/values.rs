@@ -82,3 +82,32 @@ impl clap::builder::TypedValueParser for Num {
             .map_err(|e| refused(cmd, arg, e))
     }
 }
+
+/// A ratio flag, from 0.0 to 1.0.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Ratio;
+
+impl clap::builder::TypedValueParser for Ratio {
+    type Value = f64;
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        v: &OsStr,
+    ) -> Result<f64, clap::Error> {
+        let s = text(cmd, arg, v)?.trim();
+        match s.parse::<f64>() {
+            Ok(x) if (0.0..=1.0).contains(&x) => Ok(x),
+            Ok(_) => Err(refused(
+                cmd,
+                arg,
+                format!("{s} is out of range: from 0.0 to 1.0"),
+            )),
+            Err(_) => Err(refused(
+                cmd,
+                arg,
+                format!("{s:?} is not a ratio (0.0 to 1.0)"),
+            )),
+        }
+    }
+}

@@ -400,6 +400,24 @@ mod tests {
         assert_eq!(n, 23, "{n} settings in the examples:\n{examples}");
     }
 
+    /// docs/settings.md's example of every table loads.
+    #[test]
+    fn the_documented_example_loads() {
+        let doc = include_str!("../../../../../docs/settings.md");
+        let example = doc
+            .split("## One example per table")
+            .nth(1)
+            .and_then(|s| s.split("```toml\n").nth(1))
+            .and_then(|s| s.split("```").next())
+            .unwrap();
+        let entries = parse(example, &cmd()).unwrap();
+        let mut tables: Vec<&str> = entries.iter().map(|e| e.table).collect();
+        tables.dedup();
+        tables.sort_unstable();
+        tables.dedup();
+        assert_eq!(tables.len(), groups::GROUPS.len(), "{tables:?}");
+    }
+
     #[test]
     fn suggestions() {
         let keys = ["idle-timeout", "pdu-timeout", "listen"];
