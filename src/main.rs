@@ -35,8 +35,11 @@ enum Cmd {
     /// Run the router.
     #[command(args_override_self = true)]
     Serve(Box<dsa_router::app::cli::serve::ServeArgs>),
-    /// The settings file: `config --defaults` prints one with every
-    /// setting at its default, for `serve --config FILE`.
+    /// Print a settings file with every setting at its default (--defaults).
+    ///
+    /// `dsa-router config --defaults > router.toml` gives a file that
+    /// `serve --config router.toml` loads as it is: each setting with its
+    /// help, settings without a default commented out.
     Config {
         /// Print every setting at its default, with its help, as a
         /// settings file (TOML).
