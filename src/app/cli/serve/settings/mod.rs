@@ -191,3 +191,67 @@ pub fn check(path: &Path, knowledge: Option<&Path>) -> Option<ServeArgs> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::panic)]
+    use super::*;
+
+    fn os(v: &[&str]) -> Vec<OsString> {
+        v.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn the_command_line_says_which_flags_it_gives() {
+        let cases: &[(&[&str], &[&str], Option<&str>)] = &[
+            (
+                &["--knowledge", "k", "--watch"],
+                &["knowledge", "watch"],
+                None,
+            ),
+            (
+                &["--idle-timeout=5m", "--shutdown-grace", "3"],
+                &["idle-timeout", "drain-timeout"],
+                None,
+            ),
+            (
+                &["--config", "a.toml", "--config=b.toml"],
+                &["config"],
+                Some("b.toml"),
+            ),
+            (&["--unknown", "x", "--", "--watch"], &[], None),
+        ];
+        for (args, flags, file) in cases {
+            let args = os(args);
+            assert_eq!(flags_given(&command(), &args), *flags, "{args:?}");
+            assert_eq!(
+                config_flag(&args).as_deref(),
+                file.map(Path::new),
+                "{args:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn only_serve_reads_a_settings_file() {
+        let argv = os(&["dsa-router", "check", "--config", "/nonexistent.toml", "k"]);
+        let (out, o) = expand(argv.clone()).unwrap();
+        assert_eq!(out, argv);
+        assert!(o.file.is_none());
+        let e = expand(os(&[
+            "dsa-router",
+            "serve",
+            "--config",
+            "/nonexistent.toml",
+        ]))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("error: settings file /nonexistent.toml: cannot read it"),
+            "{e}"
+        );
+        let (out, o) = expand(os(&["dsa-router", "serve", "--knowledge", "k"])).unwrap();
+        assert_eq!(out, os(&["dsa-router", "serve", "--knowledge", "k"]));
+        assert_eq!(o.pinned().by("knowledge"), Some("the command line"));
+    }
+}
