@@ -76,7 +76,7 @@ ok "built $deb ($(du -k "$deb" | cut -f1) KiB)"
 
 # ---- on the host: contents, conffiles, the unit
 dpkg-deb -c "$deb" | awk '{ print $NF }' | sed 's|^\./|/|' >"$work/files"
-for f in /usr/bin/dsa-router /etc/dsa-router/router.dxg /etc/dsa-router/R1.dxc /etc/dsa-router/DSA1.dxc \
+for f in /usr/bin/dsa-router /etc/dsa-router/router.dxg /etc/dsa-router/R1.dxc /etc/dsa-router/DSA1.dxc /etc/dsa-router/router.toml \
     /etc/default/dsa-router /usr/share/man/man1/dsa-router.1.gz \
     /usr/share/bash-completion/completions/dsa-router /usr/share/zsh/vendor-completions/_dsa-router \
     /usr/share/fish/vendor_completions.d/dsa-router.fish; do
@@ -84,7 +84,7 @@ for f in /usr/bin/dsa-router /etc/dsa-router/router.dxg /etc/dsa-router/R1.dxc /
 done
 unit=$(grep -E '^/(usr/)?lib/systemd/system/dsa-router\.service$' "$work/files") || fail "no dsa-router.service in the package"
 dpkg-deb -e "$deb" "$work/control"
-for f in /etc/dsa-router/router.dxg /etc/default/dsa-router; do
+for f in /etc/dsa-router/router.dxg /etc/dsa-router/router.toml /etc/default/dsa-router; do
     grep -qx "$f" "$work/control/conffiles" || fail "$f is not a conffile"
 done
 ok "the package holds the binary, $unit, /etc/dsa-router/, /etc/default/dsa-router (conffiles), the man page and completions"
@@ -155,6 +155,7 @@ ok "slapd DSA1 holds dc=example,dc=com on 127.0.0.1:1389"
 
 # ---- the router, as the unit starts it
 ctr sh -c "dsa-router check /etc/dsa-router/router.dxg --name R1" >/dev/null || fail "the packaged knowledge does not load"
+ctr sh -c "dsa-router check --config /etc/dsa-router/router.toml" >/dev/null || fail "the packaged settings file does not load"
 unit_line() { ctr sed -n "s/^$1=//p" "$unit"; }
 # systemd: ${VAR} is one word, $VAR splits on white space; the shell, the
 # same when ${VAR} is quoted.

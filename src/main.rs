@@ -18,16 +18,34 @@ struct Cli {
 enum Cmd {
     /// Load knowledge, print the partitions and their DSAs, report errors.
     Check {
-        /// The root knowledge file (e.g. knowledge/router.dxg).
-        root: PathBuf,
+        /// The root knowledge file (e.g. knowledge/router.dxg); with
+        /// --config, the file's `knowledge` unless given.
+        #[arg(required_unless_present = "config")]
+        root: Option<PathBuf>,
         /// The router's own DSA block, never a target.
         #[arg(long)]
         name: Option<String>,
+        /// Also check this settings file (`serve --config FILE`): unknown
+        /// settings and bad values are errors.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
     },
     /// Show where an operation on a DN would be routed, and why.
     Explain(Box<dsa_router::app::cli::ExplainArgs>),
     /// Run the router.
+    #[command(args_override_self = true)]
     Serve(Box<dsa_router::app::cli::serve::ServeArgs>),
+    /// Print a settings file with every setting at its default (--defaults).
+    ///
+    /// `dsa-router config --defaults > router.toml` gives a file that
+    /// `serve --config router.toml` loads as it is: each setting with its
+    /// help, settings without a default commented out.
+    Config {
+        /// Print every setting at its default, with its help, as a
+        /// settings file (TOML).
+        #[arg(long)]
+        defaults: bool,
+    },
     /// Control a running router through its admin API.
     Ctl(dsa_router::app::admin::ctl::CtlArgs),
     /// Horizontal partitions: split LDIF per slot, check placement.
@@ -71,13 +89,34 @@ enum Cmd {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    use dsa_router::app::cli::serve::settings;
+    // `serve --config FILE`: the file's settings are read as flags before
+    // the command line's, which override them.
+    let (argv, origins) = match settings::expand(std::env::args_os().collect()) {
+        Ok(x) => x,
+        Err(e) => {
+            eprint!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    let cli = Cli::parse_from(argv);
     match cli.cmd {
-        Cmd::Check { root, name } => dsa_router::app::cli::check(&root, name.as_deref()),
+        Cmd::Check { root, name, config } => check(root, name, config),
+        Cmd::Config { defaults } => {
+            if !defaults {
+                eprintln!("error: say what to print: dsa-router config --defaults");
+                return ExitCode::from(2);
+            }
+            print!("{}", settings::defaults());
+            ExitCode::SUCCESS
+        }
         Cmd::Explain(args) => dsa_router::app::cli::explain(&args),
         Cmd::Ctl(args) => dsa_router::app::admin::ctl::run(&args),
         Cmd::Hash(cmd) => dsa_router::app::cli::hash::run(&cmd),
-        Cmd::Serve(args) => dsa_router::app::cli::serve::serve(&args),
+        Cmd::Serve(mut args) => {
+            args.origins = origins;
+            dsa_router::app::cli::serve::serve(&args)
+        }
         #[cfg(feature = "dev-tools")]
         Cmd::Testdsa {
             listen,
@@ -99,4 +138,20 @@ fn main() -> ExitCode {
         #[cfg(feature = "dev-tools")]
         Cmd::Demo { listen, limits } => dsa_router::app::cli::serve::demo(&limits, listen),
     }
+}
+
+/// `check`: the settings file first (with --config), then the knowledge
+/// (ROOT, else the file's).
+fn check(root: Option<PathBuf>, name: Option<String>, config: Option<PathBuf>) -> ExitCode {
+    let (root, name) = match config {
+        Some(c) => match dsa_router::app::cli::serve::settings::check(&c, root.as_deref()) {
+            Some(args) => (args.knowledge, name.or(args.name)),
+            None => return ExitCode::from(1),
+        },
+        None => match root {
+            Some(r) => (r, name),
+            None => return ExitCode::from(2),
+        },
+    };
+    dsa_router::app::cli::check(&root, name.as_deref())
 }

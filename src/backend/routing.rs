@@ -168,8 +168,7 @@ fn build(
     for (d, st) in snap.dsas.iter().zip(states.0.iter()) {
         let limit = d
             .concurrency_limit
-            .or(snap.settings.concurrency_limit)
-            .unwrap_or(settings.dsa_concurrency_limit);
+            .unwrap_or_else(|| settings.live.load().concurrency_limit(&snap.settings));
         st.set_limit((limit > 0).then_some(limit));
         let proxy = settings.send_proxy_to.iter().any(|n| d.name.is(n));
         st.send_proxy

@@ -1,6 +1,9 @@
 //! The backend's settings: connection limits and timeouts, health probes,
 //! hedged reads and outlier ejection. Plain data the configuration fills.
 
+use crate::directory::knowledge::RouterSettings;
+use arc_swap::ArcSwap;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// What the backend is built with.
@@ -9,10 +12,8 @@ pub struct Settings {
     /// The router's own DSA name in the knowledge, never a target.
     pub name: Option<String>,
     pub limits: Limits,
-    pub tail: TailConfig,
-    /// Operations in flight from this router to one DSA (0: no limit);
-    /// knowledge may override it per DSA or router-wide.
-    pub dsa_concurrency_limit: u32,
+    /// The settings a reload of the settings file changes.
+    pub live: Arc<ArcSwap<Live>>,
     /// DSAs (names) whose connections start with a PROXY protocol v2
     /// header.
     pub send_proxy_to: Vec<String>,
@@ -98,5 +99,118 @@ impl Default for TailConfig {
             max_ejection: 50,
             ejection_time: Duration::from_secs(10),
         }
+    }
+}
+
+/// The settings a reload may change: those knowledge's `set dsa-router-*`
+/// lines may also set, with which of them the settings file or the
+/// command line fixed (they then override knowledge).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Live {
+    pub tail: TailConfig,
+    /// Operations in flight from this router to one DSA (0: no limit);
+    /// knowledge may override it per DSA, or router-wide unless pinned.
+    pub dsa_concurrency_limit: u32,
+    /// CPU and memory thresholds, percent (0: off).
+    pub cpu_threshold: u32,
+    pub memory_threshold: u32,
+    pub pinned: Pinned,
+}
+
+/// The settings given in the settings file or on the command line: each
+/// flag's long name, and where it was given (for the notices).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Pinned(pub Vec<(String, String)>);
+
+impl Pinned {
+    /// Where `flag` was given, when it was.
+    pub fn by(&self, flag: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(f, _)| f == flag)
+            .map(|(_, by)| by.as_str())
+    }
+}
+
+/// Knowledge's router-wide settings, each with the `serve` setting that
+/// overrides it and its value.
+pub fn knowledge_values(k: &RouterSettings) -> [(&'static str, &'static str, Option<u32>); 7] {
+    [
+        ("dsa-router-cpu-threshold", "cpu-threshold", k.cpu_threshold),
+        (
+            "dsa-router-memory-threshold",
+            "memory-threshold",
+            k.memory_threshold,
+        ),
+        (
+            "dsa-router-concurrency-limit",
+            "dsa-concurrency-limit",
+            k.concurrency_limit,
+        ),
+        ("dsa-router-hedge-budget", "hedge-budget", k.hedge_budget),
+        ("dsa-router-hedge-floor-ms", "hedge-floor", k.hedge_floor_ms),
+        ("dsa-router-max-ejection", "max-ejection", k.max_ejection),
+        (
+            "dsa-router-ejection-time",
+            "ejection-time",
+            k.ejection_time_s,
+        ),
+    ]
+}
+
+/// What knowledge's `set dsa-router-*` lines do under `pinned`: one
+/// notice for each, in force or overridden.
+pub fn knowledge_notices(k: &RouterSettings, pinned: &Pinned) -> Vec<String> {
+    knowledge_values(k)
+        .into_iter()
+        .filter_map(|(key, flag, v)| {
+            let v = v?;
+            Some(match pinned.by(flag) {
+                Some(by) => format!(
+                    "knowledge: set {key} = {v} is overridden by {flag} from {by}"
+                ),
+                None => format!(
+                    "knowledge: set {key} = {v} is in force (the settings file's {flag}, or --{flag}, would override it)"
+                ),
+            })
+        })
+        .collect()
+}
+
+impl Live {
+    /// The tail-latency settings in force: knowledge's `set
+    /// dsa-router-...` where the settings file and command line left them.
+    pub fn tail(&self, k: &RouterSettings) -> TailConfig {
+        let own = |flag: &str| self.pinned.by(flag).is_some();
+        let cli = self.tail;
+        let pick = |flag: &str, v: Option<u32>| v.filter(|_| !own(flag));
+        TailConfig {
+            hedge_budget: pick("hedge-budget", k.hedge_budget).unwrap_or(cli.hedge_budget),
+            hedge_floor: pick("hedge-floor", k.hedge_floor_ms)
+                .map_or(cli.hedge_floor, |ms| Duration::from_millis(ms.into())),
+            max_ejection: pick("max-ejection", k.max_ejection).unwrap_or(cli.max_ejection),
+            ejection_time: pick("ejection-time", k.ejection_time_s)
+                .map_or(cli.ejection_time, |s| Duration::from_secs(s.max(1).into())),
+        }
+    }
+
+    /// The router-wide per-DSA concurrency limit in force.
+    pub fn concurrency_limit(&self, k: &RouterSettings) -> u32 {
+        k.concurrency_limit
+            .filter(|_| self.pinned.by("dsa-concurrency-limit").is_none())
+            .unwrap_or(self.dsa_concurrency_limit)
+    }
+
+    /// The CPU and memory thresholds in force, percent.
+    pub fn thresholds(&self, k: &RouterSettings) -> (u32, u32) {
+        let own = |flag: &str| self.pinned.by(flag).is_some();
+        (
+            k.cpu_threshold
+                .filter(|_| !own("cpu-threshold"))
+                .unwrap_or(self.cpu_threshold),
+            k.memory_threshold
+                .filter(|_| !own("memory-threshold"))
+                .unwrap_or(self.memory_threshold),
+        )
     }
 }

@@ -9,6 +9,8 @@
 //!   ([`logsafe::esc`]).
 //! * `outbox`: an ordered outbound byte stream with many producers (a
 //!   client's responses, the corked requests to a DSA).
+//! * [`units`]: durations (`500ms`, `15m`) and sizes (`4MiB`) as settings
+//!   take them, each setting with its range.
 //! * [`workers`]: the worker threads (a single-threaded runtime each), how
 //!   many are in use, and sessions moving between them.
 
@@ -16,4 +18,5 @@ pub mod error;
 pub(crate) mod fasthash;
 pub mod logsafe;
 pub(crate) mod outbox;
+pub mod units;
 pub mod workers;

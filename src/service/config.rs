@@ -3,7 +3,7 @@
 //! policy, throttling thresholds, TLS files). Nothing here does I/O.
 
 pub use crate::admission::limits::Thresholds;
-pub use crate::backend::settings::{HealthConfig, Limits, TailConfig};
+pub use crate::backend::settings::{HealthConfig, Limits, Live, Pinned, TailConfig};
 use std::time::Duration;
 
 /// Default per-DSA concurrency limit: generous for one router in front of a
@@ -86,6 +86,9 @@ pub struct Config {
     /// Operations in flight from this router to one DSA (0: no limit);
     /// knowledge may override it per DSA or router-wide.
     pub dsa_concurrency_limit: u32,
+    /// The settings given in the settings file or on the command line
+    /// (they override knowledge's `set dsa-router-*`).
+    pub pinned: Pinned,
     /// Router CPU and memory thresholds (percent, 0 = off).
     pub thresholds: Thresholds,
     /// Window over which utilization is averaged.
@@ -165,6 +168,7 @@ impl Default for Config {
             access_log_format: crate::observe::access::Format::Text,
             health: Some(HealthConfig::default()),
             dsa_concurrency_limit: DEFAULT_DSA_CONCURRENCY_LIMIT,
+            pinned: Pinned::default(),
             thresholds: Thresholds::default(),
             utilization_window: Duration::from_secs(300),
             max_clients_per_ip: 0,
@@ -185,10 +189,20 @@ impl Config {
         crate::backend::settings::Settings {
             name,
             limits: self.limits(),
-            tail: self.tail,
-            dsa_concurrency_limit: self.dsa_concurrency_limit,
+            live: std::sync::Arc::new(arc_swap::ArcSwap::from_pointee(self.live())),
             send_proxy_to: self.send_proxy_to.clone(),
             workers: self.workers,
+        }
+    }
+
+    /// The settings a reload may change.
+    pub fn live(&self) -> Live {
+        Live {
+            tail: self.tail,
+            dsa_concurrency_limit: self.dsa_concurrency_limit,
+            cpu_threshold: self.thresholds.cpu.into(),
+            memory_threshold: self.thresholds.memory.into(),
+            pinned: self.pinned.clone(),
         }
     }
 

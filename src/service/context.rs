@@ -35,6 +35,8 @@ pub struct Context {
     pub lifecycle: crate::lifecycle::Lifecycle,
     /// The client sessions `/status` lists.
     pub clients: Arc<crate::observe::clients::Clients>,
+    /// The settings file `serve --config` read, re-read on reload.
+    pub settings_file: std::sync::OnceLock<Box<dyn crate::service::settings_file::SettingsFile>>,
 }
 
 /// What the last reload did.
@@ -69,8 +71,10 @@ impl Context {
             policies: policies.clone(),
         };
         let backend = Backend::new(cfg.backend(name.clone()), snap, dsa_ca, shared)?;
+        let live = backend.settings.live.load_full();
+        knowledge_notices(&live, &backend.routing().snap);
         let throttle = Arc::new(crate::admission::limits::Throttle::new(
-            thresholds(&cfg, &backend.routing().snap)?,
+            thresholds(&live, &backend.routing().snap)?,
             cfg.utilization_window,
         ));
         let response_memory = Arc::new(crate::base::outbox::Budget::new(cfg.max_response_memory));
@@ -92,6 +96,7 @@ impl Context {
             workers: std::sync::OnceLock::new(),
             lifecycle: crate::lifecycle::Lifecycle::default(),
             clients: Arc::default(),
+            settings_file: std::sync::OnceLock::new(),
         })
     }
 
@@ -123,7 +128,9 @@ impl Context {
     /// Swap in a prepared routing (and the DSA CA it was built with, when
     /// re-read); the throttle follows the new knowledge's thresholds.
     fn swap(&self, new: Routing, ca: Option<Arc<crate::proto::tls::DsaCa>>) -> Result<String> {
-        let thresholds = thresholds(&self.cfg, &new.snap)?;
+        let live = self.backend.settings.live.load_full();
+        let thresholds = thresholds(&live, &new.snap)?;
+        knowledge_notices(&live, &new.snap);
         let s = self.backend.swap(new, ca);
         self.admission.throttle.set_thresholds(thresholds);
         Ok(format!(
@@ -190,8 +197,7 @@ impl Context {
         // The policy file too: all or nothing with the knowledge.
         let policy = self.admission.policies.read()?;
         let ca = new_ca.clone().or(old_ca);
-        let new = self.backend.prepare(snap, ca.as_deref())?;
-        let mut summary = self.swap(new, new_ca.clone())?;
+        let (mut summary, reread) = self.swap_with_settings(snap, ca.as_deref(), new_ca.clone())?;
         if let Some(p) = self.admission.policies.store(policy) {
             summary += "; ";
             summary += &p;
@@ -203,21 +209,62 @@ impl Context {
             t.set(cfg);
             summary += "; TLS certificate and key re-read";
         }
+        if let Some(r) = reread {
+            summary += "; settings file re-read";
+            if !r.restart.is_empty() {
+                summary += &format!(
+                    "; changed in the settings file but in force only after a restart: {}",
+                    r.restart.join(", ")
+                );
+            }
+        }
         Ok(summary)
+    }
+
+    /// Re-read the settings file (when serve has one), and swap in the
+    /// routing of `snap` built with its settings; all or nothing.
+    fn swap_with_settings(
+        &self,
+        snap: Snapshot,
+        ca: Option<&crate::proto::tls::DsaCa>,
+        new_ca: Option<Arc<crate::proto::tls::DsaCa>>,
+    ) -> Result<(String, Option<crate::service::settings_file::Reread>)> {
+        let reread = self.settings_file.get().map(|f| f.reread()).transpose()?;
+        let live = &self.backend.settings.live;
+        let old = live.load_full();
+        if let Some(r) = &reread {
+            live.store(Arc::new(r.live.clone()));
+        }
+        let swapped = self
+            .backend
+            .prepare(snap, ca)
+            .and_then(|new| self.swap(new, new_ca));
+        match swapped {
+            Ok(summary) => Ok((summary, reread)),
+            Err(e) => {
+                live.store(old);
+                Err(e)
+            }
+        }
     }
 }
 
 /// The thresholds in force: knowledge's `set dsa-router-...-threshold`
-/// over the command line.
-fn thresholds(cfg: &Config, snap: &Snapshot) -> Result<crate::admission::limits::Thresholds> {
-    crate::admission::limits::Thresholds::validate(
-        snap.settings
-            .cpu_threshold
-            .unwrap_or(cfg.thresholds.cpu as u32),
-        snap.settings
-            .memory_threshold
-            .unwrap_or(cfg.thresholds.memory as u32),
-    )
+/// over the defaults, the settings file and command line over both.
+fn thresholds(
+    live: &crate::backend::settings::Live,
+    snap: &Snapshot,
+) -> Result<crate::admission::limits::Thresholds> {
+    let (cpu, memory) = live.thresholds(&snap.settings);
+    crate::admission::limits::Thresholds::validate(cpu, memory)
+}
+
+/// Log what knowledge's `set dsa-router-*` lines do: in force, or
+/// overridden by the settings file or the command line.
+fn knowledge_notices(live: &crate::backend::settings::Live, snap: &Snapshot) {
+    for n in crate::backend::settings::knowledge_notices(&snap.settings, &live.pinned) {
+        tracing::info!("{n}");
+    }
 }
 
 fn join(names: &[crate::directory::knowledge::DsaName]) -> String {

@@ -29,6 +29,31 @@ impl Router {
 
     /// [`Router::start`] with more `serve` options.
     pub fn start_with(knowledge: &Path, dir: &Path, extra: &[&str]) -> Router {
+        let knowledge = knowledge.to_str().unwrap();
+        Router::start_args(dir, |listen, control| {
+            let mut args = vec!["serve", "--knowledge", knowledge, "--listen", listen];
+            // Parallel tests each run a router: no shared admin port.
+            if serve_has_admin_option() && !extra.contains(&"--admin") {
+                args.extend(["--admin", "none"]);
+            }
+            // Each router its own control socket, in the test's directory.
+            if serve_has_control_socket_option() && !extra.contains(&"--control-socket") {
+                args.extend(["--control-socket", control]);
+            }
+            // DSAs that come back serve after `--rise` good probes, unless
+            // the test is about the failback hold-down.
+            if !extra.contains(&"--failback-hold") {
+                args.extend(["--failback-hold", "0"]);
+            }
+            args.extend_from_slice(extra);
+            args.into_iter().map(String::from).collect()
+        })
+    }
+
+    /// A router started with the arguments `args` makes of its listen
+    /// address and control socket (`serve ...`), listening on that
+    /// address.
+    pub fn start_args(dir: &Path, args: impl Fn(&str, &str) -> Vec<String>) -> Router {
         let log = dir.join("router.log");
         let mut last = String::new();
         // A port picked by binding :0 may be taken before the router binds
@@ -41,27 +66,7 @@ impl Router {
             let control_arg = control.to_str().unwrap().to_string();
             let err = fs::File::create(&log).unwrap();
             let listen = format!("127.0.0.1:{port}");
-            let mut args = vec![
-                "serve",
-                "--knowledge",
-                knowledge.to_str().unwrap(),
-                "--listen",
-                &listen,
-            ];
-            // Parallel tests each run a router: no shared admin port.
-            if serve_has_admin_option() && !extra.contains(&"--admin") {
-                args.extend(["--admin", "none"]);
-            }
-            // Each router its own control socket, in the test's directory.
-            if serve_has_control_socket_option() && !extra.contains(&"--control-socket") {
-                args.extend(["--control-socket", &control_arg]);
-            }
-            // DSAs that come back serve after `--rise` good probes, unless
-            // the test is about the failback hold-down.
-            if !extra.contains(&"--failback-hold") {
-                args.extend(["--failback-hold", "0"]);
-            }
-            args.extend_from_slice(extra);
+            let args = args(&listen, &control_arg);
             let child = Command::new(env!("CARGO_BIN_EXE_dsa-router"))
                 .args(&args)
                 .env("DSA_ROUTER_LOG", "info")

@@ -98,9 +98,18 @@ syntax); its \fBsource\fR lines name the other files of the tree. The
 package installs an example: router R1 in front of one DSA at
 127.0.0.1:1389 holding dc=example,dc=com.
 .TP
+\fI/etc/dsa-router/router.toml\fR
+The service's settings file (\fBserve \-\-config\fR): every \fBserve\fR
+setting in TOML, in tables named like the option groups ([router],
+[listen], [tls], [dsas], [limits], [replication], [policy], [admin],
+[logs], [traces]), keys named like the options. Options on the command
+line override it; it overrides knowledge's \fBset dsa\-router\-*\fR lines.
+\fBdsa\-router config \-\-defaults\fR prints every setting at its default;
+\fBdsa\-router check \-\-config FILE\fR checks one.
+.TP
 \fI/etc/default/dsa-router\fR
-The service's settings: the knowledge file, the admin API address and
-further \fBserve\fR options (DSA_ROUTER_OPTS), read by
+The service's environment: further \fBserve\fR options
+(DSA_ROUTER_OPTS), the log filter and the admin token, read by
 \fBdsa-router.service\fR through EnvironmentFile=.
 .TP
 \fI/usr/lib/systemd/system/dsa-router.service\fR
@@ -128,8 +137,9 @@ TCP API is read-only; \fBctl\fR uses the control socket.
 .SH SIGNALS
 .TP
 \fBSIGHUP\fR
-Reload the knowledge (and TLS files); invalid knowledge is refused and
-the old stays in force.
+Reload the knowledge, the TLS files and the settings file; invalid
+knowledge or settings are refused and the old stay in force. Settings
+changed in the file that need a restart are named in the log.
 .TP
 \fBSIGUSR1\fR
 Reopen the access log's file (logrotate).

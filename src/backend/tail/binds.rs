@@ -23,7 +23,7 @@ pub(crate) fn bind_timed_out(
     dsa: DsaId,
     why: &str,
 ) -> bool {
-    let cfg = super::settings(&routing.snap.settings, router.settings.tail);
+    let cfg = super::settings(&routing.snap.settings, &router.settings.live.load());
     if cfg.max_ejection == 0 {
         return false;
     }

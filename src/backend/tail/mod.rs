@@ -84,22 +84,13 @@ struct Dsa {
     ended: Option<Instant>,
 }
 
-/// The tail-latency settings: knowledge `set dsa-router-...` over the
-/// command line's.
+/// The tail-latency settings in force: knowledge `set dsa-router-...`
+/// over the defaults, the settings file and command line over both.
 pub(crate) fn settings(
     k: &crate::directory::knowledge::RouterSettings,
-    cli: TailConfig,
+    live: &crate::backend::settings::Live,
 ) -> TailConfig {
-    TailConfig {
-        hedge_budget: k.hedge_budget.unwrap_or(cli.hedge_budget),
-        hedge_floor: k
-            .hedge_floor_ms
-            .map_or(cli.hedge_floor, |ms| Duration::from_millis(ms.into())),
-        max_ejection: k.max_ejection.unwrap_or(cli.max_ejection),
-        ejection_time: k
-            .ejection_time_s
-            .map_or(cli.ejection_time, |s| Duration::from_secs(s.max(1).into())),
-    }
+    live.tail(k)
 }
 
 /// The load-share groups of a routing table, each once (DSA indexes).
@@ -154,7 +145,7 @@ impl Task {
     /// eject outliers, and at a window's end fold the latencies.
     fn tick(&mut self, router: &Backend) {
         let routing = router.routing();
-        let cfg = settings(&routing.snap.settings, router.settings.tail);
+        let cfg = settings(&routing.snap.settings, &router.settings.live.load());
         let groups = self.groups(&routing);
         let now = Instant::now();
         let fold = now.duration_since(self.window) >= WINDOW;
@@ -241,7 +232,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn knowledge_settings_override_the_flags_and_are_checked() {
+    fn knowledge_settings_apply_unless_the_file_or_a_flag_gives_them() {
         use crate::directory::knowledge::{load_from, Memory};
         use std::path::PathBuf;
         let dsa = "set dsa \"D1\" = { prefix = <c AU> address = tcp \"127.0.0.1\" port 1 };\n";
@@ -253,13 +244,20 @@ mod tests {
             )
         };
         let cli = TailConfig::default();
+        let mut live = crate::backend::settings::Live {
+            tail: cli,
+            dsa_concurrency_limit: 500,
+            cpu_threshold: 0,
+            memory_threshold: 0,
+            pinned: Default::default(),
+        };
         let snap = load("").expect("loads");
-        assert_eq!(settings(&snap.settings, cli), cli);
+        assert_eq!(settings(&snap.settings, &live), cli);
         let snap = load(
             "set dsa-router-hedge-budget = 0;\nset dsa-router-hedge-floor-ms = 25;\nset dsa-router-max-ejection = 34;\nset dsa-router-ejection-time = 60;\n",
         )
         .expect("loads");
-        let t = settings(&snap.settings, cli);
+        let t = settings(&snap.settings, &live);
         assert_eq!(
             (
                 t.hedge_budget,
@@ -268,6 +266,34 @@ mod tests {
                 t.ejection_time
             ),
             (0, Duration::from_millis(25), 34, Duration::from_secs(60))
+        );
+        // Given in the settings file or on the command line, a setting
+        // overrides knowledge's; the others still come from knowledge.
+        live.pinned.0 = vec![
+            ("hedge-budget".into(), "the command line".into()),
+            ("ejection-time".into(), "router.toml".into()),
+        ];
+        let t = settings(&snap.settings, &live);
+        assert_eq!(
+            (
+                t.hedge_budget,
+                t.hedge_floor,
+                t.max_ejection,
+                t.ejection_time
+            ),
+            (
+                cli.hedge_budget,
+                Duration::from_millis(25),
+                34,
+                cli.ejection_time
+            )
+        );
+        let notices = crate::backend::settings::knowledge_notices(&snap.settings, &live.pinned);
+        assert_eq!(notices.len(), 4, "{notices:?}");
+        assert!(notices[0].contains("set dsa-router-hedge-budget = 0 is overridden by hedge-budget from the command line"), "{notices:?}");
+        assert!(
+            notices[1].contains("set dsa-router-hedge-floor-ms = 25 is in force"),
+            "{notices:?}"
         );
         for bad in [
             "set dsa-router-hedge-budget = 101;\n",

@@ -4,6 +4,7 @@
 mod access_log;
 mod admin_api;
 mod metrics;
+mod settings_file;
 mod status_page;
 mod traces;
 mod traces_binds;

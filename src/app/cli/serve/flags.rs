@@ -5,9 +5,17 @@
 //! policies. Each converts into the setting it stands for, so that only
 //! this layer knows clap.
 
-use crate::base::error::Result;
+use super::groups::{POLICY, REPLICATION};
+use super::values::Dur;
+use crate::base::units::Span;
 use std::path::PathBuf;
 use std::time::Duration;
+
+const DAY: Duration = Duration::from_secs(86_400);
+/// `--csn-interval`, `--max-replication-lag`, `--max-staleness`.
+const POSITIONS: Span = Span::secs(Duration::from_millis(1), DAY).or_zero();
+/// `--failed-bind-window`, `--failed-bind-backoff`.
+const FAILED_BIND: Span = Span::secs(Duration::from_millis(100), DAY);
 
 /// Whose writes read-your-writes affinity follows
 /// ([`crate::service::config::AffinityScope`]).
@@ -91,24 +99,25 @@ impl From<AccessLogFormat> for crate::observe::access::Format {
 /// `serve` options of replication positions
 /// ([`crate::directory::replication::Config`]).
 #[derive(Debug, Clone, clap::Args)]
+#[command(next_help_heading = REPLICATION)]
 pub struct ReplicationArgs {
     /// How often each DSA's replication position (`contextCSN` of each
     /// partition's suffix) is read: one base read per DSA and partition.
     /// `0` turns positions off (read-your-writes is then the time window
-    /// alone).
-    #[arg(long, default_value = "100ms")]
-    pub csn_interval: String,
+    /// alone). A bare number is seconds.
+    #[arg(long, default_value = "100ms", value_parser = Dur(POSITIONS))]
+    pub csn_interval: Duration,
     /// A DSA whose position is older than its load-share group's newest by
     /// more than this serves no reads (never the last eligible DSA).
-    /// Default: off.
-    #[arg(long)]
-    pub max_replication_lag: Option<String>,
+    /// Default: off. A bare number is seconds.
+    #[arg(long, value_parser = Dur(POSITIONS))]
+    pub max_replication_lag: Option<Duration>,
     /// Reads go only to DSAs that may lack no change older than this: one
     /// that has the newest position this router knows for the partition,
     /// or one behind it whose own CSN is at most this old (when none is,
-    /// the newest serves). Default: off.
-    #[arg(long)]
-    pub max_staleness: Option<String>,
+    /// the newest serves). Default: off. A bare number is seconds.
+    #[arg(long, value_parser = Dur(POSITIONS))]
+    pub max_staleness: Option<Duration>,
     /// Do not ask the DSA that takes a write for the written entry's
     /// `entryCSN` (the post-read control, RFC 4527): a write's position is
     /// then the write DSA's first `contextCSN` reading after it, which can
@@ -118,26 +127,21 @@ pub struct ReplicationArgs {
 }
 
 impl ReplicationArgs {
-    /// The settings, durations read with `parse`.
-    pub fn config(
-        &self,
-        parse: impl Fn(&str) -> Result<Duration>,
-    ) -> Result<crate::directory::replication::Config> {
-        let opt = |v: &Option<String>| -> Result<Option<Duration>> {
-            v.as_deref().map(&parse).transpose()
-        };
-        Ok(crate::directory::replication::Config {
-            interval: parse(&self.csn_interval)?,
-            max_lag: opt(&self.max_replication_lag)?,
-            max_staleness: opt(&self.max_staleness)?,
+    /// The settings.
+    pub fn config(&self) -> crate::directory::replication::Config {
+        crate::directory::replication::Config {
+            interval: self.csn_interval,
+            max_lag: self.max_replication_lag,
+            max_staleness: self.max_staleness,
             post_read: !self.no_post_read,
-        })
+        }
     }
 }
 
 /// The `serve` options of the failed-bind defence
 /// ([`crate::admission::guard::Config`]).
 #[derive(clap::Args, Debug, Clone)]
+#[command(next_help_heading = POLICY)]
 pub struct FailedBindArgs {
     /// Failed binds (invalidCredentials from the DSA) for one bind DN from
     /// one client address within --failed-bind-window after which the
@@ -162,35 +166,33 @@ pub struct FailedBindArgs {
     /// keep it well above --failed-bind-limit.
     #[arg(long, default_value_t = 0)]
     pub failed_bind_limit_per_address: u32,
-    /// The window failures count in, from a DN's (address's) first failure.
-    #[arg(long, default_value = "5m")]
-    pub failed_bind_window: String,
-    /// How long binds are refused once a limit is reached.
-    #[arg(long, default_value = "5m")]
-    pub failed_bind_backoff: String,
+    /// The window failures count in, from a DN's (address's) first failure
+    /// (a bare number is seconds).
+    #[arg(long, default_value = "5m", value_parser = Dur(FAILED_BIND))]
+    pub failed_bind_window: Duration,
+    /// How long binds are refused once a limit is reached (a bare number
+    /// is seconds).
+    #[arg(long, default_value = "5m", value_parser = Dur(FAILED_BIND))]
+    pub failed_bind_backoff: Duration,
 }
 
 impl FailedBindArgs {
-    /// The limits, durations read with `parse`.
-    pub fn config(
-        &self,
-        parse: impl Fn(&str) -> Result<Duration>,
-    ) -> Result<crate::admission::guard::Config> {
-        let window = parse(&self.failed_bind_window)?;
-        let backoff = parse(&self.failed_bind_backoff)?;
-        Ok(crate::admission::guard::Config::from_limits(
+    /// The limits.
+    pub fn config(&self) -> crate::admission::guard::Config {
+        crate::admission::guard::Config::from_limits(
             self.failed_bind_limit,
             self.failed_bind_limit_per_dn,
             self.failed_bind_limit_per_address,
-            window,
-            backoff,
-        ))
+            self.failed_bind_window,
+            self.failed_bind_backoff,
+        )
     }
 }
 
 /// The `serve` option of client policies
 /// ([`crate::admission::policy::Policies`]).
 #[derive(clap::Args, Debug, Clone, Default)]
+#[command(next_help_heading = POLICY)]
 pub struct PolicyArgs {
     /// Client policies: a TOML file of ordered rules (who may do what,
     /// where, and how often; see docs/policy.md), re-read on reload with

@@ -1,21 +1,26 @@
 //! `serve` and `demo`: the flags ([`LimitArgs`], [`TlsArgs`],
-//! [`ServeArgs`]; `flags`: the clap forms of other layers' settings), the
+//! [`ServeArgs`]; `flags`: the clap forms of other layers' settings;
+//! `values`: durations, sizes and counts; [`groups`]: the help headings),
+//! the settings file ([`settings`]), the
 //! startup sequence (`startup`: knowledge, context, workers, listeners),
 //! and what reaches a running router from outside (`signals`: signals and
 //! `--watch`).
 
 mod flags;
+pub mod groups;
 mod limits;
+pub mod settings;
 mod signals;
 mod startup;
 mod tls;
 mod traces;
+mod values;
 
 pub use flags::{
     AccessLogFormat, AffinityScope, FailedBindArgs, FanoutPolicy, OwnConnection, PolicyArgs,
     ReplicationArgs,
 };
-pub use limits::{parse_duration, LimitArgs};
+pub use limits::LimitArgs;
 pub use signals::reload;
 pub use tls::TlsArgs;
 pub use traces::TraceArgs;
@@ -27,45 +32,26 @@ use std::process::ExitCode;
 
 #[derive(clap::Args, Debug)]
 pub struct ServeArgs {
+    /// The settings file (TOML, tables named like these headings: see
+    /// `dsa-router config --defaults`); flags given here override it.
+    #[arg(long, value_name = "FILE", help_heading = groups::ROUTER)]
+    pub config: Option<PathBuf>,
     /// The root knowledge file.
-    #[arg(long)]
+    #[arg(long, help_heading = groups::ROUTER)]
     pub knowledge: PathBuf,
     /// The router's own DSA block: never a target; its address is the
     /// default listen address.
-    #[arg(long)]
+    #[arg(long, help_heading = groups::ROUTER)]
     pub name: Option<String>,
-    /// Listen address (default: the router's own block's address, else
-    /// 127.0.0.1:3389).
-    #[arg(long)]
-    pub listen: Option<String>,
-    /// Admin API address (the status page, `/status`, `/metrics`); `none`
-    /// turns it off. Read-only without --admin-token; it must then be
-    /// loopback (else serve does not start), and it refuses other Host
-    /// names and other origins.
-    #[arg(long, default_value = crate::app::admin::ctl::DEFAULT_ADMIN)]
-    pub admin: String,
-    /// Bearer token that allows state changes (drain, reload, shutdown,
-    /// upgrade...) over --admin (default: $DSA_ROUTER_ADMIN_TOKEN; none or
-    /// empty: none over TCP, use `ctl` on this host).
-    #[arg(long, env = "DSA_ROUTER_ADMIN_TOKEN", hide_env_values = true)]
-    pub admin_token: Option<String>,
-    /// The control socket `ctl` uses: the admin API for root and this
-    /// process's user only (the kernel names who connects); `none` turns
-    /// it off. Default: $RUNTIME_DIRECTORY/control.sock (systemd's
-    /// RuntimeDirectory=), else /run/dsa-router/control.sock when that
-    /// directory exists, else in a directory of the user's own, made
-    /// mode 0700: $XDG_RUNTIME_DIR/dsa-router/control.sock, else
-    /// /tmp/dsa-router-UID/control.sock.
-    #[arg(long, value_name = "PATH|none")]
-    pub control_socket: Option<String>,
-    /// Reload when a knowledge or TLS file changes (polled every second).
-    #[arg(long)]
+    /// Reload when a knowledge, settings or TLS file changes (polled every
+    /// second).
+    #[arg(long, help_heading = groups::ROUTER)]
     pub watch: bool,
     /// Worker threads, each a single-threaded runtime serving its share of
     /// the clients on DSA connections of its own. 0 (the default): one per
     /// CPU this process may use (cgroup quota aware); 1 for the smallest
     /// footprint.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, help_heading = groups::ROUTER)]
     pub threads: usize,
     /// Pack clients onto as few of the worker threads as their CPU use
     /// needs: one more worker is taken into use when a worker in use was
@@ -74,18 +60,46 @@ pub struct ServeArgs {
     /// move between workers at their next request. Fewer, busier workers
     /// sleep and wake less often per operation (the cheapest CPU per
     /// operation). 0: every worker takes clients from the start.
-    #[arg(long, default_value_t = 60, value_name = "PERCENT", value_parser = clap::value_parser!(u8).range(0..=100))]
+    #[arg(long, default_value_t = 60, value_name = "PERCENT", value_parser = clap::value_parser!(u8).range(0..=100), help_heading = groups::ROUTER)]
     pub spread_above: u8,
+    /// Listen address (default: the router's own block's address, else
+    /// 127.0.0.1:3389).
+    #[arg(long, help_heading = groups::LISTEN)]
+    pub listen: Option<String>,
+    #[command(flatten)]
+    pub tls: TlsArgs,
+    #[command(flatten)]
+    pub limits: LimitArgs,
+    /// Admin API address (the status page, `/status`, `/metrics`); `none`
+    /// turns it off. Read-only without --admin-token; it must then be
+    /// loopback (else serve does not start), and it refuses other Host
+    /// names and other origins.
+    #[arg(long, default_value = crate::app::admin::ctl::DEFAULT_ADMIN, help_heading = groups::ADMIN)]
+    pub admin: String,
+    /// Bearer token that allows state changes (drain, reload, shutdown,
+    /// upgrade...) over --admin (default: $DSA_ROUTER_ADMIN_TOKEN; none or
+    /// empty: none over TCP, use `ctl` on this host).
+    #[arg(long, env = "DSA_ROUTER_ADMIN_TOKEN", hide_env_values = true, help_heading = groups::ADMIN)]
+    pub admin_token: Option<String>,
+    /// The control socket `ctl` uses: the admin API for root and this
+    /// process's user only (the kernel names who connects); `none` turns
+    /// it off. Default: $RUNTIME_DIRECTORY/control.sock (systemd's
+    /// RuntimeDirectory=), else /run/dsa-router/control.sock when that
+    /// directory exists, else in a directory of the user's own, made
+    /// mode 0700: $XDG_RUNTIME_DIR/dsa-router/control.sock, else
+    /// /tmp/dsa-router-UID/control.sock.
+    #[arg(long, value_name = "PATH|none", help_heading = groups::ADMIN)]
+    pub control_socket: Option<String>,
+    #[command(flatten)]
+    pub traces: TraceArgs,
     /// Internal: the hot upgrade's handover socket, given by the router
     /// this one takes over from (`ctl upgrade`).
     #[arg(long, hide = true)]
     pub handover_fd: Option<i32>,
-    #[command(flatten)]
-    pub limits: LimitArgs,
-    #[command(flatten)]
-    pub tls: TlsArgs,
-    #[command(flatten)]
-    pub traces: TraceArgs,
+    /// Where the settings came from: the settings file and the command
+    /// line ([`settings::expand`] fills it).
+    #[arg(skip)]
+    pub origins: settings::Origins,
 }
 
 /// The log lines to stderr, filtered by `$DSA_ROUTER_LOG`.

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 
-/// `--watch`: reload when any knowledge or TLS file's modification time or
-/// size changes.
+/// `--watch`: reload when any knowledge, TLS or settings file's
+/// modification time or size changes.
 pub(super) async fn watch_files(router: Arc<Context>, mut shutdown: watch::Receiver<bool>) {
     // The TLS files too: a renewed certificate is picked up like knowledge.
     let tls_files: Vec<PathBuf> = router
@@ -25,6 +25,7 @@ pub(super) async fn watch_files(router: Arc<Context>, mut shutdown: watch::Recei
         })
         .flatten()
         .chain(router.cfg.dsa_ca.clone())
+        .chain(router.settings_file.get().map(|f| f.path().to_path_buf()))
         .collect();
     let stamp = |router: &Context| -> Vec<(PathBuf, Option<std::time::SystemTime>, u64)> {
         router
@@ -51,7 +52,7 @@ pub(super) async fn watch_files(router: Arc<Context>, mut shutdown: watch::Recei
         }
         let now = stamp(&router);
         if now != last {
-            tracing::info!("knowledge file changed; reloading");
+            tracing::info!("a knowledge, TLS or settings file changed; reloading");
             let r = router.clone();
             let _ = tokio::task::spawn_blocking(move || r.reload_from_disk()).await;
             last = stamp(&router);

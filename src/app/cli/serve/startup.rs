@@ -128,7 +128,21 @@ fn context(args: &ServeArgs, snap: Snapshot) -> Result<Context> {
     c.listen = listen;
     c.workers = crate::base::workers::resolve(args.threads);
     c.spread_above = args.spread_above;
-    Context::new(c, snap, name)
+    c.pinned = args.origins.pinned();
+    let router = Context::new(c, snap, name)?;
+    if let Some(file) = super::settings::FileSource::new(&args.origins) {
+        tracing::info!(file = %file_name(&args.origins), "settings file read");
+        let _ = router.settings_file.set(Box::new(file));
+    }
+    Ok(router)
+}
+
+/// The settings file's name, for the log.
+fn file_name(o: &super::settings::Origins) -> String {
+    o.file
+        .as_deref()
+        .map(|f| f.display().to_string())
+        .unwrap_or_default()
 }
 
 /// Without --name, the router's own block is the one whose address is

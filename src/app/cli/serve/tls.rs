@@ -7,10 +7,11 @@ use std::path::PathBuf;
 
 /// TLS towards clients and DSAs (`serve`).
 #[derive(clap::Args, Debug, Clone)]
+#[command(next_help_heading = super::groups::TLS)]
 pub struct TlsArgs {
     /// Also listen for LDAPS (TLS from the first byte) on this address;
     /// needs --tls-cert and --tls-key.
-    #[arg(long)]
+    #[arg(long, help_heading = super::groups::LISTEN)]
     pub ldaps_listen: Option<String>,
     /// Server certificate chain (PEM) for LDAPS and StartTLS; re-read on
     /// reload (SIGHUP, `ctl reload`, --watch).

@@ -1,11 +1,16 @@
 //! The flags of OpenTelemetry traces ([`TraceArgs`]), turned into
 //! `crate::observe::otel`'s settings.
 
-use super::limits::parse_duration;
-use crate::base::error::{Error, Result};
+use super::values::{Dur, Ratio};
+use crate::base::error::Result;
+use crate::base::units::Span;
 use std::time::Duration;
 
+/// `--otlp-interval`.
+const INTERVAL: Span = Span::secs(Duration::from_millis(10), Duration::from_secs(3600));
+
 #[derive(clap::Args, Debug, Clone)]
+#[command(next_help_heading = super::groups::TRACES)]
 pub struct TraceArgs {
     /// Export OpenTelemetry traces over OTLP/HTTP (protobuf) to this
     /// collector: a base URL (`http://collector:4318`, to which
@@ -21,7 +26,7 @@ pub struct TraceArgs {
     /// context control (OID 2.25.65172751917474745695309622528529703499,
     /// a W3C `traceparent` as its value) follows its caller's sampling
     /// decision and continues its trace.
-    #[arg(long, default_value_t = 1.0, value_name = "RATIO")]
+    #[arg(long, default_value_t = 1.0, value_parser = Ratio, value_name = "RATIO")]
     pub otlp_sample: f64,
     /// At most this many operations a second are traced because their
     /// request's trace context asked (the caller sampled it); past it,
@@ -30,8 +35,8 @@ pub struct TraceArgs {
     /// caller's flag is never followed).
     #[arg(long, default_value_t = 100, value_name = "PER_SECOND")]
     pub otlp_caller_rate: u32,
-    /// How often batches of spans are sent.
-    #[arg(long, default_value = "1s", value_parser = parse_duration, value_name = "DURATION")]
+    /// How often batches of spans are sent (a bare number is seconds).
+    #[arg(long, default_value = "1s", value_parser = Dur(INTERVAL), value_name = "DURATION")]
     pub otlp_interval: Duration,
 }
 
@@ -41,16 +46,10 @@ impl TraceArgs {
         let Some(endpoint) = &self.otlp_endpoint else {
             return Ok(());
         };
-        if !(0.0..=1.0).contains(&self.otlp_sample) {
-            return Err(Error::config(format!(
-                "--otlp-sample {}: a ratio from 0.0 to 1.0",
-                self.otlp_sample
-            )));
-        }
         crate::observe::otel::init(&crate::observe::otel::Settings {
             endpoint: endpoint.clone(),
             ratio: self.otlp_sample,
-            every: self.otlp_interval.max(Duration::from_millis(10)),
+            every: self.otlp_interval,
             caller_rate: self.otlp_caller_rate,
         })?;
         tracing::info!(
