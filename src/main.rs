@@ -20,9 +20,16 @@ enum Cmd {
     Check {
         /// The root knowledge file (e.g. knowledge/router.dxg).
         root: PathBuf,
-        /// The router's own DSA block, never a target.
+        /// The router's own DSA block, never a target. Without it, the
+        /// block whose address is --listen is taken (said on stderr), else
+        /// one at a listen-only address (0.0.0.0, ::); several such:
+        /// refused.
         #[arg(long)]
         name: Option<String>,
+        /// Where the router listens, for finding its own block without
+        /// --name.
+        #[arg(long, value_name = "ADDR", default_value = dsa_router::app::cli::DEFAULT_LISTEN)]
+        listen: String,
     },
     /// Show where an operation on a DN would be routed, and why.
     Explain(Box<dsa_router::app::cli::ExplainArgs>),
@@ -73,7 +80,9 @@ enum Cmd {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.cmd {
-        Cmd::Check { root, name } => dsa_router::app::cli::check(&root, name.as_deref()),
+        Cmd::Check { root, name, listen } => {
+            dsa_router::app::cli::check(&root, name.as_deref(), &listen)
+        }
         Cmd::Explain(args) => dsa_router::app::cli::explain(&args),
         Cmd::Ctl(args) => dsa_router::app::admin::ctl::run(&args),
         Cmd::Hash(cmd) => dsa_router::app::cli::hash::run(&cmd),

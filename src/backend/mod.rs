@@ -8,6 +8,8 @@
 //!   keyed by DSA name so it survives knowledge reloads.
 //! * [`routing`]: the backend as the rest of the router sees it: the
 //!   current routing snapshot and what the tasks watching the DSAs share.
+//! * [`shrink`]: reloads that would take the DSAs away, refused unless
+//!   forced.
 //! * [`settings`]: connection limits, probes, hedging and ejection.
 //! * `health`: active probes, rise/fall, passive signals.
 //! * `tail`: hedged reads and outlier ejection, and ejection for binds.
@@ -21,5 +23,6 @@ pub(crate) mod health;
 pub(crate) mod membership;
 pub mod routing;
 pub mod settings;
+pub mod shrink;
 pub(crate) mod tail;
 pub(crate) mod upstream;

@@ -137,10 +137,18 @@ impl Context {
 
     /// Reload from the current snapshot's root file, and re-read the TLS
     /// files; all or nothing (a bad certificate keeps the old knowledge and
-    /// certificates alike). Records the outcome.
+    /// certificates alike). Records the outcome. A reload that would take
+    /// every DSA, or every DSA of a partition in use, away is refused
+    /// ([`crate::backend::shrink`]).
     pub fn reload_from_disk(&self) -> Result<String> {
+        self.reload_from_disk_forced(false)
+    }
+
+    /// [`Context::reload_from_disk`]; with `force`, also a reload that
+    /// takes the DSAs away.
+    pub fn reload_from_disk_forced(&self, force: bool) -> Result<String> {
         let root = self.routing().snap.root.clone();
-        let result = self.reload_all(&root);
+        let result = self.reload_all(&root, force);
         let at_unix = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs())
@@ -173,7 +181,7 @@ impl Context {
 }
 
 impl Context {
-    fn reload_all(&self, root: &std::path::Path) -> Result<String> {
+    fn reload_all(&self, root: &std::path::Path, force: bool) -> Result<String> {
         let server_tls = match &self.tls {
             Some(t) => Some(t.reread().map_err(|e| Error::config(format!("TLS: {e}")))?),
             None => None,
@@ -191,6 +199,22 @@ impl Context {
         let policy = self.admission.policies.read()?;
         let ca = new_ca.clone().or(old_ca);
         let new = self.backend.prepare(snap, ca.as_deref())?;
+        if !force {
+            let old = self.routing();
+            let in_use = |i: usize| {
+                old.states.0.get(i).is_some_and(|s| {
+                    s.served.load(std::sync::atomic::Ordering::Relaxed) > 0 || s.in_flight() > 0
+                })
+            };
+            let shrink = crate::backend::shrink::check(
+                (&old.snap, &old.table),
+                (&new.snap, &new.table),
+                in_use,
+            );
+            if let Some(why) = shrink {
+                return Err(Error::config(why.to_string()));
+            }
+        }
         let mut summary = self.swap(new, new_ca.clone())?;
         if let Some(p) = self.admission.policies.store(policy) {
             summary += "; ";

@@ -8,8 +8,11 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 
+/// How long a changed file must stay unchanged before `--watch` reads it.
+const SETTLE: Duration = Duration::from_millis(500);
+
 /// `--watch`: reload when any knowledge or TLS file's modification time or
-/// size changes.
+/// size changes, once it has stopped changing ([`SETTLE`]).
 pub(super) async fn watch_files(router: Arc<Context>, mut shutdown: watch::Receiver<bool>) {
     // The TLS files too: a renewed certificate is picked up like knowledge.
     let tls_files: Vec<PathBuf> = router
@@ -49,8 +52,21 @@ pub(super) async fn watch_files(router: Arc<Context>, mut shutdown: watch::Recei
             _ = tokio::time::sleep(Duration::from_secs(1)) => {}
             _ = shutdown.changed() => return,
         }
-        let now = stamp(&router);
+        let mut now = stamp(&router);
         if now != last {
+            // A file being written is read once it stops changing: the
+            // same size and modification time for SETTLE.
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep(SETTLE) => {}
+                    _ = shutdown.changed() => return,
+                }
+                let again = stamp(&router);
+                if again == now {
+                    break;
+                }
+                now = again;
+            }
             tracing::info!("knowledge file changed; reloading");
             let r = router.clone();
             let _ = tokio::task::spawn_blocking(move || r.reload_from_disk()).await;
