@@ -30,6 +30,10 @@ enum Cmd {
         /// --name.
         #[arg(long, value_name = "ADDR", default_value = dsa_router::app::cli::DEFAULT_LISTEN)]
         listen: String,
+        /// Also ask each DSA what it holds (its root DSE's namingContexts)
+        /// and warn of a partition prefix no DSA of it holds.
+        #[arg(long)]
+        online: bool,
     },
     /// Show where an operation on a DN would be routed, and why.
     Explain(Box<dsa_router::app::cli::ExplainArgs>),
@@ -80,9 +84,12 @@ enum Cmd {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.cmd {
-        Cmd::Check { root, name, listen } => {
-            dsa_router::app::cli::check(&root, name.as_deref(), &listen)
-        }
+        Cmd::Check {
+            root,
+            name,
+            listen,
+            online,
+        } => dsa_router::app::cli::check(&root, name.as_deref(), &listen, online),
         Cmd::Explain(args) => dsa_router::app::cli::explain(&args),
         Cmd::Ctl(args) => dsa_router::app::admin::ctl::run(&args),
         Cmd::Hash(cmd) => dsa_router::app::cli::hash::run(&cmd),

@@ -256,6 +256,9 @@ pub fn render(s: &Status) -> String {
             format!("{}%", u.memory_threshold_percent)
         },
     );
+    for w in &s.prefix_warnings {
+        let _ = writeln!(out, "WARNING: {}", w.message);
+    }
     if let Some(r) = &s.last_reload {
         let _ = writeln!(
             out,

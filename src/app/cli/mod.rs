@@ -7,6 +7,7 @@ mod after_csn;
 mod error;
 mod explain;
 pub mod hash;
+mod online;
 mod policy;
 mod scope;
 pub mod serve;
@@ -194,8 +195,9 @@ fn load_or_report(root: &Path) -> Option<Snapshot> {
     }
 }
 
-/// `dsa-router check ROOT`: exit 0 when the knowledge is valid.
-pub fn check(root: &Path, name: Option<&str>, listen: &str) -> ExitCode {
+/// `dsa-router check ROOT`: exit 0 when the knowledge is valid. With
+/// `online`, the DSAs are asked what they hold too (warnings only).
+pub fn check(root: &Path, name: Option<&str>, listen: &str, online: bool) -> ExitCode {
     let Some(snap) = load_or_report(root) else {
         return ExitCode::from(1);
     };
@@ -212,6 +214,9 @@ pub fn check(root: &Path, name: Option<&str>, listen: &str) -> ExitCode {
     print!("{}", render_check(&snap, &table));
     for w in &snap.warnings {
         eprint!("{w}");
+    }
+    if online {
+        online::check(&snap, &table);
     }
     ExitCode::SUCCESS
 }
