@@ -21,8 +21,8 @@ impl std::fmt::Display for Shrink {
         match self {
             Shrink::Every { before } => write!(
                 f,
-                "reload refused: the new knowledge has no DSA to route to (it had {before}); \
-                 an empty or cut-short file? The old knowledge keeps serving"
+                "reload refused: the new knowledge has no DSA to route to (it had {before}; \
+                 is a file empty or cut short?); the old knowledge keeps serving"
             )?,
             Shrink::Partitions(ps) => {
                 let list: Vec<String> = ps
@@ -111,12 +111,12 @@ mod tests {
         // (old knowledge, new knowledge, old DSAs in use, refused because)
         type Case<'a> = (&'a [&'a str], &'a [&'a str], &'a [&'a str], Option<&'a str>);
         let cases: &[Case] = &[
-            (&[R, A, B], &[], &[], Some("no DSA to route to (it had 2)")),
+            (&[R, A, B], &[], &[], Some("no DSA to route to (it had 2;")),
             (
                 &[R, A, B],
                 &[R],
                 &["A"],
-                Some("no DSA to route to (it had 2)"),
+                Some("no DSA to route to (it had 2;"),
             ),
             (
                 &[R, A, B],
