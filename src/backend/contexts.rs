@@ -5,7 +5,7 @@
 //! every request to DSAs that answer noSuchObject: a warning, with the
 //! likely fix (the reversed prefix, or the closest naming context).
 //!
-//! The health task reads the root DSEs (`upstream::advertised`); [`run`]
+//! The health task reads the root DSEs (`upstream::advertised`); `run`
 //! logs the warnings once per knowledge snapshot, at start and after each
 //! reload, as soon as the partition's DSAs have answered; `/status` and
 //! `check --online` ([`read`]) show them too.
