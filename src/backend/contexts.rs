@@ -12,7 +12,7 @@
 
 use crate::backend::routing::{Backend, Routing};
 use crate::directory::knowledge::{DsaDef, Snapshot};
-use crate::directory::route::{DsaIdx, DsaStatus, DsaView, Table};
+use crate::directory::route::{DsaId, DsaStatus, DsaView, Table};
 use crate::proto::dn::Dn;
 use std::sync::Arc;
 use std::time::Duration;
@@ -126,12 +126,12 @@ fn suggest(prefix: &Dn, contexts: &[Dn]) -> Option<Dn> {
 pub fn check(
     snap: &Snapshot,
     table: &Table,
-    contexts_of: impl Fn(DsaIdx) -> Option<Vec<String>>,
-    wait_for: impl Fn(DsaIdx) -> bool,
+    contexts_of: impl Fn(DsaId) -> Option<Vec<String>>,
+    wait_for: impl Fn(DsaId) -> bool,
 ) -> Vec<PrefixWarning> {
     let mut out = Vec::new();
     for p in table.partitions_sorted() {
-        let read: Vec<(DsaIdx, Vec<String>)> = p
+        let read: Vec<(DsaId, Vec<String>)> = p
             .order
             .iter()
             .filter_map(|&i| contexts_of(i).map(|c| (i, c)))
@@ -177,7 +177,7 @@ pub fn of(routing: &Routing) -> Vec<PrefixWarning> {
         &routing.snap,
         &routing.table,
         |i| {
-            st.0.get(i)
+            st.0.get(i.index())
                 .and_then(|s| s.advertised())
                 .map(|a| a.naming_contexts.clone())
         },
@@ -216,8 +216,8 @@ pub async fn read(
     snap: &Snapshot,
     table: &Table,
     limits: crate::backend::settings::Limits,
-) -> Vec<(DsaIdx, crate::base::error::Result<Vec<String>>)> {
-    let mut idx: Vec<DsaIdx> = table
+) -> Vec<(DsaId, crate::base::error::Result<Vec<String>>)> {
+    let mut idx: Vec<DsaId> = table
         .partitions()
         .iter()
         .flat_map(|p| p.order.iter().copied())
@@ -308,10 +308,10 @@ mod tests {
         let table = Table::build(&snap, None).unwrap();
         let nc = || Some(vec!["dc=example,dc=com".to_string()]);
         // B not read yet, and up: wait for it.
-        let only_a = |i: DsaIdx| if i == 0 { nc() } else { None };
+        let only_a = |i: DsaId| if i.index() == 0 { nc() } else { None };
         assert!(check(&snap, &table, only_a, |_| true).is_empty());
         // B down: judged on A alone.
-        let w = check(&snap, &table, only_a, |i| i == 0);
+        let w = check(&snap, &table, only_a, |i| i.index() == 0);
         assert_eq!(w.len(), 1);
         let text = w[0].to_string();
         assert!(

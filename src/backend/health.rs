@@ -22,7 +22,7 @@ use crate::backend::upstream::conn::Conn;
 use crate::backend::upstream::pool::{self, BindPdu};
 use crate::backend::upstream::{advertised, subschema};
 use crate::base::error::Kind;
-use crate::directory::knowledge::DsaName;
+use crate::directory::knowledge::{DsaId, DsaName};
 use crate::proto::wire::frame;
 use crate::proto::wire::response::result_code;
 use bytes::Bytes;
@@ -249,7 +249,7 @@ pub(crate) async fn run(
                 .dsas
                 .iter()
                 .enumerate()
-                .filter(|(i, _)| Some(*i) != routing.table.router)
+                .filter(|(i, _)| Some(DsaId::new(*i)) != routing.table.router)
                 .map(|(_, d)| d.name.to_string())
                 .collect();
             router.policies.schemas.expect(&names);
@@ -259,6 +259,7 @@ pub(crate) async fn run(
             .dsas
             .iter()
             .enumerate()
+            .map(|(i, d)| (DsaId::new(i), d))
             .filter(|(i, _)| Some(*i) != routing.table.router)
             .map(|(i, d)| {
                 let st = routing.states.0[i].clone();

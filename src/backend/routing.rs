@@ -222,7 +222,7 @@ fn pool_of(
     let reuse = old.and_then(|o| {
         o.snap
             .dsa_index(&d.name)
-            .and_then(|i| o.pools.get(i))
+            .and_then(|i| o.pools.get(i.index()))
             .filter(|p| {
                 p.targets == addrs
                     && p.tls == tls

@@ -4,7 +4,7 @@
 //! old knowledge keeps serving, and the answer says why and how to force.
 
 use crate::directory::knowledge::Snapshot;
-use crate::directory::route::{DsaIdx, Table};
+use crate::directory::route::{DsaId, Table};
 
 /// Why a reload is refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,7 +46,7 @@ impl std::fmt::Display for Shrink {
 
 /// The DSAs of `table` the router may route to (its own block left out).
 fn targets(table: &Table) -> usize {
-    let mut all: Vec<DsaIdx> = table
+    let mut all: Vec<DsaId> = table
         .partitions()
         .iter()
         .flat_map(|p| p.order.iter().copied())
@@ -62,7 +62,7 @@ fn targets(table: &Table) -> usize {
 pub fn check(
     old: (&Snapshot, &Table),
     new: (&Snapshot, &Table),
-    in_use: impl Fn(DsaIdx) -> bool,
+    in_use: impl Fn(DsaId) -> bool,
 ) -> Option<Shrink> {
     let (old_snap, old_table) = old;
     let (_, new_table) = new;
@@ -135,7 +135,7 @@ mod tests {
         for (old, new, used, want) in cases {
             let (os, ot) = table(&old.concat());
             let (ns, nt) = table(&new.concat());
-            let in_use = |i: DsaIdx| used.contains(&os.dsas[i].name.as_str());
+            let in_use = |i: DsaId| used.contains(&os.dsas[i].name.as_str());
             let got = check((&os, &ot), (&ns, &nt), in_use).map(|s| s.to_string());
             match (want, &got) {
                 (None, None) => {}

@@ -201,8 +201,8 @@ impl Context {
         let new = self.backend.prepare(snap, ca.as_deref())?;
         if !force {
             let old = self.routing();
-            let in_use = |i: usize| {
-                old.states.0.get(i).is_some_and(|s| {
+            let in_use = |i: crate::directory::knowledge::DsaId| {
+                old.states.0.get(i.index()).is_some_and(|s| {
                     s.served.load(std::sync::atomic::Ordering::Relaxed) > 0 || s.in_flight() > 0
                 })
             };

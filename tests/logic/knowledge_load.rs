@@ -273,7 +273,12 @@ fn group_names_differing_only_in_case_are_one_group_with_a_warning() {
     let groups: Vec<(Option<String>, Vec<usize>)> = table.partitions()[0]
         .groups
         .iter()
-        .map(|g| (g.name.clone(), g.members.clone()))
+        .map(|g| {
+            (
+                g.name.clone(),
+                g.members.iter().map(|d| d.index()).collect(),
+            )
+        })
         .collect();
     assert_eq!(
         groups,

@@ -4,7 +4,7 @@
 
 use dsa_router::directory::knowledge::{self, Memory, Snapshot};
 use dsa_router::directory::route::{
-    select_read, select_write, DsaIdx, DsaStatus, DsaView, RouteError, Table,
+    select_read, select_write, DsaId, DsaStatus, DsaView, RouteError, Table,
 };
 use dsa_router::proto::dn::Dn;
 use proptest::prelude::*;
@@ -48,13 +48,13 @@ struct View {
 }
 
 impl DsaView for View {
-    fn status(&self, d: DsaIdx) -> DsaStatus {
+    fn status(&self, d: DsaId) -> DsaStatus {
         self.status[d]
     }
-    fn in_flight(&self, d: DsaIdx) -> u32 {
+    fn in_flight(&self, d: DsaId) -> u32 {
         self.in_flight[d]
     }
-    fn limit(&self, d: DsaIdx) -> Option<u32> {
+    fn limit(&self, d: DsaId) -> Option<u32> {
         self.limit[d]
     }
 }

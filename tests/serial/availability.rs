@@ -1277,16 +1277,16 @@ struct Moving {
 impl dsa_router::directory::route::DsaView for Moving {
     fn status(
         &self,
-        _: dsa_router::directory::route::DsaIdx,
+        _: dsa_router::directory::route::DsaId,
     ) -> dsa_router::directory::route::DsaStatus {
         dsa_router::directory::route::DsaStatus::Up
     }
 
-    fn in_flight(&self, _: dsa_router::directory::route::DsaIdx) -> u32 {
+    fn in_flight(&self, _: dsa_router::directory::route::DsaId) -> u32 {
         self.reads.fetch_add(1, Ordering::Relaxed)
     }
 
-    fn limit(&self, _: dsa_router::directory::route::DsaIdx) -> Option<u32> {
+    fn limit(&self, _: dsa_router::directory::route::DsaId) -> Option<u32> {
         None
     }
 }

@@ -1,6 +1,7 @@
 //! The `/status` view: each partition with its DSAs in order.
 
 use crate::backend::dsa_state::Admin;
+use crate::directory::knowledge::DsaId;
 use crate::service::context::{Context, ReloadOutcome};
 use serde::{Deserialize, Serialize};
 use std::time::UNIX_EPOCH;
@@ -420,6 +421,7 @@ pub fn dsa_metrics(router: &Context, out: &mut String) {
         let _ = writeln!(out, "# HELP {name} {help}");
         let _ = writeln!(out, "# TYPE {name} {kind}");
         for (i, d) in r.snap.dsas.iter().enumerate() {
+            let i = DsaId::new(i);
             if Some(i) == r.table.router {
                 continue;
             }

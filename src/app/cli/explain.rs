@@ -2,7 +2,7 @@
 
 use super::scope::{self, Scope, SpanInfo};
 use crate::directory::knowledge::hash::HashPart;
-use crate::directory::knowledge::Snapshot;
+use crate::directory::knowledge::{DsaId, Snapshot};
 use crate::directory::route::{
     message, select_read, select_write, DsaView, Lookup, Partition, RouteError, Table,
 };
@@ -288,9 +288,9 @@ fn explain_write(
     p: &Partition,
     snap: &Snapshot,
     view: &impl DsaView,
-    dsa: usize,
+    dsa: DsaId,
 ) {
-    let name = |i: usize| snap.dsas[i].name.to_string();
+    let name = |i: DsaId| snap.dsas[i].name.to_string();
     x.targets = vec![name(dsa)];
     let skipped: Vec<String> = p
         .write_order
@@ -329,7 +329,7 @@ fn explain_read(
     view: &impl DsaView,
     group: usize,
 ) {
-    let name = |i: usize| snap.dsas[i].name.to_string();
+    let name = |i: DsaId| snap.dsas[i].name.to_string();
     let g = &p.groups[group];
     x.group = g.name.clone();
     x.targets = g
@@ -397,7 +397,7 @@ pub(super) fn after_write(
     snap: &Snapshot,
     table: &Table,
     view: &impl DsaView,
-    w: usize,
+    w: DsaId,
 ) {
     if x.op.is_write() || x.partition.is_none() || x.error.is_some() {
         return;

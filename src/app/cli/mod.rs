@@ -16,7 +16,7 @@ pub use explain::{explain_route, Explanation, OpKind};
 pub use scope::Scope;
 
 use crate::directory::knowledge::{self, Snapshot};
-use crate::directory::route::{DsaIdx, DsaStatus, DsaView, Table};
+use crate::directory::route::{DsaId, DsaStatus, DsaView, Table};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -127,15 +127,18 @@ impl StaticView {
 }
 
 impl DsaView for StaticView {
-    fn status(&self, dsa: DsaIdx) -> DsaStatus {
-        self.status.get(dsa).copied().unwrap_or(DsaStatus::Down)
+    fn status(&self, dsa: DsaId) -> DsaStatus {
+        self.status
+            .get(dsa.index())
+            .copied()
+            .unwrap_or(DsaStatus::Down)
     }
 
-    fn in_flight(&self, _dsa: DsaIdx) -> u32 {
+    fn in_flight(&self, _dsa: DsaId) -> u32 {
         0
     }
 
-    fn limit(&self, _dsa: DsaIdx) -> Option<u32> {
+    fn limit(&self, _dsa: DsaId) -> Option<u32> {
         None
     }
 }

@@ -36,7 +36,7 @@ pub(super) fn check(snap: &Snapshot, table: &Table) -> usize {
             ),
         }
     }
-    let contexts_of = |i: usize| {
+    let contexts_of = |i: crate::directory::knowledge::DsaId| {
         got.iter()
             .find(|(j, _)| *j == i)
             .and_then(|(_, r)| r.as_ref().ok().cloned())

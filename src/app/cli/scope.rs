@@ -3,7 +3,7 @@
 //! whose prefix lies under the base, besides the one holding the base (if
 //! any), as the router fans it out.
 
-use crate::directory::knowledge::Snapshot;
+use crate::directory::knowledge::{DsaId, Snapshot};
 use crate::directory::route::{select_read, DsaView, Table};
 use crate::proto::dn::Dn;
 use serde::Serialize;
@@ -64,7 +64,7 @@ pub(super) fn spans(
     view: &impl DsaView,
     scope: Scope,
 ) -> Vec<SpanInfo> {
-    let name = |i: usize| snap.dsas[i].name.clone();
+    let name = |i: DsaId| snap.dsas[i].name.clone();
     table
         .spanning(base, scope.ldap())
         .iter()

@@ -28,7 +28,7 @@ pub(crate) use reads::ReadStats;
 pub(crate) use reads::{bucket_upper_us, LATENCY_BUCKETS};
 
 use crate::directory::knowledge::{DsaName, Snapshot};
-use crate::directory::route::{DsaIdx, DsaStatus, DsaView};
+use crate::directory::route::{DsaId, DsaStatus, DsaView};
 use dashmap::DashMap;
 use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
@@ -263,24 +263,24 @@ impl Registry {
 pub struct States(pub Vec<Arc<DsaState>>);
 
 impl DsaView for States {
-    fn status(&self, dsa: DsaIdx) -> DsaStatus {
+    fn status(&self, dsa: DsaId) -> DsaStatus {
         self.0
-            .get(dsa)
+            .get(dsa.index())
             .map(|s| s.status())
             .unwrap_or(DsaStatus::Down)
     }
 
-    fn in_flight(&self, dsa: DsaIdx) -> u32 {
-        self.0.get(dsa).map(|s| s.in_flight()).unwrap_or(0)
+    fn in_flight(&self, dsa: DsaId) -> u32 {
+        self.0.get(dsa.index()).map(|s| s.in_flight()).unwrap_or(0)
     }
 
-    fn limit(&self, dsa: DsaIdx) -> Option<u32> {
-        self.0.get(dsa).and_then(|s| s.limit())
+    fn limit(&self, dsa: DsaId) -> Option<u32> {
+        self.0.get(dsa.index()).and_then(|s| s.limit())
     }
 
-    fn read_gate(&self, dsa: DsaIdx) -> crate::directory::route::ReadGate {
+    fn read_gate(&self, dsa: DsaId) -> crate::directory::route::ReadGate {
         self.0
-            .get(dsa)
+            .get(dsa.index())
             .map_or(crate::directory::route::ReadGate::Serve, |s| {
                 s.replication.read_gate()
             })

@@ -11,7 +11,7 @@
 
 use crate::backend::routing::{Backend, Routing};
 use crate::backend::upstream::conn::Conn;
-use crate::directory::knowledge::DsaName;
+use crate::directory::knowledge::{DsaId, DsaName};
 use crate::directory::replication::positions::{lags, staleness, Assessed, Lag, Position, Reading};
 use crate::directory::replication::Replication;
 use bytes::Bytes;
@@ -70,7 +70,7 @@ struct Poller {
 const QUIET_EVERY: Duration = Duration::from_secs(5);
 
 /// What one DSA of one partition is read at.
-fn targets(routing: &Routing) -> Vec<(usize, String)> {
+fn targets(routing: &Routing) -> Vec<(DsaId, String)> {
     let mut seen = HashSet::new();
     let mut out = Vec::new();
     for p in routing.table.partitions() {
@@ -88,7 +88,7 @@ fn targets(routing: &Routing) -> Vec<(usize, String)> {
 }
 
 /// The suffix as DSA `i` names it.
-fn base_of(routing: &Routing, i: usize, prefix: &str) -> String {
+fn base_of(routing: &Routing, i: DsaId, prefix: &str) -> String {
     routing.pools[i]
         .native
         .as_ref()
@@ -142,7 +142,7 @@ async fn read_one(
     p: &Poller,
     router: &Backend,
     routing: &Routing,
-    i: usize,
+    i: DsaId,
     key: &(DsaName, String),
 ) {
     let rep = &router.replication;
@@ -229,14 +229,14 @@ fn assess(rep: &Replication, routing: &Routing, p: &Poller) {
     let mut gate: Vec<(bool, u32)> = vec![(false, 0); n];
     let mut keys = HashSet::new();
     for part in routing.table.partitions() {
-        let members: Vec<usize> = part
+        let members: Vec<DsaId> = part
             .order
             .iter()
             .copied()
             .filter(|&i| Some(i) != routing.table.router)
             .collect();
         let prefix = part.prefix.to_string();
-        let reading = |i: usize| {
+        let reading = |i: DsaId| {
             let k = (
                 routing.snap.dsas[i].name.clone(),
                 base_of(routing, i, &prefix),
@@ -247,7 +247,7 @@ fn assess(rep: &Replication, routing: &Routing, p: &Poller) {
         let refs: Vec<Option<&Reading>> = readings.iter().map(Option::as_ref).collect();
         let staleness = staleness(&refs, fresh_after, now_micros);
         for (k, &i) in members.iter().enumerate() {
-            let group: Vec<usize> = part
+            let group: Vec<DsaId> = part
                 .group_of(i)
                 .map(|g| g.members.clone())
                 .unwrap_or_else(|| vec![i]);

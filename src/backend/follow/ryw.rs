@@ -22,10 +22,11 @@ use crate::backend::upstream::batch::Batch;
 use crate::backend::upstream::conn::Conn;
 use crate::backend::upstream::layer::Layer;
 use crate::backend::upstream::{Delivery, Source};
+use crate::directory::knowledge::DsaName;
 use crate::directory::replication::mark::{Affinity, WriteMark};
 use crate::directory::replication::positions::Position;
 use crate::directory::replication::Replication;
-use crate::directory::route::{select_read, DsaIdx, DsaStatus, DsaView, Partition, ReadGate};
+use crate::directory::route::{select_read, DsaId, DsaStatus, DsaView, Partition, ReadGate};
 use crate::proto::wire::frame::{self, Frame, Header};
 use crate::proto::wire::postread::{self, Plan};
 use bytes::Bytes;
@@ -40,19 +41,19 @@ struct Reached<'a> {
 }
 
 impl DsaView for Reached<'_> {
-    fn status(&self, dsa: DsaIdx) -> DsaStatus {
-        match self.ok.get(dsa) {
+    fn status(&self, dsa: DsaId) -> DsaStatus {
+        match self.ok.get(dsa.index()) {
             Some(true) => self.inner.status(dsa),
             _ => DsaStatus::Down,
         }
     }
-    fn in_flight(&self, dsa: DsaIdx) -> u32 {
+    fn in_flight(&self, dsa: DsaId) -> u32 {
         self.inner.in_flight(dsa)
     }
-    fn limit(&self, dsa: DsaIdx) -> Option<u32> {
+    fn limit(&self, dsa: DsaId) -> Option<u32> {
         self.inner.limit(dsa)
     }
-    fn read_gate(&self, dsa: DsaIdx) -> ReadGate {
+    fn read_gate(&self, dsa: DsaId) -> ReadGate {
         self.inner.read_gate(dsa)
     }
 }
@@ -61,18 +62,18 @@ impl DsaView for Reached<'_> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Kept {
     /// This DSA first.
-    pub dsa: Option<usize>,
-    /// By position: the DSAs (lower-case names) that may serve it at all,
+    pub dsa: Option<DsaId>,
+    /// By position: the DSAs that may serve it at all,
     /// first or when it is sent again (its DSA failed): those that have
     /// the write. `None`: any (the time window).
-    pub only: Option<Arc<[String]>>,
+    pub only: Option<Arc<[DsaName]>>,
 }
 
 /// Where a read of partition `p` goes after the client's write `a`;
 /// `None`: anywhere (by the usual selection).
 pub fn affine(rep: &Replication, routing: &Routing, p: &Partition, a: &Affinity) -> Option<Kept> {
     let now = Instant::now();
-    let status = |i: usize| routing.states.0[i].status();
+    let status = |i: DsaId| routing.states.0[i].status();
     let at = routing
         .snap
         .dsa_index(&a.dsa)
@@ -98,7 +99,7 @@ pub fn affine(rep: &Replication, routing: &Routing, p: &Partition, a: &Affinity)
     // (marked down under load, it may still answer; if it does not, the
     // read fails rather than go to a DSA without the write).
     let w = at.filter(|&i| status(i) != DsaStatus::Disabled);
-    let name = |i: usize| routing.snap.dsas[i].name.to_ascii_lowercase();
+    let name = |i: DsaId| routing.snap.dsas[i].name.clone();
     let Some(target) = mark.position(rep, &p.key, &a.dsa) else {
         // The write's position is not known yet: its DSA only, while that
         // DSA publishes positions (the next reading will tell); one that
@@ -108,7 +109,7 @@ pub fn affine(rep: &Replication, routing: &Routing, p: &Partition, a: &Affinity)
             .position(&p.key, &a.dsa)
             .is_some_and(|pos| !pos.is_empty());
         if publishes && mark.acked.get().is_some() {
-            let only: Vec<String> = w.into_iter().map(name).collect();
+            let only: Vec<DsaName> = w.into_iter().map(name).collect();
             return Some(Kept {
                 dsa: w,
                 only: Some(only.into()),
@@ -133,7 +134,7 @@ pub fn affine(rep: &Replication, routing: &Routing, p: &Partition, a: &Affinity)
         inner: &routing.states,
         ok: &ok,
     };
-    let only: Vec<String> = p
+    let only: Vec<DsaName> = p
         .order
         .iter()
         .copied()

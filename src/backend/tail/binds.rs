@@ -10,7 +10,7 @@
 
 use super::eject::may_eject;
 use crate::backend::routing::{Backend, Routing};
-use crate::directory::route::Partition;
+use crate::directory::route::{DsaId, Partition};
 use std::sync::atomic::Ordering;
 
 /// A bind sent to DSA `dsa` of partition `p` timed out (`why`): eject it
@@ -20,7 +20,7 @@ pub(crate) fn bind_timed_out(
     router: &Backend,
     routing: &Routing,
     p: &Partition,
-    dsa: usize,
+    dsa: DsaId,
     why: &str,
 ) -> bool {
     let cfg = super::settings(&routing.snap.settings, router.settings.tail);
@@ -34,8 +34,9 @@ pub(crate) fn bind_timed_out(
         .zip(&ejected)
         .map(|(s, &out)| s.status().eligible() && !out)
         .collect();
-    let order = [p.order.clone()];
-    if ejected[dsa] || !may_eject(dsa, &order, &ejected, &able, cfg.max_ejection) {
+    // The ejection rules work on places in the DSA list.
+    let order = [p.order.iter().map(|d| d.index()).collect()];
+    if ejected[dsa] || !may_eject(dsa.index(), &order, &ejected, &able, cfg.max_ejection) {
         return false;
     }
     states[dsa].eject_for_binds(&format!("binds time out ({why})"), cfg.ejection_time);
@@ -48,9 +49,9 @@ pub(crate) fn bind_timed_out(
 
 /// The DSAs of partition `p` a bind skips: those ejected for binds, while
 /// another DSA of `p` can take it (else none: the last is never skipped).
-pub(crate) fn skipped_for_binds(routing: &Routing, p: &Partition) -> Vec<usize> {
+pub(crate) fn skipped_for_binds(routing: &Routing, p: &Partition) -> Vec<DsaId> {
     let states = &routing.states.0;
-    let out: Vec<usize> = p
+    let out: Vec<DsaId> = p
         .order
         .iter()
         .copied()

@@ -107,7 +107,7 @@ fn groups(routing: &Routing) -> Vec<Vec<usize>> {
     let mut out: Vec<Vec<usize>> = Vec::new();
     for p in routing.table.partitions() {
         for g in &p.groups {
-            let mut m = g.members.clone();
+            let mut m: Vec<usize> = g.members.iter().map(|d| d.index()).collect();
             m.sort_unstable();
             if !out.contains(&m) {
                 out.push(m);

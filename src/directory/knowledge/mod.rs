@@ -38,7 +38,7 @@ mod skipped;
 mod values;
 
 pub use diag::{edit_distance, Diagnostic, LoadError, Location, Severity};
-pub use name::DsaName;
+pub use name::{DsaId, DsaName};
 
 use crate::proto::dn::Dn;
 use std::collections::HashMap;
@@ -247,10 +247,11 @@ pub struct RouterSettings {
 
 impl Snapshot {
     /// Index of the DSA with this name (names compare case-insensitively).
-    pub fn dsa_index(&self, name: &str) -> Option<usize> {
+    pub fn dsa_index(&self, name: &str) -> Option<DsaId> {
         self.dsas
             .iter()
             .position(|d| d.name.eq_ignore_ascii_case(name))
+            .map(DsaId::new)
     }
 }
 

@@ -143,3 +143,62 @@ mod tests {
         }
     }
 }
+
+/// A DSA's place in the knowledge's DSA list (the snapshot's `dsas`, in
+/// knowledge order), which the per-DSA state and connection pools of the
+/// same snapshot follow: a typed index, valid within one snapshot (names
+/// survive reloads, places may not).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DsaId(usize);
+
+impl DsaId {
+    /// The DSA at `index` in the list.
+    pub fn new(index: usize) -> DsaId {
+        DsaId(index)
+    }
+
+    /// Its index in the list.
+    pub fn index(self) -> usize {
+        self.0
+    }
+
+    /// Every place in a list of `len` DSAs, in order.
+    pub fn all(len: usize) -> impl Iterator<Item = DsaId> {
+        (0..len).map(DsaId::new)
+    }
+}
+
+impl fmt::Debug for DsaId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "#{}", self.0)
+    }
+}
+
+impl fmt::Display for DsaId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "#{}", self.0)
+    }
+}
+
+/// Lists that follow the knowledge's DSA order are indexed by place.
+impl<T> std::ops::Index<DsaId> for Vec<T> {
+    type Output = T;
+
+    fn index(&self, id: DsaId) -> &T {
+        &self[id.index()]
+    }
+}
+
+impl<T> std::ops::Index<DsaId> for [T] {
+    type Output = T;
+
+    fn index(&self, id: DsaId) -> &T {
+        &self[id.index()]
+    }
+}
+
+impl<T> std::ops::IndexMut<DsaId> for Vec<T> {
+    fn index_mut(&mut self, id: DsaId) -> &mut T {
+        &mut self[id.index()]
+    }
+}

@@ -39,14 +39,14 @@ pub fn kept_unavailable(
     p: &Partition,
     snap: &Snapshot,
     view: &impl DsaView,
-    only: &[String],
+    only: &[crate::directory::knowledge::DsaName],
 ) -> String {
     let states: Vec<String> = p
         .order
         .iter()
         .map(|&i| {
             let name = &snap.dsas[i].name;
-            if only.contains(&name.to_ascii_lowercase()) {
+            if only.contains(name) {
                 format!("{name} {}", view.status(i).as_str())
             } else {
                 format!("{name} has not reached the client's write")

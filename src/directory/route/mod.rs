@@ -30,8 +30,7 @@ use crate::directory::knowledge::{GroupKey, Snapshot};
 use crate::proto::dn::Dn;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// Index of a DSA in the snapshot's knowledge order.
-pub type DsaIdx = usize;
+pub use crate::directory::knowledge::DsaId;
 
 /// A load-share group within one partition.
 #[derive(Debug, Clone)]
@@ -40,7 +39,7 @@ pub struct Group {
     /// DSA that is a group of its own.
     pub name: Option<String>,
     /// Members in ordered-list order.
-    pub members: Vec<DsaIdx>,
+    pub members: Vec<DsaId>,
 }
 
 /// One namespace partition and how to reach it.
@@ -48,15 +47,15 @@ pub struct Group {
 pub struct Partition {
     pub prefix: Dn,
     /// Ordered list (knowledge order, then precedence).
-    pub order: Vec<DsaIdx>,
+    pub order: Vec<DsaId>,
     /// Groups in group order.
     pub groups: Vec<Group>,
     /// Order for writes (ordered list, then write-precedence), without
     /// the DSAs knowledge marks `read-only` (CA routers send them no
     /// updates).
-    pub write_order: Vec<DsaIdx>,
+    pub write_order: Vec<DsaId>,
     /// DSAs marked `read-only`, in the ordered list's order.
-    pub read_only: Vec<DsaIdx>,
+    pub read_only: Vec<DsaId>,
     /// One slot of a horizontal partition of `prefix`: it holds the entries
     /// just below `prefix` (and their subtrees) whose RDN value hashes to
     /// it; slot 0 also answers for the `prefix` entry itself.
@@ -78,7 +77,7 @@ impl Partition {
     }
 
     /// The group a DSA belongs to in this partition.
-    pub fn group_of(&self, dsa: DsaIdx) -> Option<&Group> {
+    pub fn group_of(&self, dsa: DsaId) -> Option<&Group> {
         self.groups.iter().find(|g| g.members.contains(&dsa))
     }
 }
@@ -113,7 +112,7 @@ pub struct Table {
     /// so that a lookup costs a hash per level of the DN, not a scan.
     index: Option<crate::base::fasthash::FastMap<u64, Vec<usize>>>,
     /// The router's own DSA, never a target.
-    pub router: Option<DsaIdx>,
+    pub router: Option<DsaId>,
 }
 
 /// Above this many partitions, lookups use the index.
@@ -131,8 +130,8 @@ impl Table {
             None => None,
         };
         let pos_of = |name: &str| snap.dsa_index(name);
-        let precedence: Vec<DsaIdx> = snap.precedence.iter().filter_map(|n| pos_of(n)).collect();
-        let write_prec: Vec<DsaIdx> = snap
+        let precedence: Vec<DsaId> = snap.precedence.iter().filter_map(|n| pos_of(n)).collect();
+        let write_prec: Vec<DsaId> = snap
             .write_precedence
             .iter()
             .filter_map(|n| pos_of(n))
@@ -143,6 +142,7 @@ impl Table {
         let mut index: std::collections::HashMap<(&crate::proto::dn::Dn, Option<u32>), usize> =
             std::collections::HashMap::new();
         for (i, d) in snap.dsas.iter().enumerate() {
+            let i = DsaId::new(i);
             if Some(i) == router_idx {
                 continue;
             }
@@ -172,7 +172,7 @@ impl Table {
         }
         for p in &mut partitions {
             p.order = move_to_front(&p.order, &precedence);
-            let ro = |i: &DsaIdx| snap.dsas[*i].has_dsa_flag("read-only");
+            let ro = |i: &DsaId| snap.dsas[*i].has_dsa_flag("read-only");
             p.read_only = p.order.iter().copied().filter(ro).collect();
             p.write_order = move_to_front(&p.order, &write_prec)
                 .into_iter()
@@ -222,7 +222,7 @@ impl Table {
     pub fn home(&self) -> Option<&Partition> {
         self.partitions
             .iter()
-            .min_by_key(|p| p.order.iter().min().copied().unwrap_or(usize::MAX))
+            .min_by_key(|p| p.order.iter().min().map_or(usize::MAX, |d| d.index()))
     }
 
     pub fn partitions(&self) -> &[Partition] {
@@ -389,8 +389,8 @@ impl Table {
 
 /// `list` with the members of `front` that it contains moved to the front,
 /// in `front`'s order.
-fn move_to_front(list: &[DsaIdx], front: &[DsaIdx]) -> Vec<DsaIdx> {
-    let mut out: Vec<DsaIdx> = Vec::with_capacity(list.len());
+fn move_to_front(list: &[DsaId], front: &[DsaId]) -> Vec<DsaId> {
+    let mut out: Vec<DsaId> = Vec::with_capacity(list.len());
     for &i in front.iter().chain(list) {
         if list.contains(&i) && !out.contains(&i) {
             out.push(i);

@@ -9,7 +9,7 @@
 //! ambiguous, and refused.
 
 use crate::directory::knowledge::{Address, Snapshot};
-use crate::directory::route::DsaIdx;
+use crate::directory::route::DsaId;
 
 /// Why a block was taken for the router's own.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,9 +28,9 @@ pub enum Own {
     /// No block looks like the router.
     None,
     /// This block, and why.
-    Block(DsaIdx, Why),
+    Block(DsaId, Why),
     /// Several blocks look alike: which is the router's is for `--name`.
-    Ambiguous(Vec<(DsaIdx, Why)>),
+    Ambiguous(Vec<(DsaId, Why)>),
 }
 
 /// Whether `a` is an address to listen on, never to connect to.
@@ -57,7 +57,7 @@ pub fn find(snap: &Snapshot, name: Option<&str>, listens: impl Fn(&Address) -> b
     if let Some(i) = name.and_then(|n| snap.dsa_index(n)) {
         return Own::Block(i, Why::Named);
     }
-    let by = |test: &dyn Fn(&Address) -> bool, why: fn(String) -> Why| -> Vec<(DsaIdx, Why)> {
+    let by = |test: &dyn Fn(&Address) -> bool, why: fn(String) -> Why| -> Vec<(DsaId, Why)> {
         snap.dsas
             .iter()
             .enumerate()
@@ -65,7 +65,7 @@ pub fn find(snap: &Snapshot, name: Option<&str>, listens: impl Fn(&Address) -> b
                 d.addresses
                     .iter()
                     .find(|a| test(a))
-                    .map(|a| (i, why(host_port(a))))
+                    .map(|a| (DsaId::new(i), why(host_port(a))))
             })
             .collect()
     };

@@ -1,6 +1,6 @@
 //! Target selection (architecture.md, "Reads" and "Writes"): pure, allocation-free.
 
-use super::{DsaIdx, Partition};
+use super::{DsaId, Partition};
 
 /// A DSA's run-time state as selection sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,20 +34,20 @@ impl DsaStatus {
 
 /// Per-DSA run-time facts, indexed by knowledge position.
 pub trait DsaView {
-    fn status(&self, dsa: DsaIdx) -> DsaStatus;
+    fn status(&self, dsa: DsaId) -> DsaStatus;
     /// Operations in flight from this router to the DSA.
-    fn in_flight(&self, dsa: DsaIdx) -> u32;
+    fn in_flight(&self, dsa: DsaId) -> u32;
     /// The DSA's concurrency limit; `None` for no limit.
-    fn limit(&self, dsa: DsaIdx) -> Option<u32>;
+    fn limit(&self, dsa: DsaId) -> Option<u32>;
 
-    fn saturated(&self, dsa: DsaIdx) -> bool {
+    fn saturated(&self, dsa: DsaId) -> bool {
         self.limit(dsa).is_some_and(|l| self.in_flight(dsa) >= l)
     }
 
     /// Whether the DSA may serve reads by its replication position
     /// (`--max-replication-lag`, `--max-staleness`; see
     /// `crate::directory::replication`). Writes ignore it.
-    fn read_gate(&self, _dsa: DsaIdx) -> ReadGate {
+    fn read_gate(&self, _dsa: DsaId) -> ReadGate {
         ReadGate::Serve
     }
 }
@@ -76,7 +76,7 @@ impl ReadGate {
 pub struct Choice {
     /// Index into `Partition::groups`.
     pub group: usize,
-    pub dsa: DsaIdx,
+    pub dsa: DsaId,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,7 +95,7 @@ pub enum RouteError {
 /// in it only the least behind); within it, the least in-flight target not
 /// at its limit; `tick` rotates among equals.
 pub fn select_read(p: &Partition, view: &impl DsaView, tick: usize) -> Result<Choice, RouteError> {
-    let in_bound = |m: DsaIdx| view.status(m).eligible() && view.read_gate(m) == ReadGate::Serve;
+    let in_bound = |m: DsaId| view.status(m).eligible() && view.read_gate(m) == ReadGate::Serve;
     let fresh = p
         .groups
         .iter()
@@ -122,7 +122,7 @@ pub fn select_read(p: &Partition, view: &impl DsaView, tick: usize) -> Result<Ch
     // Read each member's in-flight count once: the counters move while we
     // look, and every decision below must see the same numbers. A fixed
     // array keeps this allocation-free; groups beyond 64 members are cut.
-    let mut open: [(DsaIdx, u32); 64] = [(0, 0); 64];
+    let mut open: [(DsaId, u32); 64] = [(DsaId::new(0), 0); 64];
     let mut n = 0;
     for &m in group.members.iter() {
         if n == open.len() {
@@ -186,11 +186,11 @@ pub fn select_write(p: &Partition, view: &impl DsaView) -> Result<Choice, RouteE
 /// transparent retry.
 pub struct Excluding<'a, V: DsaView> {
     pub inner: &'a V,
-    pub tried: &'a [DsaIdx],
+    pub tried: &'a [DsaId],
 }
 
 impl<V: DsaView> DsaView for Excluding<'_, V> {
-    fn status(&self, dsa: DsaIdx) -> DsaStatus {
+    fn status(&self, dsa: DsaId) -> DsaStatus {
         if self.tried.contains(&dsa) {
             DsaStatus::Down
         } else {
@@ -198,15 +198,15 @@ impl<V: DsaView> DsaView for Excluding<'_, V> {
         }
     }
 
-    fn in_flight(&self, dsa: DsaIdx) -> u32 {
+    fn in_flight(&self, dsa: DsaId) -> u32 {
         self.inner.in_flight(dsa)
     }
 
-    fn limit(&self, dsa: DsaIdx) -> Option<u32> {
+    fn limit(&self, dsa: DsaId) -> Option<u32> {
         self.inner.limit(dsa)
     }
 
-    fn read_gate(&self, dsa: DsaIdx) -> ReadGate {
+    fn read_gate(&self, dsa: DsaId) -> ReadGate {
         self.inner.read_gate(dsa)
     }
 }

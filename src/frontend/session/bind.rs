@@ -19,13 +19,15 @@
 //! password change until then); `--own-connection always` does this for
 //! every bound client.
 
+use super::operation::Operation;
 use super::{dispatch, Bound, Flow, Identity, Session};
 use crate::backend::upstream::conn::Conn;
 use crate::backend::upstream::pending::{Kind, Pending, Sink};
 use crate::backend::upstream::pool::BindPdu;
+use crate::directory::knowledge::{DsaId, DsaName};
 use crate::directory::route::{Lookup, Partition};
 use crate::proto::dn::Dn;
-use crate::proto::wire::frame::{self, Frame, Header};
+use crate::proto::wire::frame::{self, Header, Pdu};
 use crate::proto::wire::ppolicy;
 use crate::proto::wire::request::{Op, Request};
 use crate::proto::wire::response::Code;
@@ -38,7 +40,7 @@ use tokio::sync::oneshot;
 
 /// A bind the DSA answered: where, and its response.
 struct Answered {
-    dsa: usize,
+    dsa: DsaId,
     name: String,
     conn: Arc<Conn>,
     resp: Bytes,
@@ -53,7 +55,7 @@ struct Sending<'a> {
     req: &'a Request,
     routing: &'a Arc<Routing>,
     p: &'a Partition,
-    sent: Frame<'a>,
+    sent: &'a Pdu,
     trace: Option<&'a crate::observe::otel::OpTrace>,
 }
 
@@ -63,7 +65,7 @@ enum Attempt {
     /// The DSA did not answer (`timed_out`: within --bind-timeout), or
     /// lost the connection: the next DSA is tried.
     Failed {
-        dsa: usize,
+        dsa: DsaId,
         why: String,
         timed_out: bool,
     },
@@ -75,7 +77,8 @@ enum Attempt {
 }
 
 impl Session {
-    pub(super) async fn bind(&mut self, pdu: &Bytes, h: &Header, req: &Request) -> Flow {
+    pub(super) async fn bind(&mut self, op: &Operation) -> Flow {
+        let (pdu, h, req) = (&op.pdu.bytes, &op.pdu.h, &op.req);
         let Op::Bind {
             version,
             dn,
@@ -87,10 +90,10 @@ impl Session {
         };
         // Whatever happens next, the old identity ends here (a SASL
         // exchange in progress is continued or ended by this bind).
-        let step = self.sasl.take();
+        let step = self.who.sasl.take();
         self.become_anonymous();
         if let (3, Some(mech)) = (*version, sasl) {
-            return self.sasl_bind(pdu, h, req, dn, mech, step).await;
+            return self.sasl_bind(op, dn, mech, step).await;
         }
         if let Some(s) = step {
             s.conn.close();
@@ -131,7 +134,7 @@ impl Session {
         };
         let client_ppolicy = req.control(ppolicy::OID_PPOLICY).is_some();
         let sent = with_ppolicy_request(pdu, h, client_ppolicy);
-        let Ok(sent_h) = frame::header(&sent) else {
+        let Ok(sent) = Pdu::read(sent) else {
             return self.malformed("bind request");
         };
         let started = std::time::Instant::now();
@@ -139,7 +142,7 @@ impl Session {
             req,
             routing: &routing,
             p,
-            sent: Frame::new(&sent, &sent_h),
+            sent: &sent,
             trace: trace.as_deref(),
         });
         let Some(a) = placed.await else {
@@ -162,11 +165,11 @@ impl Session {
             // An unauthenticated bind (RFC 4513 5.1.2): the DSA took it as
             // anonymous, and so does the router. Its name is never
             // conveyed or replayed.
-            tracing::info!(client = %self.peer, dn = %crate::base::logsafe::esc(&dn), dsa = %a.name, "unauthenticated bind (a name with an empty password): the client stays anonymous");
+            tracing::info!(client = %self.client.peer, dn = %crate::base::logsafe::esc(&dn), dsa = %a.name, "unauthenticated bind (a name with an empty password): the client stays anonymous");
             conn.release();
         } else if code == rc::SUCCESS {
             let notable = policy.as_ref().filter(|p| p.is_notable()).cloned();
-            self.become_bound(&routing, &a, (dn, &shown), &parsed, notable, sent);
+            self.become_bound(&routing, &a, (dn, &shown), &parsed, notable, sent.bytes);
         } else {
             conn.release();
         }
@@ -177,7 +180,7 @@ impl Session {
             frame::rewrite(&a.resp, &a.rh, req.msgid, None, &mut b);
             b
         };
-        self.out.send(b.split().freeze()).await;
+        self.client.out.send(b.split().freeze()).await;
         Flow::Continue
     }
 
@@ -201,8 +204,8 @@ impl Session {
                 "dsa-router: only simple and SASL binds are supported",
             ));
         };
-        if !password.is_empty() && !self.tls && self.router.cfg.require_tls_for_bind {
-            tracing::info!(client = %self.peer, dn = %crate::base::logsafe::esc(&dn), "simple bind refused: the connection is not protected by TLS");
+        if !password.is_empty() && !self.client.tls && self.router.cfg.require_tls_for_bind {
+            tracing::info!(client = %self.client.peer, dn = %crate::base::logsafe::esc(&dn), "simple bind refused: the connection is not protected by TLS");
             return Err((
                 Code::ConfidentialityRequired,
                 "dsa-router: simple binds with a password need TLS (use LDAPS or StartTLS)",
@@ -236,19 +239,19 @@ impl Session {
             .router
             .admission
             .failed_binds
-            .admit_within(parsed, self.peer.ip(), wait)
+            .admit_within(parsed, self.client.peer.ip(), wait)
             .await
         {
             Ok(t) => Ok(Some(t)),
             Err(crate::admission::guard::Refused::Busy) => {
-                tracing::info!(client = %self.peer, dn = %crate::base::logsafe::esc(&dn), "bind answered busy: its DN's (address's) failures plus binds in flight stayed at --failed-bind-limit for --bind-timeout");
+                tracing::info!(client = %self.client.peer, dn = %crate::base::logsafe::esc(&dn), "bind answered busy: its DN's (address's) failures plus binds in flight stayed at --failed-bind-limit for --bind-timeout");
                 Err((
                     Code::Busy,
                     "dsa-router: too many binds in flight for this name; retry",
                 ))
             }
             Err(why) => {
-                tracing::debug!(client = %self.peer, dn = %crate::base::logsafe::esc(&dn), ?why, "bind refused: failed-bind back-off");
+                tracing::debug!(client = %self.client.peer, dn = %crate::base::logsafe::esc(&dn), ?why, "bind refused: failed-bind back-off");
                 Err((Code::InvalidCredentials, ""))
             }
         }
@@ -260,13 +263,13 @@ impl Session {
             return;
         };
         if began.dn {
-            tracing::info!(client = %self.peer, dn = %crate::base::logsafe::esc(&dn), "failed-bind back-off begins for this DN from this client address: its binds from there are answered invalidCredentials by the router for --failed-bind-backoff");
+            tracing::info!(client = %self.client.peer, dn = %crate::base::logsafe::esc(&dn), "failed-bind back-off begins for this DN from this client address: its binds from there are answered invalidCredentials by the router for --failed-bind-backoff");
         }
         if began.ceiling {
-            tracing::info!(client = %self.peer, dn = %crate::base::logsafe::esc(&dn), "failed-bind back-off begins for this DN from every address (--failed-bind-limit-per-dn): its binds are answered invalidCredentials by the router for --failed-bind-backoff");
+            tracing::info!(client = %self.client.peer, dn = %crate::base::logsafe::esc(&dn), "failed-bind back-off begins for this DN from every address (--failed-bind-limit-per-dn): its binds are answered invalidCredentials by the router for --failed-bind-backoff");
         }
         if began.address {
-            tracing::info!(client = %self.peer, "failed-bind back-off begins for this client address: its binds are answered invalidCredentials by the router for --failed-bind-backoff");
+            tracing::info!(client = %self.client.peer, "failed-bind back-off begins for this client address: its binds are answered invalidCredentials by the router for --failed-bind-backoff");
         }
     }
 
@@ -284,10 +287,10 @@ impl Session {
             ..
         } = b;
         let skipped = crate::backend::tail::skipped_for_binds(routing, p);
-        let mut tried: Vec<usize> = Vec::new();
+        let mut tried: Vec<DsaId> = Vec::new();
         let mut spare_lost = false;
         loop {
-            let skip: Vec<usize> = skipped.iter().chain(&tried).copied().collect();
+            let skip: Vec<DsaId> = skipped.iter().chain(&tried).copied().collect();
             let (dsa, why, timed_out) = match self.try_bind(b, skip, spare_lost).await {
                 Attempt::Answered(a) => return Some(a),
                 Attempt::Done => return None,
@@ -307,7 +310,7 @@ impl Session {
             if timed_out {
                 crate::backend::tail::bind_timed_out(&self.router.backend, routing, p, dsa, &why);
             }
-            tracing::warn!(client = %self.peer, dsa = %name, "bind {why}; trying the next DSA");
+            tracing::warn!(client = %self.client.peer, dsa = %name, "bind {why}; trying the next DSA");
             tried.push(dsa);
             if tried.len() >= dispatch::MAX_ATTEMPTS {
                 let names: Vec<&str> = tried
@@ -327,7 +330,7 @@ impl Session {
     /// Send the bind `b` to the DSA of its partition selection gives,
     /// skipping `skip`, and wait --bind-timeout for its answer
     /// (`spare_lost`: a spare connection was lost once already).
-    async fn try_bind(&self, b: Sending<'_>, skip: Vec<usize>, spare_lost: bool) -> Attempt {
+    async fn try_bind(&self, b: Sending<'_>, skip: Vec<DsaId>, spare_lost: bool) -> Attempt {
         let Sending {
             req,
             routing,
@@ -344,7 +347,7 @@ impl Session {
             routing,
             p,
             want,
-            dispatch::Via::Fresh(self.peer),
+            dispatch::Via::Fresh(self.client.peer),
             sent,
             |_| Pending::new(Sink::Waiter(tx), Kind::fixed()),
         )
@@ -420,7 +423,7 @@ impl Session {
         if crate::observe::access::enabled() {
             let policy = policy.map(|p| p.to_string());
             crate::observe::access::line(|f| {
-                f.head(&self.log_client)
+                f.head(&self.client.log_client)
                     .quoted("op", "bind")
                     .display("dn", &dn)
                     .plain("partition", &p.text)
@@ -454,20 +457,21 @@ impl Session {
             || as_router
             || self.router.cfg.own_connection == OwnConnection::Always;
         if let Some(p) = &notable {
-            tracing::info!(client = %self.peer, dn = %crate::base::logsafe::esc(&dn), dsa = %a.name, "password policy ({p}): the client's operations run on connections of its own");
+            tracing::info!(client = %self.client.peer, dn = %crate::base::logsafe::esc(&dn), dsa = %a.name, "password policy ({p}): the client's operations run on connections of its own");
         }
         // The bind's connection stays the client's own only where its
         // operations need one; on a DSA that trusts the router they run
         // on the shared connection, so idle bound clients pin nothing.
         if own_conn || !routing.pools[a.dsa].proxies() {
-            self.private
-                .insert(a.name.to_ascii_lowercase(), a.conn.clone());
+            self.who
+                .private
+                .insert(DsaName::new(&a.name), a.conn.clone());
         } else {
             a.conn.release();
         }
         let authz = format!("dn:{shown}");
-        self.listed.bound(&authz);
-        self.identity = Identity::Bound(Bound {
+        self.client.listed.bound(&authz);
+        self.who.identity = Identity::Bound(Bound {
             dn: shown.to_string(),
             authz,
             conveyed: true,
@@ -516,17 +520,17 @@ impl Session {
     }
 
     pub(super) fn become_anonymous(&mut self) {
-        if matches!(self.identity, Identity::Bound(_)) {
-            self.listed.anonymous();
+        if matches!(self.who.identity, Identity::Bound(_)) {
+            self.client.listed.anonymous();
         }
-        self.identity = Identity::Anonymous;
-        if let Some(s) = self.sasl.take() {
+        self.who.identity = Identity::Anonymous;
+        if let Some(s) = self.who.sasl.take() {
             s.conn.close();
         }
         // Operations of the old identity still placing (a read going to
         // another DSA) hold the old map: closed, it opens nothing more.
-        self.private.release_all();
-        self.private = super::own::Own::new(self.peer);
+        self.who.private.release_all();
+        self.who.private = super::own::Own::new(self.client.peer);
     }
 }
 

@@ -15,8 +15,8 @@
 //! of its own bound by replaying its bind, opened in a task of its own
 //! while the operation waits ([`super::own`]).
 
-use super::own::{Have, Opening, Own};
-use super::send::{self, refusal, skip_unless_busy, Next, Outgoing};
+use super::own::{Have, Own};
+use super::send::{refusal, skip_unless_busy, Got, Next, Outgoing};
 use super::{Bound, Identity};
 use crate::backend::dsa_state::InFlight;
 use crate::backend::upstream::conn::Conn;
@@ -24,10 +24,11 @@ use crate::backend::upstream::pending::Pending;
 use crate::backend::upstream::pool::Pool;
 use crate::backend::upstream::Resend;
 use crate::base::error::{Error, Kind};
+use crate::directory::knowledge::{DsaId, DsaName};
 use crate::directory::route::{
     message, select_read, select_write, Choice, DsaView, Excluding, Partition, ReadGate, RouteError,
 };
-use crate::proto::wire::frame::Frame;
+use crate::proto::wire::frame::Pdu;
 use crate::service::context::Routing;
 use std::sync::Arc;
 
@@ -59,11 +60,11 @@ pub(super) enum Via<'s> {
 pub(super) struct Want {
     pub is_write: bool,
     /// This DSA first, while it is eligible (paged searches).
-    pub sticky: Option<usize>,
+    pub sticky: Option<DsaId>,
     /// DSAs already tried (they are skipped).
-    pub tried: Vec<usize>,
+    pub tried: Vec<DsaId>,
     /// Only a DSA of the group this one belongs to (hedges).
-    pub group_of: Option<usize>,
+    pub group_of: Option<DsaId>,
     /// The caller records the DSA it is placed on (state the DSA keeps
     /// per connection): once placed, it is never moved to another.
     pub pinned: bool,
@@ -73,7 +74,7 @@ pub(super) struct Want {
     pub resend: Option<Box<dyn Replace>>,
     /// Only these DSAs (lower-case names), when given: a read kept by
     /// read-your-writes to those that have the client's write.
-    pub only: Option<Arc<[String]>>,
+    pub only: Option<Arc<[DsaName]>>,
 }
 
 /// An operation's way to the next DSA before it is placed
@@ -84,13 +85,13 @@ pub(super) trait Replace: Send {
         self: Box<Self>,
         via: &Via<'_>,
         at: &Placed,
-        name: &dyn Fn(usize) -> String,
+        name: &dyn Fn(DsaId) -> String,
     ) -> Box<dyn Resend>;
 }
 
 impl Want {
     /// A first attempt: nothing tried yet.
-    pub(super) fn first(is_write: bool, sticky: Option<usize>) -> Want {
+    pub(super) fn first(is_write: bool, sticky: Option<DsaId>) -> Want {
         Want {
             is_write,
             sticky,
@@ -108,8 +109,8 @@ impl super::Session {
     /// connection of its own whatever its identity.
     pub(super) fn via(&mut self, own_conn: bool) -> Via<'_> {
         Via::Client {
-            identity: &self.identity,
-            own: &self.private,
+            identity: &self.who.identity,
+            own: &self.who.private,
             own_conn,
         }
     }
@@ -117,7 +118,7 @@ impl super::Session {
 
 /// Where an operation went.
 pub(super) struct Placed {
-    pub dsa: usize,
+    pub dsa: DsaId,
     /// Its connection; `None` while a shared connection to the DSA is
     /// being made (the operation is sent once it is, without holding up
     /// the client's other operations).
@@ -127,7 +128,7 @@ pub(super) struct Placed {
     /// Whether the connection is shared (a read on it may be re-sent).
     pub shared: bool,
     /// DSAs that could not be reached on the way.
-    pub tried: Vec<usize>,
+    pub tried: Vec<DsaId>,
     /// Its message ID on `conn`.
     pub id: i32,
 }
@@ -145,7 +146,7 @@ pub(super) async fn place(
     p: &Partition,
     mut want: Want,
     mut via: Via<'_>,
-    sent: Frame<'_>,
+    sent: &Pdu,
     build: impl FnOnce(&Placed) -> Pending,
 ) -> Result<Placed, Error> {
     let mut races = 0;
@@ -184,25 +185,19 @@ pub(super) async fn place(
     let (pending, aside) = built(routing, &via, &placed, build, guard, want);
     let pool = &routing.pools[dsa];
     let state = &routing.states.0[dsa];
-    let out = Outgoing::prepare(pool, state, &mut placed.proxy, pending, aside, sent);
-    match got {
-        Got::Queued(o) => send::wait_for_own(o, out, sent, name, is_write),
-        Got::Later => {
-            let routed = placed.proxy.is_some();
-            out.after_connect(pool.clone(), routed, sent, name.to_string());
-        }
-        Got::Now(conn) => {
-            placed.id = out.submit(&conn, sent, name).unwrap_or(0);
-            placed.conn = Some(conn);
-        }
+    let out = Outgoing::rewrite(pool, state, &mut placed.proxy, pending, aside, sent);
+    if let Got::Now(conn) = &got {
+        placed.conn = Some(conn.clone());
     }
+    let routed = placed.proxy.is_some();
+    placed.id = out.send(got, pool, routed, name, is_write).unwrap_or(0);
     Ok(placed)
 }
 
 /// Take DSA `dsa`'s in-flight slot atomically: `None` when a race for the
 /// last slot was lost (select again, never in another group), `Err` when
 /// that happened too often.
-fn slot(routing: &Routing, dsa: usize, races: &mut u32) -> Result<Option<InFlight>, Error> {
+fn slot(routing: &Routing, dsa: DsaId, races: &mut u32) -> Result<Option<InFlight>, Error> {
     if let Some(guard) = routing.states.0[dsa].try_begin() {
         return Ok(Some(guard));
     }
@@ -229,7 +224,7 @@ fn built(
 ) -> (Pending, Option<Box<dyn Resend>>) {
     let mut pending = build(placed);
     pending.hold_slot(guard);
-    let name = |i: usize| routing.snap.dsas[i].name.to_string();
+    let name = |i: DsaId| routing.snap.dsas[i].name.to_string();
     let again = want.resend.map(|r| r.placed(via, placed, &name));
     let (carried, aside) = match again {
         Some(a) if placed.shared && !want.is_write => (Some(a), None),
@@ -243,7 +238,7 @@ fn built(
 /// it tried: the sticky one first (the DSA holding the client's state),
 /// else by the write order or the read groups. `Err` when none can take
 /// it, or when the attempts are used up.
-fn choose(routing: &Routing, p: &Partition, want: &Want) -> Result<usize, Error> {
+fn choose(routing: &Routing, p: &Partition, want: &Want) -> Result<DsaId, Error> {
     let (is_write, sticky, only) = (want.is_write, want.sticky, want.only.as_deref());
     let tried = &want.tried[..];
     if tried.len() >= MAX_ATTEMPTS {
@@ -264,13 +259,10 @@ fn choose(routing: &Routing, p: &Partition, want: &Want) -> Result<usize, Error>
     }
     // DSAs a read kept by read-your-writes may not go to count as tried.
     let first = tried.is_empty();
-    let excluded: Vec<usize>;
+    let excluded: Vec<DsaId>;
     let tried = match only {
         Some(only) => {
-            let barred = |i: &usize| {
-                let name = routing.snap.dsas[*i].name.to_ascii_lowercase();
-                !only.contains(&name)
-            };
+            let barred = |i: &DsaId| !only.contains(&routing.snap.dsas[*i].name);
             let barred = p.order.iter().copied().filter(barred);
             excluded = tried.iter().copied().chain(barred).collect();
             &excluded[..]
@@ -320,21 +312,12 @@ fn choose(routing: &Routing, p: &Partition, want: &Want) -> Result<usize, Error>
     Ok(dsa)
 }
 
-/// A connection had at once, or one being made.
-pub(super) enum Got {
-    Now(Arc<Conn>),
-    /// A shared connection being made.
-    Later,
-    /// The client's own connection being opened.
-    Queued(Arc<Opening>),
-}
-
 /// A connection to `pool`'s DSA for `via`: (connection, proxied identity,
 /// shared).
 async fn connection(
     via: &mut Via<'_>,
     pool: &Arc<Pool>,
-    name: &str,
+    name: &DsaName,
 ) -> Result<(Got, Option<String>, bool), Next> {
     // A shared connection open now, else one to be made after placing.
     let shared = |routed: bool| match pool.shared_now(routed) {
@@ -371,8 +354,8 @@ async fn connection(
                 return Err(Next::Fail(super::own::left()));
             }
             // A SASL identity is used where it was made, on its DSA.
-            let sasl_here = matches!(&**identity, Identity::Bound(Bound { bind: None, .. }))
-                && own.has(&name.to_ascii_lowercase());
+            let sasl_here =
+                matches!(&**identity, Identity::Bound(Bound { bind: None, .. })) && own.has(name);
             let got = match (&**identity, *own_conn) {
                 (Identity::Anonymous, false) => Ok((shared(false), None, true)),
                 // An identity the router does not know (a SASL bind whose
@@ -402,10 +385,10 @@ async fn connection(
 fn own_connection(
     identity: &Identity,
     own: &Arc<Own>,
-    name: &str,
+    name: &DsaName,
     pool: &Arc<Pool>,
 ) -> Result<Got, Error> {
-    let have = own.get_or_open(&name.to_ascii_lowercase(), pool, || match identity {
+    let have = own.get_or_open(name, pool, || match identity {
         Identity::Bound(Bound { bind: Some(b), .. }) => Ok(Some(b.clone())),
         // SASL: the identity lives on the connection it was made on.
         Identity::Bound(Bound { conveyed: false, authz, .. }) => Err(Error::new(

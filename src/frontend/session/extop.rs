@@ -9,7 +9,9 @@
 //! an update there (the partition's write DSA, never re-sent): an unknown
 //! operation may change data, and a transaction's end commits it.
 
+use super::operation::Operation;
 use super::out::{Running, ToClient};
+use super::phases::Answered;
 use super::{Identity, Session};
 use crate::backend::upstream::pending::{Kind, Pending, Sink};
 use crate::proto::dn::Dn;
@@ -17,14 +19,15 @@ use crate::proto::wire::frame;
 use crate::proto::wire::request::Request;
 use crate::proto::wire::response::{self, Code};
 use crate::proto::wire::state::{self, OID_CANCEL};
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 impl Session {
     /// Forward an extended operation the router does not know.
-    pub(super) async fn forward_extended(&mut self, pdu: &Bytes, h: &frame::Header, req: &Request) {
+    pub(super) async fn forward_extended(&mut self, op: Operation) -> Answered {
         let routing = self.router.routing();
-        let by_identity = match &self.identity {
+        let by_identity = match &self.who.identity {
             Identity::Bound(b) => {
                 Dn::parse_ldap(&b.dn)
                     .ok()
@@ -37,10 +40,11 @@ impl Session {
         let target = by_identity.or_else(|| routing.table.home().map(|p| p.prefix.to_string()));
         drop(routing);
         match target {
-            Some(t) => self.forward(pdu, h, req, Some(&t), true).await,
+            Some(t) => ControlFlow::Continue(op.aimed_at(t, true)),
             None => {
                 let msg = "dsa-router: no partition to send the extended operation to";
-                self.reply(req, Code::Unavailable, "", msg).await
+                self.reply(&op.req, Code::Unavailable, "", msg).await;
+                ControlFlow::Break(super::Flow::Continue)
             }
         }
     }
@@ -54,7 +58,7 @@ impl Session {
             let msg = "dsa-router: malformed cancel request value";
             return self.reply(req, Code::ProtocolError, "", msg).await;
         };
-        let running = match self.out.running(id) {
+        let running = match self.client.out.running(id) {
             // A hedged read whose winner already answers: its DSA cancels
             // it, so that the canceled result follows every entry.
             Some(Running::Race(race)) => match race.cancel() {
@@ -101,7 +105,7 @@ impl Session {
                     return;
                 };
                 let delivery = Arc::new(ToClient {
-                    out: self.out.clone(),
+                    out: self.client.out.clone(),
                     msgid: req.msgid,
                     resp_tag: 0x78,
                     rebind: None,
@@ -109,12 +113,12 @@ impl Session {
                 let op = crate::observe::metrics::op_index("extended") as u8;
                 let p = Pending::new(Sink::To(delivery.clone()), Kind::fixed())
                     .counted(op, self.router.backend.metrics.clone());
-                self.out.track_placeholder(req.msgid);
+                self.client.out.track_placeholder(req.msgid);
                 let sent = conn.submit(p, &b, &ch, None, |c, i| {
                     crate::backend::upstream::Delivery::placed(&*delivery, c, i)
                 });
                 if sent.is_err() {
-                    self.out.finish(req.msgid);
+                    self.client.out.finish(req.msgid);
                     let msg = format!("dsa-router: operation {id} is ending; too late to cancel");
                     self.reply(req, Code::TooLate, "", &msg).await
                 }

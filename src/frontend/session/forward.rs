@@ -4,20 +4,21 @@
 //! placed on one DSA through [`dispatch`](super::dispatch).
 
 use super::logged::LogCtx;
+use super::operation::Operation;
 use super::resend::Again;
 use super::{dispatch, out, stack, Session};
 use crate::backend::follow::ryw::Kept;
 use crate::backend::upstream::pending::{Hedge, Kind, Pending};
 use crate::directory::replication::mark::WriteMark;
-use crate::directory::route::{Lookup, Partition};
+use crate::directory::route::{DsaId, Lookup, Partition};
 use crate::observe::metrics::Refusal;
+use crate::observe::otel::OpTrace;
 use crate::proto::dn::Dn;
-use crate::proto::wire::frame::{Frame, Header};
+use crate::proto::wire::frame::{Frame, Pdu};
 use crate::proto::wire::request::{Op, Request};
 use crate::proto::wire::response::Code;
 use crate::proto::wire::state;
 use crate::service::context::Routing;
-use bytes::Bytes;
 use std::sync::Arc;
 
 impl Session {
@@ -26,29 +27,20 @@ impl Session {
         Dn::parse_ldap(&super::local::subschema(routing)).is_ok_and(|s| s == *dn)
     }
 
-    /// Route and forward one operation. `target` overrides the DN the
-    /// request names (Password Modify, WhoAmI with proxied authorization);
-    /// `write` marks it an update.
-    pub(super) async fn forward(
-        &mut self,
-        pdu: &Bytes,
-        h: &Header,
-        req: &Request,
-        target: Option<&str>,
-        write: bool,
-    ) {
-        // Set for this request only (a Password Modify of the client's own).
-        let rebind = self.next_rebind.take();
+    /// The target phase, then on to choose, rewrite and send: the DN
+    /// parsed and looked up; a search whose scope reaches other partitions
+    /// goes to every one ([`spanning`](super::spanning)), anything else to
+    /// one DSA of its partition.
+    pub(super) async fn forward(&mut self, op: Operation) {
+        let req = &op.req;
         let limit = self.router.cfg.max_outstanding;
-        if self.out.outstanding() >= limit {
+        if self.client.out.outstanding() >= limit {
             let msg = format!(
                 "dsa-router: too many outstanding operations on this connection (limit {limit})"
             );
             return self.refuse(req, Refusal::Outstanding, &msg).await;
         }
-        let dn_text = target.unwrap_or_else(|| named_dn(req));
-        let is_write = write || is_update(&req.op);
-        let dn = match self.parsed(dn_text) {
+        let dn = match self.parsed(op.dn()) {
             Ok(d) => d,
             Err(e) => {
                 let msg = format!("dsa-router: invalid DN: {e}");
@@ -57,29 +49,17 @@ impl Session {
         };
         let routing = self.router.routing();
         let found = routing.table.lookup(&dn);
-        if let (Op::Search { scope, .. }, None) = (&req.op, target) {
-            let spans = routing.table.spanning_from(&dn, *scope, found.partition());
+        if let (&Op::Search { scope, .. }, true) = (&req.op, op.named()) {
+            let spans = routing.table.spanning_from(&dn, scope, found.partition());
             if !spans.is_empty() {
-                return Box::pin(self.fan_out(pdu, h, req, &routing, dn_text, spans)).await;
+                return Box::pin(self.fan_out(&op, &routing, spans)).await;
             }
         }
-        let p = match self.partition_of(&routing, found, &dn, req, pdu, h) {
+        let p = match self.partition_of(&routing, found, &dn, &op.req, &op.pdu) {
             Ok(p) => p,
-            Err((code, msg)) => return self.reply(req, code, "", &msg).await,
+            Err((code, msg)) => return self.reply(&op.req, code, "", &msg).await,
         };
-        let op = One {
-            pdu,
-            h,
-            req,
-            dn,
-            dn_text,
-            is_write,
-            // Password Modify and WhoAmI name another DN than the request:
-            // they are not re-sent.
-            resend: target.is_none(),
-            rebind,
-        };
-        self.send_one(&routing, p, op).await;
+        self.send_one(&routing, p, op, dn).await;
     }
 
     /// The partition an operation on `dn` goes to (`found` by the
@@ -90,8 +70,7 @@ impl Session {
         found: Lookup<'r>,
         dn: &Dn,
         req: &Request,
-        pdu: &[u8],
-        h: &Header,
+        sent: &Pdu,
     ) -> Result<&'r Partition, (Code, String)> {
         let no_partition = || {
             (
@@ -118,7 +97,7 @@ impl Session {
         // A modify DN that would move the entry to another partition (or
         // slot of a horizontal partition): no one DSA can do it.
         if let Op::ModDn { .. } = req.op {
-            if let Some(msg) = moves_between_dsas(routing, p, dn, pdu, h) {
+            if let Some(msg) = moves_between_dsas(routing, p, dn, sent.frame()) {
                 return Err((Code::AffectsMultipleDSAs, msg));
             }
         }
@@ -135,7 +114,7 @@ impl Session {
         p: &Partition,
         needs: &state::Needs,
         is_write: bool,
-    ) -> (Option<usize>, Option<Kept>) {
+    ) -> (Option<DsaId>, Option<Kept>) {
         // Reads after this client's write go where it is (read-your-writes).
         let kept = (!is_write && !needs.sticky)
             .then(|| self.affinity_dsa(routing, p))
@@ -143,10 +122,9 @@ impl Session {
         let affine = kept.as_ref().and_then(|k| k.dsa);
         // A SASL identity lives on the connection it was made on: in that
         // DSA's partition, operations go to that DSA.
-        let sasl_home = match &self.identity {
+        let sasl_home = match &self.who.identity {
             super::Identity::Bound(b) if b.bind.is_none() => p.order.iter().copied().find(|&i| {
-                self.private
-                    .has(&routing.snap.dsas[i].name.to_ascii_lowercase())
+                self.who.private.has(&routing.snap.dsas[i].name)
                     && routing.states.0[i].status().eligible()
             }),
             _ => None,
@@ -160,19 +138,26 @@ impl Session {
         (sticky, kept)
     }
 
-    /// Place one operation on a DSA of partition `p`, and note where it
-    /// went; the router's answer when it could not be placed.
-    async fn send_one(&mut self, routing: &Arc<Routing>, p: &Partition, mut op: One<'_>) {
-        let (req, is_write, rebind) = (op.req, op.is_write, op.rebind.take());
+    /// Choose a DSA of partition `p` for `op` (on `dn`), rewrite and
+    /// send it there, and note where it went; the router's answer when it
+    /// could not be placed.
+    async fn send_one(
+        &mut self,
+        routing: &Arc<Routing>,
+        p: &Partition,
+        mut op: Operation,
+        dn: Arc<Dn>,
+    ) {
+        let is_write = op.is_write();
         // State the DSA keeps per connection (wire::state): such requests
         // run on a connection of the client's own, and those that continue
         // earlier state (pages, VLV windows, a transaction) go to the DSA
         // that holds it: paged results cookies are opaque and may repeat
         // across DSAs.
-        let needs = state::needs(req);
-        if let Some(msg) = self.paged_lost(routing, p, req) {
+        let needs = state::needs(&op.req);
+        if let Some(msg) = self.paged_lost(routing, p, &op.req) {
             let e = crate::base::error::Error::router(crate::base::error::Kind::Unavailable, msg);
-            self.answer(req, &e).await;
+            self.answer(&op.req, &e).await;
             return;
         }
         let (sticky, kept) = self.sticky(routing, p, &needs, is_write);
@@ -181,18 +166,20 @@ impl Session {
         let want = dispatch::Want {
             // Its DSA is recorded as the one holding the state.
             pinned: needs.sticky,
-            resend: op.resend.then(|| {
-                let (dn, pdu) = (op.dn.clone(), op.pdu.clone());
-                Again::first(&self.router, dn, pdu, *op.h, is_write, only.clone())
-            }),
+            // Password Modify and WhoAmI name another DSN than the
+            // request: they are not re-sent.
+            resend: op
+                .named()
+                .then(|| Again::first(&self.router, dn, op.pdu.clone(), is_write, only.clone())),
             only,
             ..dispatch::Want::first(is_write, sticky)
         };
-        let (pending, mark) = self.pending_for(&op, rebind, p, &needs, affine);
-        self.out.track_placeholder(req.msgid);
+        op.trace = self.start_trace(&op, p);
+        let (pending, mark) = self.pending_for(&mut op, p, &needs, affine);
+        let req = &op.req;
+        self.client.out.track_placeholder(req.msgid);
         let via = self.via(needs.own_conn);
-        let placed =
-            dispatch::place(routing, p, want, via, Frame::new(op.pdu, op.h), |_| pending).await;
+        let placed = dispatch::place(routing, p, want, via, &op.pdu, |_| pending).await;
         match placed {
             Ok(t) => {
                 let name = &routing.snap.dsas[t.dsa].name;
@@ -200,15 +187,28 @@ impl Session {
                     self.note_write(p.key.clone(), name.to_string(), mark);
                 }
                 if needs.sticky {
-                    self.state_dsa.insert(p.key.clone(), name.to_string());
+                    self.places.state_dsa.insert(p.key.clone(), name.clone());
                     self.note_paged(p, req, name);
                 }
             }
             Err(e) => {
-                self.out.finish(req.msgid);
+                self.client.out.finish(req.msgid);
                 self.answer(req, &e).await;
             }
         }
+    }
+
+    /// The operation's trace in partition `p`, when traces are on and it
+    /// is sampled.
+    fn start_trace(&self, op: &Operation, p: &Partition) -> Option<Box<OpTrace>> {
+        if !crate::observe::otel::enabled() {
+            return None;
+        }
+        let req = &op.req;
+        let ctl = req.control(crate::observe::otel::OID_TRACE_CONTEXT);
+        let ctl = ctl.and_then(|c| c.value.as_deref());
+        let client = self.client.peer.to_string();
+        crate::observe::otel::start(req.op.name(), op.dn(), &p.text, &client, ctl)
     }
 
     /// The pending operation of `op` in partition `p`: its kind, where its
@@ -217,50 +217,42 @@ impl Session {
     /// by position).
     fn pending_for(
         &self,
-        op: &One<'_>,
-        rebind: Option<out::Rebind>,
+        op: &mut Operation,
         p: &Partition,
         needs: &state::Needs,
         affine: bool,
     ) -> (Pending, Option<Arc<WriteMark>>) {
-        let req = op.req;
+        let is_write = op.is_write();
+        let req = &op.req;
         let log = crate::observe::access::enabled().then(|| {
             let affinity = affine.then_some("read-your-writes");
             LogCtx::new(
-                &self.log_client,
+                &self.client.log_client,
                 req.op.name(),
-                op.dn_text,
+                op.dn(),
                 &p.text,
                 affinity,
             )
         });
-        let trace = crate::observe::otel::enabled()
-            .then(|| {
-                let ctl = req.control(crate::observe::otel::OID_TRACE_CONTEXT);
-                let ctl = ctl.and_then(|c| c.value.as_deref());
-                let client = self.peer.to_string();
-                crate::observe::otel::start(req.op.name(), op.dn_text, &p.text, &client, ctl)
-            })
-            .flatten();
         let to_client = out::ToClient {
-            out: self.out.clone(),
+            out: self.client.out.clone(),
             msgid: req.msgid,
             resp_tag: req.op.response_tag().unwrap_or(0x78),
-            rebind,
+            rebind: op.then.take(),
         };
         let ryw = !self.router.cfg.read_your_writes.is_zero();
         let watched = crate::backend::follow::ryw::watched(
             &self.router.backend.replication,
             ryw,
-            op.is_write,
-            Frame::new(op.pdu, op.h),
+            is_write,
+            op.pdu.frame(),
         );
-        let hide = self.pol.hide.clone();
-        let (sink, mark) = stack::build(to_client, hide, log, trace, watched);
+        let hide = op.rights.hide.take();
+        let (sink, mark) = stack::build(to_client, hide, log, op.trace.take(), watched);
         // A read may be hedged (when it may be re-sent: see
         // `Pending::movable`), unless it keeps to the DSA that took the
         // client's write.
-        let kind = if op.is_write {
+        let kind = if is_write {
             Kind::Write
         } else if needs.persistent {
             Kind::Persistent { resend: None }
@@ -278,50 +270,15 @@ impl Session {
     }
 }
 
-/// One operation on its way to one DSA.
-struct One<'a> {
-    pdu: &'a Bytes,
-    h: &'a Header,
-    req: &'a Request,
-    dn: Arc<Dn>,
-    dn_text: &'a str,
-    is_write: bool,
-    /// Whether it may go to another DSA.
-    resend: bool,
-    rebind: Option<out::Rebind>,
-}
-
-/// The DN a request names.
-fn named_dn(req: &Request) -> &str {
-    match &req.op {
-        Op::Search { base, .. } => base,
-        Op::Compare { dn }
-        | Op::Add { dn }
-        | Op::Delete { dn }
-        | Op::Modify { dn }
-        | Op::ModDn { dn } => dn,
-        _ => "",
-    }
-}
-
-/// Whether `op` is an update.
-fn is_update(op: &Op) -> bool {
-    matches!(
-        op,
-        Op::Add { .. } | Op::Delete { .. } | Op::Modify { .. } | Op::ModDn { .. }
-    )
-}
-
 /// Why a modify DN of `dn` (in partition `p`) cannot be done by one DSA,
 /// if it cannot: its new DN lies in another partition or slot.
 fn moves_between_dsas(
     routing: &crate::service::context::Routing,
     p: &crate::directory::route::Partition,
     dn: &Dn,
-    pdu: &[u8],
-    h: &Header,
+    sent: Frame<'_>,
 ) -> Option<String> {
-    let (newrdn, sup) = crate::proto::wire::request::moddn_target(pdu, h)?;
+    let (newrdn, sup) = crate::proto::wire::request::moddn_target(sent.pdu, sent.h)?;
     let parent = match sup {
         Some(s) => Dn::parse_ldap(&s).ok()?,
         None => dn.ancestor(dn.depth().saturating_sub(1)),
@@ -376,6 +333,7 @@ impl Session {
                 .get(&(dn, p.key.clone()))
                 .and_then(|a| crate::backend::follow::ryw::affine(rep, routing, p, &a)),
             None => self
+                .places
                 .affinity
                 .get(&p.key)
                 .and_then(|a| crate::backend::follow::ryw::affine(rep, routing, p, a)),
@@ -399,7 +357,7 @@ impl Session {
                 map.insert((dn, key), a);
             }
             None => {
-                self.affinity.insert(key, a);
+                self.places.affinity.insert(key, a);
             }
         }
     }
@@ -407,7 +365,7 @@ impl Session {
     /// The identity affinity follows across connections, with
     /// `--affinity-scope identity` and a bound client.
     fn identity_key(&self) -> Option<String> {
-        match (&self.router.cfg.affinity_scope, &self.identity) {
+        match (&self.router.cfg.affinity_scope, &self.who.identity) {
             (crate::service::config::AffinityScope::Identity, super::Identity::Bound(b))
                 if !b.dn.is_empty() =>
             {

@@ -19,6 +19,7 @@
 use super::reading::Reading;
 use super::{Bound, Identity, Session};
 use crate::backend::upstream::pool::BindPdu;
+use crate::directory::knowledge::DsaName;
 use crate::lifecycle::handover::state::{AffinityState, BoundState, SessionState, MAX_PARTIAL};
 use crate::lifecycle::handover::Export;
 use crate::service::context::Context;
@@ -45,8 +46,13 @@ impl Session {
             .cfg
             .drain_timeout
             .saturating_sub(since.elapsed());
-        let idle = self.out.outstanding() == 0 && self.out.ob.is_idle() && self.sasl.is_none();
-        if self.tls || self.out.persistent() > 0 || (idle && !self.private.is_empty()) {
+        let idle = self.client.out.outstanding() == 0
+            && self.client.out.ob.is_idle()
+            && self.who.sasl.is_none();
+        if self.client.tls
+            || self.client.out.persistent() > 0
+            || (idle && !self.who.private.is_empty())
+        {
             return Leave::Drain(left);
         }
         if self.can_move() && r.between() && r.buf.len() <= MAX_PARTIAL {
@@ -60,9 +66,9 @@ impl Session {
 
     /// The session's state, for the new process.
     fn state(&self, partial: BytesMut) -> SessionState {
-        let mut identity = self.identity.clone();
+        let mut identity = self.who.identity.clone();
         // A password change the DSA accepted: the new one is replayed.
-        if let (Some(slot), Identity::Bound(b)) = (&self.rebind, &mut identity) {
+        if let (Some(slot), Identity::Bound(b)) = (&self.who.rebind, &mut identity) {
             let new = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
             if let Some(new) = new.filter(|n| b.bind.as_ref().is_some_and(|o| o.dn == n.dn)) {
                 b.bind = Some(new);
@@ -81,14 +87,16 @@ impl Session {
         };
         let now = Instant::now();
         SessionState {
-            peer: self.peer,
+            peer: self.client.peer,
             bound,
             state_dsa: self
+                .places
                 .state_dsa
                 .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
+                .map(|(k, v)| (k.clone(), v.to_string()))
                 .collect(),
             affinity: self
+                .places
                 .affinity
                 .iter()
                 .filter(|(_, a)| a.live(now))
@@ -107,8 +115,8 @@ impl Session {
     pub(super) fn from_state(router: Arc<Context>, st: SessionState) -> (Session, BytesMut) {
         let mut s = Session::new(router, st.peer, false, true);
         if let Some(b) = st.bound {
-            s.listed.bound(&b.authz);
-            s.identity = Identity::Bound(Bound {
+            s.client.listed.bound(&b.authz);
+            s.who.identity = Identity::Bound(Bound {
                 dn: b.dn,
                 authz: b.authz,
                 conveyed: b.conveyed,
@@ -117,7 +125,11 @@ impl Session {
                 policy: b.policy,
             });
         }
-        s.state_dsa = st.state_dsa.into_iter().collect();
+        s.places.state_dsa = st
+            .state_dsa
+            .into_iter()
+            .map(|(k, v)| (k, DsaName::from(v)))
+            .collect();
         let now = Instant::now();
         for a in st.affinity {
             let window = Duration::from_millis(a.window_ms);
@@ -125,7 +137,7 @@ impl Session {
             x.written = now
                 .checked_sub(Duration::from_millis(a.age_ms))
                 .unwrap_or(now);
-            s.affinity.insert(a.key, x);
+            s.places.affinity.insert(a.key, x);
         }
         (s, BytesMut::from(&st.partial[..]))
     }
@@ -146,16 +158,16 @@ impl Session {
         };
         match back {
             Ok(()) => {
-                tracing::debug!(client = %self.peer, "session handed over to the new process")
+                tracing::debug!(client = %self.client.peer, "session handed over to the new process")
             }
             Err(sock) => {
-                tracing::warn!(client = %self.peer, "the session could not be handed over; closing it");
-                notice(sock, self.peer).await;
+                tracing::warn!(client = %self.client.peer, "the session could not be handed over; closing it");
+                notice(sock, self.client.peer).await;
             }
         }
-        self.out.abandon_all();
-        self.private.release_all();
-        self.out.ob.close();
+        self.client.out.abandon_all();
+        self.who.private.release_all();
+        self.client.out.ob.close();
     }
 }
 

@@ -114,19 +114,24 @@ impl Session {
         let listed = router.clients.enter(peer, tls, handed);
         Session {
             router,
-            peer,
-            listed,
-            out,
-            identity: Identity::Anonymous,
-            private: super::own::Own::new(peer),
-            state_dsa: HashMap::new(),
-            last_dn: None,
-            log_client: crate::observe::access::Head::client(peer),
-            sasl: None,
-            affinity: HashMap::new(),
-            rebind: None,
-            next_rebind: None,
-            tls,
+            client: super::Client {
+                peer,
+                tls,
+                out,
+                log_client: crate::observe::access::Head::client(peer),
+                listed,
+            },
+            who: super::Who {
+                identity: Identity::Anonymous,
+                private: super::own::Own::new(peer),
+                sasl: None,
+                rebind: None,
+            },
+            places: super::Places {
+                state_dsa: HashMap::new(),
+                affinity: HashMap::new(),
+                last_dn: None,
+            },
             pol: Default::default(),
         }
     }
@@ -172,10 +177,10 @@ pub async fn resume(m: Box<Moving>) -> Option<Box<Moving>> {
             .await
         }
         Err(e) => {
-            tracing::warn!(client = %s.peer, error = %e, "a worker cannot take the moving session; closing it");
-            s.out.abandon_all();
-            s.private.release_all();
-            s.out.ob.close();
+            tracing::warn!(client = %s.client.peer, error = %e, "a worker cannot take the moving session; closing it");
+            s.client.out.abandon_all();
+            s.who.private.release_all();
+            s.client.out.ob.close();
             None
         }
     }
@@ -194,8 +199,8 @@ async fn drive(start: Box<Start>) -> Option<Box<Moving>> {
         mut moved,
     } = Start::unbox(start);
     let router = s.router.clone();
-    let peer = s.peer;
-    let out = s.out.clone();
+    let peer = s.client.peer;
+    let out = s.client.out.clone();
     let (mut rd, wr) = stream.split();
     let done = CancellationToken::new();
     let mut pause = CancellationToken::new();
@@ -321,7 +326,7 @@ async fn requests(s: &mut Session, r: &mut Reading<'_>, handled: &mut bool) -> F
             Ok(Some(pdu)) => pdu,
             Ok(None) => return Framed::Wait,
             Err(e) => {
-                tracing::warn!(client = %s.peer, error = %e, "malformed PDU from client; disconnecting");
+                tracing::warn!(client = %s.client.peer, error = %e, "malformed PDU from client; disconnecting");
                 return Framed::Close(Some((Code::ProtocolError, s.not_ldap(&e))));
             }
         };
@@ -356,7 +361,7 @@ async fn leave_now(
     buf: &mut BytesMut,
 ) -> bool {
     pause.cancel();
-    match detach(rd, writer, s.peer).await {
+    match detach(rd, writer, s.client.peer).await {
         Some(crate::proto::tls::Detached::Plain(sock)) => {
             s.export(sock, std::mem::take(buf)).await;
             true
@@ -438,15 +443,15 @@ async fn close(
     done: CancellationToken,
     writer: &mut JoinHandle<writer::Paused>,
 ) {
-    let out = &s.out;
+    let out = &s.client.out;
     if let Some((code, msg)) = notice {
         let mut b = BytesMut::new();
         response::notice_of_disconnection(code, &msg, &mut b);
         let _ = out.deliver(b.freeze());
     }
     out.abandon_all();
-    s.private.release_all();
-    if let Some(step) = s.sasl.take() {
+    s.who.private.release_all();
+    if let Some(step) = s.who.sasl.take() {
         step.conn.close();
     }
     done.cancel();
@@ -459,5 +464,5 @@ async fn close(
         writer.abort();
     }
     // The writer closes it, unless a failed StartTLS took it away first.
-    s.out.ob.close();
+    s.client.out.ob.close();
 }

@@ -2,10 +2,12 @@
 //! StartTLS (RFC 4511 4.14, RFC 4513 3), and the routing of Password
 //! Modify.
 
+use super::operation::Operation;
+use super::phases::Answered;
 use super::writer::{self, Link};
 use super::{Flow, Identity, Session};
+use crate::directory::knowledge::DsaId;
 use crate::proto::tls::ClientRead;
-use crate::proto::wire::frame::Header;
 use crate::proto::wire::request::{
     self, Op, Request, OID_PAGED_RESULTS, OID_PASSWD_MODIFY, OID_PROXIED_AUTHZ, OID_START_TLS,
     OID_WHOAMI,
@@ -13,7 +15,8 @@ use crate::proto::wire::request::{
 use crate::proto::wire::response::{self, Code};
 use crate::proto::wire::sasl;
 use crate::proto::wire::state::OID_CANCEL;
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
+use std::ops::ControlFlow;
 use tokio_util::sync::CancellationToken;
 
 impl Session {
@@ -71,7 +74,7 @@ impl Session {
             .metrics
             .op(crate::observe::metrics::op_index("search"), 0, 0);
         crate::observe::access::line(|f| {
-            f.head(&self.log_client)
+            f.head(&self.client.log_client)
                 .quoted("op", "search")
                 .plain("dn", "")
                 .num("result", 0)
@@ -79,13 +82,19 @@ impl Session {
                 .quoted("note", "answered by the router: root DSE");
         });
         self.trace_answer(req, 0, "", None);
-        self.out.send(b.freeze()).await;
+        self.client.out.send(b.freeze()).await;
     }
 
-    pub(super) async fn extended(&mut self, pdu: &Bytes, h: &Header, req: &Request) -> Flow {
-        let Op::Extended { oid, value } = &req.op else {
-            return Flow::Continue;
+    /// The answer phase of an extended operation: WhoAmI, StartTLS and
+    /// Cancel are the router's to answer; Password Modify, WhoAmI under
+    /// proxied authorization (or for a client its DSA may restrict) and
+    /// the operations the router does not know go on, aimed at the entry
+    /// whose DSA must carry them out.
+    pub(super) async fn extended(&mut self, op: Operation) -> Answered {
+        let Op::Extended { oid, value } = &op.req.op else {
+            return ControlFlow::Break(Flow::Continue);
         };
+        let req = &op.req;
         match oid.as_str() {
             OID_WHOAMI if req.control(OID_PROXIED_AUTHZ).is_some() => {
                 // The DSA holding the proxied identity judges the control
@@ -96,7 +105,10 @@ impl Session {
                     .map(|v| String::from_utf8_lossy(v).into_owned())
                     .unwrap_or_default();
                 match authz.strip_prefix("dn:") {
-                    Some(dn) if !dn.is_empty() => self.forward(pdu, h, req, Some(dn), false).await,
+                    Some(dn) if !dn.is_empty() => {
+                        let dn = dn.to_string();
+                        return ControlFlow::Continue(op.aimed_at(dn, false));
+                    }
                     _ => {
                         self.reply(req, Code::Other, "", "dsa-router: WhoAmI with proxied authorization needs a dn: authorization identity")
                             .await
@@ -104,71 +116,36 @@ impl Session {
                 }
             }
             OID_WHOAMI => {
-                let authz = match &self.identity {
-                    Identity::Anonymous => String::new(),
-                    Identity::Bound(b) if b.policy => {
+                if let Identity::Bound(b) = &self.who.identity {
+                    if b.policy {
                         // The DSA answers on the client's own connection
                         // (it may restrict it: password policy).
                         let dn = b.dn.clone();
-                        self.forward(pdu, h, req, Some(&dn), false).await;
-                        return Flow::Continue;
+                        return ControlFlow::Continue(op.aimed_at(dn, false));
                     }
-                    Identity::Bound(b) => b.authz.clone(),
-                };
-                let mut b = BytesMut::new();
-                response::extended(
-                    req.msgid,
-                    Code::Success,
-                    "",
-                    None,
-                    Some(authz.into_bytes()),
-                    &mut b,
-                );
-                self.trace_answer(req, 0, "", None);
-                self.out.send(b.freeze()).await;
+                }
+                self.answer_who_am_i(req).await;
             }
             OID_START_TLS => {
-                let refusal = if self.router.tls.is_none() {
-                    Some((
-                        Code::Unavailable,
-                        "dsa-router: StartTLS is not configured on this router",
-                    ))
-                } else if self.tls {
-                    Some((
-                        Code::OperationsError,
-                        "dsa-router: TLS is already established on this connection",
-                    ))
-                } else if self.out.outstanding() > 0 {
-                    Some((
-                        Code::OperationsError,
-                        "dsa-router: StartTLS refused: operations are outstanding on this connection",
-                    ))
-                } else {
-                    None
-                };
-                match refusal {
-                    Some((code, msg)) => {
-                        tracing::info!(client = %self.peer, "StartTLS refused: {msg}");
-                        self.trace_answer(req, code.clone() as u8, msg, None);
-                        self.start_tls_answer(req.msgid, code, msg).await;
-                    }
-                    None => {
-                        self.trace_answer(req, 0, "", None);
-                        return Flow::StartTls(req.msgid);
-                    }
+                if let Some(flow) = self.start_tls_asked(req).await {
+                    return ControlFlow::Break(flow);
                 }
             }
             OID_PASSWD_MODIFY => {
                 // Routed as a write by its user identity, else the bound DN.
                 let user = value.as_deref().and_then(request::passwd_modify_user);
-                let target = match (user, &self.identity) {
+                let target = match (user, &self.who.identity) {
                     (Some(u), _) => Some(u.strip_prefix("dn:").unwrap_or(&u).to_string()),
                     (None, Identity::Bound(b)) if !b.dn.is_empty() => Some(b.dn.clone()),
                     (None, _) => None,
                 };
-                self.watch_own_password_change(target.as_deref(), value.as_deref());
+                let then = self.watch_own_password_change(target.as_deref(), value.as_deref());
                 match target {
-                    Some(t) => self.forward(pdu, h, req, Some(&t), true).await,
+                    Some(t) => {
+                        let mut op = op.aimed_at(t, true);
+                        op.then = then;
+                        return ControlFlow::Continue(op);
+                    }
                     None => {
                         self.reply(
                             req,
@@ -181,9 +158,63 @@ impl Session {
                 }
             }
             OID_CANCEL => self.cancel(req, value.as_deref()).await,
-            _ => self.forward_extended(pdu, h, req).await,
+            _ => return self.forward_extended(op).await,
         }
-        Flow::Continue
+        ControlFlow::Break(Flow::Continue)
+    }
+
+    /// WhoAmI answered by the router: the client's authorization identity.
+    async fn answer_who_am_i(&self, req: &Request) {
+        let authz = match &self.who.identity {
+            Identity::Anonymous => String::new(),
+            Identity::Bound(b) => b.authz.clone(),
+        };
+        let mut b = BytesMut::new();
+        response::extended(
+            req.msgid,
+            Code::Success,
+            "",
+            None,
+            Some(authz.into_bytes()),
+            &mut b,
+        );
+        self.trace_answer(req, 0, "", None);
+        self.client.out.send(b.freeze()).await;
+    }
+
+    /// StartTLS asked: refused (answered here), or accepted so far (the
+    /// upgrade follows).
+    async fn start_tls_asked(&self, req: &Request) -> Option<Flow> {
+        let refusal = if self.router.tls.is_none() {
+            Some((
+                Code::Unavailable,
+                "dsa-router: StartTLS is not configured on this router",
+            ))
+        } else if self.client.tls {
+            Some((
+                Code::OperationsError,
+                "dsa-router: TLS is already established on this connection",
+            ))
+        } else if self.client.out.outstanding() > 0 {
+            Some((
+                Code::OperationsError,
+                "dsa-router: StartTLS refused: operations are outstanding on this connection",
+            ))
+        } else {
+            None
+        };
+        match refusal {
+            Some((code, msg)) => {
+                tracing::info!(client = %self.client.peer, "StartTLS refused: {msg}");
+                self.trace_answer(req, code.clone() as u8, msg, None);
+                self.start_tls_answer(req.msgid, code, msg).await;
+                None
+            }
+            None => {
+                self.trace_answer(req, 0, "", None);
+                Some(Flow::StartTls(req.msgid))
+            }
+        }
     }
 }
 
@@ -219,7 +250,7 @@ pub(super) fn advertised_by_dsas(routing: &crate::service::context::Routing, tls
             }
         }
     };
-    for (i, _) in routing.snap.dsas.iter().enumerate() {
+    for i in DsaId::all(routing.snap.dsas.len()) {
         if Some(i) == routing.table.router {
             continue;
         }
@@ -276,12 +307,16 @@ impl Session {
     /// A bound client changing its own password: once the DSA accepts the
     /// change, binds replayed on other DSAs carry the new password (a
     /// client pinned to its own connections would otherwise fail there).
-    fn watch_own_password_change(&mut self, target: Option<&str>, value: Option<&[u8]>) {
-        let Identity::Bound(b) = &self.identity else {
-            return;
+    fn watch_own_password_change(
+        &mut self,
+        target: Option<&str>,
+        value: Option<&[u8]>,
+    ) -> Option<super::out::Rebind> {
+        let Identity::Bound(b) = &self.who.identity else {
+            return None;
         };
         let (Some(old), Some(target)) = (&b.bind, target) else {
-            return;
+            return None;
         };
         let same = |a: &str, b: &str| match (
             crate::proto::dn::Dn::parse_ldap(a),
@@ -291,17 +326,18 @@ impl Session {
             _ => false,
         };
         if !same(&old.dn, target) {
-            return;
+            return None;
         }
         let slot = self
+            .who
             .rebind
             .get_or_insert_with(|| std::sync::Arc::new(std::sync::Mutex::new(None)))
             .clone();
-        self.next_rebind = Some(super::out::Rebind {
+        Some(super::out::Rebind {
             slot,
             dn: old.dn.clone(),
             new_password: value.and_then(request::passwd_modify_new),
-        });
+        })
     }
 
     /// Answer a StartTLS request (the response carries the StartTLS OID,
@@ -313,7 +349,7 @@ impl Session {
             0,
         );
         crate::observe::access::line(|f| {
-            f.head(&self.log_client)
+            f.head(&self.client.log_client)
                 .quoted("op", "extended")
                 .num("result", code.clone() as u64)
                 .plain("dsa", "-")
@@ -321,7 +357,7 @@ impl Session {
         });
         let mut b = BytesMut::new();
         response::extended(msgid, code, msg, Some(OID_START_TLS), None, &mut b);
-        self.out.send(b.freeze()).await;
+        self.client.out.send(b.freeze()).await;
     }
 
     /// Finish StartTLS: answer, flush, and run the TLS handshake on the
@@ -340,7 +376,7 @@ impl Session {
         };
         if !idle {
             let msg = "dsa-router: StartTLS refused: requests follow it on this connection";
-            tracing::info!(client = %self.peer, "{msg}");
+            tracing::info!(client = %self.client.peer, "{msg}");
             self.start_tls_answer(msgid, Code::OperationsError, msg)
                 .await;
             return Ok(link);
@@ -364,21 +400,21 @@ impl Session {
         };
         match tls.accept(tcp, self.router.cfg.pdu_timeout).await {
             Ok(stream) => {
-                tracing::info!(client = %self.peer, "StartTLS: TLS established");
-                self.tls = true;
-                self.listed.tls();
+                tracing::info!(client = %self.client.peer, "StartTLS: TLS established");
+                self.client.tls = true;
+                self.client.listed.tls();
                 let (rd, wr) = crate::proto::tls::ClientStream::Tls(Box::new(stream)).split();
                 let pause = CancellationToken::new();
                 let writer = tokio::spawn(writer::writer(
                     wr,
-                    self.out.clone(),
+                    self.client.out.clone(),
                     done.clone(),
                     pause.clone(),
                 ));
                 Ok((rd, writer, pause))
             }
             Err(e) => {
-                tracing::warn!(client = %self.peer, error = %crate::base::logsafe::esc(&e), "StartTLS: TLS handshake failed; closing the connection");
+                tracing::warn!(client = %self.client.peer, error = %crate::base::logsafe::esc(&e), "StartTLS: TLS handshake failed; closing the connection");
                 Err(lost())
             }
         }

@@ -20,13 +20,16 @@ mod extop;
 pub mod fanout;
 mod forward;
 mod handover;
+mod hide;
 mod io;
 mod local;
 mod logged;
 mod named;
+mod operation;
 pub mod out;
 mod own;
 mod paged_lost;
+mod phases;
 mod policy;
 mod reading;
 mod resend;
@@ -41,8 +44,7 @@ pub use io::{resume, run, serve, serve_handed, Moving};
 
 use crate::backend::upstream::pool::BindPdu;
 use crate::observe::metrics::Refusal;
-use crate::proto::wire::frame::{self};
-use crate::proto::wire::request::{self, Op, Request};
+use crate::proto::wire::request::Request;
 use crate::proto::wire::response::{self, Code};
 use crate::service::context::Context;
 use bytes::{Bytes, BytesMut};
@@ -99,39 +101,57 @@ enum Flow {
     StartTls(i32),
 }
 
+/// One client connection's state, by the phase that uses it; what one
+/// operation needs travels with the operation ([`operation::Operation`]).
 struct Session {
     router: Arc<Context>,
+    /// The client's connection: read from, answered on.
+    client: Client,
+    /// Who the client is: made by the answer phase (binds), used by the
+    /// choose phase (which connections carry its operations).
+    who: Who,
+    /// Where its operations went: used by the target and choose phases.
+    places: Places,
+    /// Client policies (the admit phase): the rule deciding, its rates.
+    pol: policy::State,
+}
+
+/// The client's connection, as the respond and log phases see it.
+struct Client {
     peer: SocketAddr,
-    out: Arc<ClientOut>,
-    identity: Identity,
-    /// Connections of the client's own, by DSA name (lower case), open
-    /// or being opened.
-    private: Arc<own::Own>,
-    /// The DSA that holds this client's per-connection state (paged
-    /// searches, VLV, transactions), by partition.
-    state_dsa: HashMap<String, String>,
-    /// The bind to replay after a change of the client's own password,
-    /// once the DSA accepted it; and the hook for the next forwarded
-    /// request (the Password Modify).
-    rebind: Option<Arc<std::sync::Mutex<Option<BindPdu>>>>,
-    next_rebind: Option<out::Rebind>,
-    /// Read-your-writes: partition key to the DSA that took this client's
-    /// last write there, and when.
-    affinity: HashMap<String, crate::directory::replication::mark::Affinity>,
-    /// A SASL bind in progress (saslBindInProgress): its connection.
-    sasl: Option<sasl::InProgress>,
     /// Whether the connection runs over TLS (LDAPS or after StartTLS).
     tls: bool,
-    /// The last target DN this client named, parsed (see
-    /// [`Session::parsed`]).
-    last_dn: Option<(Box<str>, Arc<crate::proto::dn::Dn>)>,
+    out: Arc<ClientOut>,
     /// `client=ADDRESS` for the access log, formatted once (empty when the
     /// log is off): writing the address was a third of each line's work.
     log_client: crate::observe::access::Head,
-    /// Client policies: the rule deciding, the attributes hidden.
-    pol: policy::State,
     /// Its line in `/status` ([`crate::observe::clients`]).
     listed: crate::observe::clients::Entry,
+}
+
+/// Who the client is, and the connections that carry its identity.
+struct Who {
+    identity: Identity,
+    /// Connections of the client's own, by DSA, open or being opened.
+    private: Arc<own::Own>,
+    /// A SASL bind in progress (saslBindInProgress): its connection.
+    sasl: Option<sasl::InProgress>,
+    /// The bind to replay after a change of the client's own password,
+    /// once the DSA accepted it.
+    rebind: Option<Arc<std::sync::Mutex<Option<BindPdu>>>>,
+}
+
+/// Where the client's operations went, for the next ones.
+struct Places {
+    /// The DSA that holds this client's per-connection state (paged
+    /// searches, VLV, transactions), by partition.
+    state_dsa: HashMap<String, crate::directory::knowledge::DsaName>,
+    /// Read-your-writes: partition key to the DSA that took this client's
+    /// last write there, and when.
+    affinity: HashMap<String, crate::directory::replication::mark::Affinity>,
+    /// The last target DN this client named, parsed (see
+    /// [`Session::parsed`]).
+    last_dn: Option<(Box<str>, Arc<crate::proto::dn::Dn>)>,
 }
 
 impl Session {
@@ -140,10 +160,10 @@ impl Session {
     /// operation outstanding, no response queued, no connection of its
     /// own, no SASL exchange (a TLS session moves with its TLS state).
     fn can_move(&self) -> bool {
-        self.sasl.is_none()
-            && self.out.outstanding() == 0
-            && self.out.ob.is_idle()
-            && self.private.is_empty()
+        self.who.sasl.is_none()
+            && self.client.out.outstanding() == 0
+            && self.client.out.ob.is_idle()
+            && self.who.private.is_empty()
     }
 
     /// `text` parsed; the last DN parsed when the client names the same
@@ -153,111 +173,35 @@ impl Session {
         &mut self,
         text: &str,
     ) -> Result<Arc<crate::proto::dn::Dn>, crate::proto::dn::DnError> {
-        if let Some((t, d)) = &self.last_dn {
+        if let Some((t, d)) = &self.places.last_dn {
             if **t == *text {
                 return Ok(d.clone());
             }
         }
         let d = Arc::new(crate::proto::dn::Dn::parse_ldap(text)?);
-        self.last_dn = Some((text.into(), d.clone()));
+        self.places.last_dn = Some((text.into(), d.clone()));
         Ok(d)
     }
 
     async fn handle(&mut self, pdu: Bytes) -> Flow {
-        let h = match frame::header(&pdu) {
-            Ok(h) => h,
+        let op = match operation::Operation::read(pdu) {
+            Ok(op) => op,
             Err(e) => return self.malformed(&e.to_string()),
-        };
-        let req = match request::decode(&pdu) {
-            Ok(r) => r,
-            Err(e) => return self.malformed(&e.message),
         };
         // One span per operation (debug level: free unless asked for);
         // the DSA is recorded where the operation is placed.
         let span = tracing::debug_span!(
             "op",
-            client = %self.peer,
-            msgid = req.msgid,
-            op = req.op.name(),
+            client = %self.client.peer,
+            msgid = op.req.msgid,
+            op = op.req.op.name(),
             dsa = tracing::field::Empty
         );
-        self.handle_request(pdu, h, req).instrument(span).await
-    }
-
-    async fn handle_request(&mut self, pdu: Bytes, h: frame::Header, req: Request) -> Flow {
-        if let Some(slot) = &self.rebind {
-            let new = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
-            if let (Some(new), Identity::Bound(b)) = (new, &mut self.identity) {
-                if b.bind.as_ref().is_some_and(|old| old.dn == new.dn) {
-                    tracing::debug!(client = %self.peer, "password changed: later replays carry the new one");
-                    b.bind = Some(new);
-                }
-            }
-        }
-        if !matches!(req.op, Op::Unbind | Op::Abandon { .. }) {
-            if let Err(over) = self.router.admission.throttle.admit() {
-                if matches!(req.op, Op::Bind { .. }) {
-                    // A failed bind leaves the client anonymous (RFC 4513).
-                    self.become_anonymous();
-                }
-                let why = match over {
-                    crate::admission::limits::Over::Cpu => Refusal::Cpu,
-                    crate::admission::limits::Over::Memory => Refusal::Memory,
-                };
-                self.refuse(&req, why, over.message()).await;
-                return Flow::Continue;
-            }
-        }
-        // RFC 4511 4.1.1.1: a request must not reuse the message ID of
-        // one still outstanding. The client could not tell their responses
-        // apart, and the router would lose track of the first: it is a
-        // protocol error, and the client is disconnected.
-        if !matches!(req.op, Op::Unbind | Op::Abandon { .. }) && self.out.is_outstanding(req.msgid)
-        {
-            let msg = format!(
-                "message ID {} is already used by a request still outstanding on this connection",
-                req.msgid
-            );
-            return self.malformed(&msg);
-        }
-        // Only with a policy file. The check itself is synchronous; the
-        // answer to a refused request is boxed, so that its state is not
-        // carried by every session's future (tests/logic future_size).
-        let (pdu, h) = if self.router.admission.policies.configured() {
-            match self.police(pdu, h, &req) {
-                policy::Policed::Go(pdu, h) => (pdu, h),
-                policy::Policed::Answer(a) => {
-                    Box::pin(self.answer_policy(&req, a)).await;
-                    return Flow::Continue;
-                }
-            }
-        } else {
-            (pdu, h)
-        };
-        match &req.op {
-            Op::Unbind => Flow::Close(None),
-            Op::Abandon { target } => {
-                self.out.abandon(*target);
-                Flow::Continue
-            }
-            // Boxed: binds and extended operations may open a connection
-            // of the client's own (a large state); inline, every request's
-            // future would be that large (io.rs boxes it per request).
-            Op::Bind { .. } => Box::pin(self.bind(&pdu, &h, &req)).await,
-            Op::Extended { .. } => Box::pin(self.extended(&pdu, &h, &req)).await,
-            Op::Search { base, scope: 0, .. } if base.is_empty() => {
-                self.root_dse(&req).await;
-                Flow::Continue
-            }
-            _ => {
-                self.forward(&pdu, &h, &req, None, false).await;
-                Flow::Continue
-            }
-        }
+        self.run(op).instrument(span).await
     }
 
     fn malformed(&self, why: &str) -> Flow {
-        tracing::warn!(client = %self.peer, error = %crate::base::logsafe::esc(why), "undecodable request; disconnecting");
+        tracing::warn!(client = %self.client.peer, error = %crate::base::logsafe::esc(why), "undecodable request; disconnecting");
         Flow::Close(Some((Code::ProtocolError, format!("dsa-router: {why}"))))
     }
 
@@ -317,14 +261,14 @@ impl Session {
             0,
         );
         crate::observe::access::line(|f| {
-            f.head(&self.log_client)
+            f.head(&self.client.log_client)
                 .quoted("op", req.op.name())
                 .num("result", code.clone() as u64)
                 .plain("dsa", "-")
                 .quoted("note", &format!("answered by the router: {msg}"));
         });
         response::result(req.msgid, t, code, matched, msg, &mut b);
-        self.out.send(b.freeze()).await;
+        self.client.out.send(b.freeze()).await;
     }
 }
 

@@ -39,17 +39,17 @@ impl Session {
         };
         let wait = self.router.cfg.limits().bind_timeout;
         let guard = &self.router.admission.failed_binds;
-        match guard.admit_within(&who, self.peer.ip(), wait).await {
+        match guard.admit_within(&who, self.client.peer.ip(), wait).await {
             Ok(t) => Ok(Some(t)),
             Err(Refused::Busy) => {
-                tracing::info!(client = %self.peer, mech = %crate::base::logsafe::esc(mech), "SASL bind answered busy: its user's failures plus binds in flight stayed at --failed-bind-limit for --bind-timeout");
+                tracing::info!(client = %self.client.peer, mech = %crate::base::logsafe::esc(mech), "SASL bind answered busy: its user's failures plus binds in flight stayed at --failed-bind-limit for --bind-timeout");
                 Err((
                     Code::Busy,
                     "dsa-router: too many binds in flight for this name; retry",
                 ))
             }
             Err(why) => {
-                tracing::debug!(client = %self.peer, mech = %crate::base::logsafe::esc(mech), ?why, "SASL bind refused: failed-bind back-off");
+                tracing::debug!(client = %self.client.peer, mech = %crate::base::logsafe::esc(mech), ?why, "SASL bind refused: failed-bind back-off");
                 Err((Code::InvalidCredentials, ""))
             }
         }
@@ -66,7 +66,7 @@ impl Session {
             address,
         } = began;
         if dn || ceiling || address {
-            tracing::info!(client = %self.peer, mech = %crate::base::logsafe::esc(mech), of_user_from_address = dn, of_user_everywhere = ceiling, of_address = address, "failed-bind back-off begins after a SASL bind: the router answers these binds invalidCredentials for --failed-bind-backoff");
+            tracing::info!(client = %self.client.peer, mech = %crate::base::logsafe::esc(mech), of_user_from_address = dn, of_user_everywhere = ceiling, of_address = address, "failed-bind back-off begins after a SASL bind: the router answers these binds invalidCredentials for --failed-bind-backoff");
         }
     }
 

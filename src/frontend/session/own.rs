@@ -14,6 +14,7 @@
 use crate::backend::upstream::conn::Conn;
 use crate::backend::upstream::pool::{BindPdu, Pool};
 use crate::base::error::Error;
+use crate::directory::knowledge::DsaName;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -32,19 +33,20 @@ pub(super) enum Outcome<'a> {
 /// what became of it.
 pub(super) type Waiter = Box<dyn FnOnce(Outcome<'_>) + Send>;
 
-/// A client's connections of its own, by lower-case DSA name. Shared with
+/// A client's connections of its own, by DSA (names compare without
+/// case). Shared with
 /// the tasks that open them and with re-sent reads.
 pub(super) struct Own {
     /// The client's address (`--send-proxy-to` DSAs are told it).
     client: std::net::SocketAddr,
-    map: Mutex<HashMap<String, Slot>>,
+    map: Mutex<HashMap<DsaName, Slot>>,
     /// The client bound again or left: nothing more is opened or kept
     /// here (an operation of the old identity still being placed must
     /// never open a connection the new one would use).
     closed: AtomicBool,
     /// Paged searches, by partition key: the DSA (name) and the
     /// connection their cookie belongs to ([`super::paged_lost`]).
-    paged: Mutex<HashMap<String, (String, Held)>>,
+    paged: Mutex<HashMap<String, (DsaName, Held)>>,
 }
 
 enum Slot {
@@ -111,12 +113,12 @@ impl Own {
         })
     }
 
-    fn map(&self) -> MutexGuard<'_, HashMap<String, Slot>> {
+    fn map(&self) -> MutexGuard<'_, HashMap<DsaName, Slot>> {
         self.map.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The open connection to DSA `key` (lower case), if there is one.
-    pub(super) fn open(&self, key: &str) -> Option<Arc<Conn>> {
+    /// The open connection to DSA `key`, if there is one.
+    pub(super) fn open(&self, key: &DsaName) -> Option<Arc<Conn>> {
         let c = match self.map().get(key)? {
             Slot::Open(c) => c.clone(),
             Slot::Opening(o) => o.opened()?,
@@ -128,7 +130,7 @@ impl Own {
     /// opened.
     /// What holds the client's state on DSA `key` now: its connection
     /// there, open or being opened.
-    pub(super) fn held(&self, key: &str) -> Option<Held> {
+    pub(super) fn held(&self, key: &DsaName) -> Option<Held> {
         Some(match self.map().get(key)? {
             Slot::Open(c) => Held::Conn(c.clone()),
             Slot::Opening(o) => Held::Opening(o.clone()),
@@ -137,13 +139,13 @@ impl Own {
 
     /// Note that a paged search in partition `part` went to DSA `dsa` on
     /// the connection `held`.
-    pub(super) fn note_paged(&self, part: &str, dsa: &str, held: Held) {
+    pub(super) fn note_paged(&self, part: &str, dsa: &DsaName, held: Held) {
         let mut m = self.paged.lock().unwrap_or_else(|p| p.into_inner());
-        m.insert(part.to_string(), (dsa.to_string(), held));
+        m.insert(part.to_string(), (dsa.clone(), held));
     }
 
     /// Where the client's last paged search in partition `part` went.
-    pub(super) fn paged(&self, part: &str) -> Option<(String, Held)> {
+    pub(super) fn paged(&self, part: &str) -> Option<(DsaName, Held)> {
         let m = self.paged.lock().unwrap_or_else(|p| p.into_inner());
         m.get(part).cloned()
     }
@@ -153,13 +155,13 @@ impl Own {
     }
 
     /// Whether the client has an open connection to DSA `key`.
-    pub(super) fn has(&self, key: &str) -> bool {
+    pub(super) fn has(&self, key: &DsaName) -> bool {
         self.open(key).is_some()
     }
 
     /// Make `conn` the client's own connection to DSA `key` (the one its
     /// bind ran on).
-    pub(super) fn insert(&self, key: String, conn: Arc<Conn>) {
+    pub(super) fn insert(&self, key: DsaName, conn: Arc<Conn>) {
         let mut map = self.map();
         if self.closed.load(Ordering::Acquire) {
             drop(map);
@@ -179,7 +181,7 @@ impl Own {
     /// an error from `bind` is returned as it is).
     pub(super) fn get_or_open(
         self: &Arc<Self>,
-        key: &str,
+        key: &DsaName,
         pool: &Arc<Pool>,
         bind: impl FnOnce() -> Result<Option<BindPdu>, Error>,
     ) -> Result<Have, Error> {
@@ -208,12 +210,12 @@ impl Own {
             waiting: AtomicBool::new(true),
             conn: OnceLock::new(),
         });
-        map.insert(key.to_string(), Slot::Opening(opening.clone()));
+        map.insert(key.clone(), Slot::Opening(opening.clone()));
         drop(map);
         let client = self.client;
         let (own, key, pool, o) = (
             Arc::downgrade(self),
-            key.to_string(),
+            key.clone(),
             pool.clone(),
             opening.clone(),
         );

@@ -12,6 +12,7 @@
 //! way ([`Session::paged_lost_in`]).
 
 use super::Session;
+use crate::directory::knowledge::DsaName;
 use crate::directory::route::Partition;
 use crate::proto::wire::request::{Request, OID_PAGED_RESULTS};
 use crate::proto::wire::search;
@@ -46,10 +47,10 @@ impl Session {
     /// spanning partitions, [`super::spanning`]): the router's answer, in
     /// words, when the connection that cookie belongs to is gone.
     pub(super) fn paged_lost_in(&self, routing: &Routing, p: &Partition) -> Option<String> {
-        let (dsa, held) = self.private.paged(&p.key)?;
+        let (dsa, held) = self.who.private.paged(&p.key)?;
         let same_dsa = self
             .state_sticky(routing, p)
-            .is_some_and(|i| routing.snap.dsas[i].name.eq_ignore_ascii_case(&dsa));
+            .is_some_and(|i| routing.snap.dsas[i].name == dsa);
         (held.lost() || !same_dsa).then(|| {
             format!(
                 "dsa-router: the paged search's connection to DSA {dsa} was lost; its pages cannot be resumed: start the search again from the first page"
@@ -59,12 +60,12 @@ impl Session {
 
     /// A paged search in partition `p` went to DSA `name`: note the
     /// connection of the client's own it went on.
-    pub(super) fn note_paged(&self, p: &Partition, req: &Request, name: &str) {
+    pub(super) fn note_paged(&self, p: &Partition, req: &Request, name: &DsaName) {
         if req.control(OID_PAGED_RESULTS).is_none() {
             return;
         }
-        if let Some(held) = self.private.held(&name.to_ascii_lowercase()) {
-            self.private.note_paged(&p.key, name, held);
+        if let Some(held) = self.who.private.held(name) {
+            self.who.private.note_paged(&p.key, name, held);
         }
     }
 }

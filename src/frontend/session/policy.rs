@@ -11,6 +11,8 @@
 //! filters, compares and request controls are checked by the names they
 //! use ([`crate::admission::policy::shield`]).
 
+use super::hide::Keep;
+use super::operation::Operation;
 use super::{Identity, Session};
 use crate::admission::policy::rate::Over;
 use crate::admission::policy::rule::{
@@ -18,10 +20,7 @@ use crate::admission::policy::rule::{
 };
 use crate::admission::policy::shield::Shield;
 use crate::admission::policy::{wire, Policy};
-use crate::backend::upstream::batch::Batch;
-use crate::backend::upstream::layer::Layer;
-use crate::backend::upstream::Delivery;
-use crate::proto::wire::frame::{self, Header};
+use crate::proto::wire::frame::{self, Header, Pdu};
 use crate::proto::wire::request::{Op, Request, OID_START_TLS, OID_WHOAMI};
 use crate::proto::wire::response::Code;
 use bytes::Bytes;
@@ -36,18 +35,6 @@ pub(super) struct State {
     /// Boxed: most sessions never have one (no policy file), and the
     /// session is part of its future (tests/logic future_size).
     cached: Option<Box<Cached>>,
-    /// What the current search's rule keeps from its results (set per
-    /// request).
-    pub hide: Option<Keep>,
-}
-
-/// What a search's results lose: the rule's hidden attributes, and with
-/// `dns` (a search that dereferences aliases) entries outside its
-/// subtrees.
-#[derive(Clone)]
-pub(crate) struct Keep {
-    shield: Arc<Shield>,
-    dns: bool,
 }
 
 struct Cached {
@@ -68,10 +55,14 @@ fn rule_at(p: &Policy, i: usize) -> &Rule {
     p.rules.get(i).unwrap_or(&p.default)
 }
 
+/// What the rule of a request says: the request to go on with when its
+/// limits are clamped, and what a search's results lose.
+type Judged = (Option<(Bytes, Header)>, Option<Keep>);
+
 /// What the policy says of one request.
 pub(super) enum Policed {
-    /// Go on with this PDU (a search's limits clamped).
-    Go(Bytes, Header),
+    /// Go on (the operation's PDU and rights as the policy set them).
+    Go,
     /// The router answers it itself ([`Session::answer_policy`]).
     Answer(Answer),
 }
@@ -85,24 +76,25 @@ pub(super) enum Answer {
 }
 
 impl Session {
-    /// Check `req` against the policy and rates: what to go on with, or
-    /// how the router answers it. No await and no allocation on the way
+    /// Check the operation against the policy and rates (the admit
+    /// phase): go on, its PDU clamped and its rights set as the rule says,
+    /// or how the router answers it. No await and no allocation on the way
     /// through (a request allowed as it came costs a few comparisons):
     /// the answer, rare, is the async part.
-    pub(super) fn police(&mut self, pdu: Bytes, h: Header, req: &Request) -> Policed {
-        self.pol.hide = None;
+    pub(super) fn police(&mut self, op: &mut Operation) -> Policed {
+        let req = &op.req;
         // No policy file: every request goes on as it came.
         let Some(policy) = self.router.admission.policies.current() else {
-            return Policed::Go(pdu, h);
+            return Policed::Go;
         };
         match &req.op {
-            Op::Unbind | Op::Abandon { .. } => return Policed::Go(pdu, h),
+            Op::Unbind | Op::Abandon { .. } => return Policed::Go,
             Op::Bind { dn, sasl, .. } => {
                 self.pol.mech = sasl.clone();
                 if let Err(over) = self.bind_rate(&policy, dn) {
                     return Policed::Answer(Answer::Rate { bind: true, over });
                 }
-                return Policed::Go(pdu, h);
+                return Policed::Go;
             }
             _ => {}
         }
@@ -113,23 +105,29 @@ impl Session {
         if r.address.is_some() || r.identity.is_some() {
             let key = self.pol.cached.as_ref().and_then(|c| c.key.as_deref());
             let now = std::time::Instant::now();
-            let taken =
-                self.router
-                    .admission
-                    .policies
-                    .meter
-                    .take(r, false, self.peer.ip(), key, now);
+            let taken = self.router.admission.policies.meter.take(
+                r,
+                false,
+                self.client.peer.ip(),
+                key,
+                now,
+            );
             if let Err(over) = taken {
                 return Policed::Answer(Answer::Rate { bind: false, over });
             }
         }
         let rule = rule_at(&policy, idx);
         if rule.is_open() {
-            return Policed::Go(pdu, h);
+            return Policed::Go;
         }
-        match self.judge(&policy, idx, &pdu, &h, req) {
-            Ok(None) => Policed::Go(pdu, h),
-            Ok(Some((b, bh))) => Policed::Go(b, bh),
+        match self.judge(&policy, idx, &op.pdu.bytes, &op.pdu.h, req) {
+            Ok((clamped, hide)) => {
+                op.rights.hide = hide;
+                if let Some((b, h)) = clamped {
+                    op.pdu = Pdu::new(b, h);
+                }
+                Policed::Go
+            }
             Err(refusal) => Policed::Answer(Answer::Refused {
                 rule: rule.name.clone(),
                 refusal,
@@ -148,7 +146,7 @@ impl Session {
             }
             Answer::Refused { rule, refusal } => {
                 self.router.admission.policies.refused(&rule);
-                tracing::debug!(client = %self.peer, rule = %rule, "refused by policy");
+                tracing::debug!(client = %self.client.peer, rule = %rule, "refused by policy");
                 let code = if refusal.code == INSUFFICIENT_ACCESS {
                     Code::InsufficentAccessRights
                 } else {
@@ -162,7 +160,7 @@ impl Session {
     /// The rule deciding for this client now (index); the session keeps
     /// it, with its identity normalized (for the rates).
     fn decided(&mut self, policy: &Arc<Policy>) -> usize {
-        let (dn, bound) = match &self.identity {
+        let (dn, bound) = match &self.who.identity {
             Identity::Anonymous => ("", false),
             Identity::Bound(b) => (b.dn.as_str(), true),
         };
@@ -180,7 +178,7 @@ impl Session {
         if let Some(c) = &self.pol.cached {
             if Arc::ptr_eq(&c.policy, policy)
                 && c.dn == dn
-                && c.tls == self.tls
+                && c.tls == self.client.tls
                 && c.mech.as_deref() == mech
                 && c.groups == generation
             {
@@ -192,10 +190,10 @@ impl Session {
             .then(|| crate::proto::dn::Dn::parse_ldap(dn).ok())
             .flatten();
         let client = Client {
-            addr: self.peer.ip(),
+            addr: self.client.peer.ip(),
             identity: parsed.as_ref(),
             bound,
-            tls: self.tls,
+            tls: self.client.tls,
             sasl: mech,
             groups: sets.as_deref(),
         };
@@ -213,7 +211,7 @@ impl Session {
             policy: policy.clone(),
             rule,
             dn: dn.to_string(),
-            tls: self.tls,
+            tls: self.client.tls,
             mech: mech.map(str::to_string),
             key,
             groups: generation,
@@ -230,11 +228,11 @@ impl Session {
         pdu: &Bytes,
         h: &Header,
         req: &Request,
-    ) -> Result<Option<(Bytes, Header)>, Refusal> {
+    ) -> Result<Judged, Refusal> {
         let rule = rule_at(policy, idx);
         let (op, dn, scope) = match &req.op {
             // The root DSE is the router's own, for every client.
-            Op::Search { base, scope: 0, .. } if base.is_empty() => return Ok(None),
+            Op::Search { base, scope: 0, .. } if base.is_empty() => return Ok((None, None)),
             Op::Search { base, scope, .. } => (OpType::Search, base.as_str(), Some(*scope)),
             Op::Compare { dn } => (OpType::Compare, dn.as_str(), None),
             Op::Add { dn } => (OpType::Add, dn.as_str(), None),
@@ -242,17 +240,17 @@ impl Session {
             Op::Modify { dn } => (OpType::Modify, dn.as_str(), None),
             Op::ModDn { dn } => (OpType::ModDn, dn.as_str(), None),
             Op::Extended { oid, .. } if oid == OID_START_TLS || oid == OID_WHOAMI => {
-                return Ok(None)
+                return Ok((None, None))
             }
             Op::Extended { .. } => (OpType::Extended, "", None),
-            _ => return Ok(None),
+            _ => return Ok((None, None)),
         };
         // An unparsable DN is the forwarding's to answer (invalidDNSyntax).
         let parsed = match op {
             OpType::Extended => None,
             _ => match self.parsed(dn) {
                 Ok(d) => Some(d),
-                Err(_) => return Ok(None),
+                Err(_) => return Ok((None, None)),
             },
         };
         rule.check(&Ask {
@@ -271,15 +269,15 @@ impl Session {
             .flatten();
         names_allowed(rule, shield.as_deref(), op, pdu, h, req)?;
         if op != OpType::Search {
-            return Ok(None);
+            return Ok((None, None));
         }
-        self.pol.hide = shield.and_then(|shield| {
+        let hide = shield.and_then(|shield| {
             // Without dereferencing, entries are under the base, which is
             // within the subtrees.
             let dns = !shield.subtrees.is_empty() && wire::search_deref(pdu, h) != Some(0);
-            (dns || shield.hidden.any()).then_some(Keep { shield, dns })
+            (dns || shield.hidden.any()).then_some(Keep::new(shield, dns))
         });
-        Ok(clamped(rule, pdu, h))
+        Ok((clamped(rule, pdu, h), hide))
     }
 
     /// Take a bind's token; which rate it was over, if any.
@@ -292,11 +290,13 @@ impl Session {
             .map_or_else(|_| dn.to_ascii_lowercase(), |d| d.normalized());
         let key = (!dn.is_empty()).then_some(key);
         let now = std::time::Instant::now();
-        self.router
-            .admission
-            .policies
-            .meter
-            .take(r, true, self.peer.ip(), key.as_deref(), now)
+        self.router.admission.policies.meter.take(
+            r,
+            true,
+            self.client.peer.ip(),
+            key.as_deref(),
+            now,
+        )
     }
 
     /// Answer an operation over its rate: busy, saying which rate.
@@ -387,57 +387,4 @@ fn clamped(rule: &Rule, pdu: &Bytes, h: &Header) -> Option<(Bytes, Header)> {
     let b = wire::with_limits(pdu, h, s, t)?.freeze();
     let bh = frame::header(&b).ok()?;
     Some((b, bh))
-}
-
-/// A delivery whose search entries lose the attributes a rule hides, and
-/// where entries outside the rule's subtrees are not delivered.
-pub(super) struct Hide<D> {
-    inner: D,
-    hide: Option<Keep>,
-}
-
-impl<D: Delivery> Hide<D> {
-    pub(super) fn wrap(inner: D, hide: Option<Keep>) -> Hide<D> {
-        Hide { inner, hide }
-    }
-}
-
-/// Only entries change; everything else is the wrapped delivery's.
-impl<D: Delivery> Layer for Hide<D> {
-    type Inner = D;
-
-    fn inner(&self) -> &D {
-        &self.inner
-    }
-
-    fn deliver(&self, pdu: &[u8], h: &Header, batch: &mut Batch) {
-        if let Some(k) = self.hide.as_ref().filter(|k| k.dns) {
-            if h.op_tag == frame::tag::SEARCH_ENTRY
-                && !wire::entry_name(pdu, h).is_some_and(|dn| k.shield.admits(dn))
-            {
-                return;
-            }
-        }
-        let hidden = self.hide.as_ref().map(|k| &k.shield.hidden);
-        let stripped = hidden.filter(|hd| hd.any()).and_then(|hd| {
-            let b = wire::strip_entry(pdu, h, |a| hd.strips(a))?.freeze();
-            let bh = frame::header(&b).ok()?;
-            Some((b, bh))
-        });
-        match stripped {
-            Some((b, bh)) => self.inner.deliver(&b, &bh, batch),
-            None => self.inner.deliver(pdu, h, batch),
-        }
-    }
-}
-
-#[cfg(test)]
-impl Keep {
-    /// What a rule hiding `shield`'s attributes keeps (no subtrees).
-    pub(super) fn hiding(shield: Shield) -> Keep {
-        Keep {
-            shield: Arc::new(shield),
-            dns: false,
-        }
-    }
 }

@@ -29,11 +29,11 @@ use super::Identity;
 use crate::backend::upstream::pending::{Kind as OpKind, Pending, Sink};
 use crate::backend::upstream::Resend;
 use crate::base::error::{Error, Kind};
+use crate::directory::knowledge::{DsaId, DsaName};
 use crate::directory::route::Lookup;
 use crate::proto::dn::Dn;
-use crate::proto::wire::frame::{Frame, Header};
+use crate::proto::wire::frame::Pdu;
 use crate::service::context::Context;
-use bytes::Bytes;
 use futures::FutureExt;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
@@ -46,8 +46,7 @@ struct Request {
     /// re-sent (the knowledge may have been reloaded meanwhile).
     dn: Arc<Dn>,
     /// The request as the client sent it.
-    pdu: Bytes,
-    header: Header,
+    pdu: Pdu,
     is_write: bool,
 }
 
@@ -78,7 +77,7 @@ pub(super) struct Again {
     hedge: bool,
     /// Only these DSAs (read-your-writes by position: those that have the
     /// client's write).
-    only: Option<Arc<[String]>>,
+    only: Option<Arc<[DsaName]>>,
 }
 
 impl Again {
@@ -88,17 +87,15 @@ impl Again {
     pub(super) fn first(
         router: &Arc<Context>,
         dn: Arc<Dn>,
-        pdu: Bytes,
-        header: Header,
+        pdu: Pdu,
         is_write: bool,
-        only: Option<Arc<[String]>>,
+        only: Option<Arc<[DsaName]>>,
     ) -> Box<dyn Replace> {
         Box::new(Again {
             req: Request {
                 router: Arc::downgrade(router),
                 dn,
                 pdu,
-                header,
                 is_write,
             },
             way: Way::Shared(None),
@@ -117,7 +114,7 @@ impl Replace for Again {
         mut self: Box<Self>,
         via: &Via<'_>,
         at: &Placed,
-        name: &dyn Fn(usize) -> String,
+        name: &dyn Fn(DsaId) -> String,
     ) -> Box<dyn Resend> {
         self.way = match via {
             Via::Client {
@@ -201,7 +198,7 @@ impl Again {
             let msg = format!("no partition holds {}", self.req.dn);
             return Err(Error::new(Kind::NoSuchObject, msg));
         };
-        let tried: Vec<usize> = self
+        let tried: Vec<DsaId> = self
             .tried
             .iter()
             .filter_map(|n| routing.snap.dsa_index(n))
@@ -236,12 +233,11 @@ impl Again {
                 own_conn: *own_conn,
             },
         };
-        let sent = Frame::new(&self.req.pdu, &self.req.header);
         let build = |_: &Placed| {
             let p = moved.take();
             p.unwrap_or_else(|| Pending::new(Sink::Detached, OpKind::fixed()))
         };
-        let placed = place(&routing, part, want, via, sent, build).await;
+        let placed = place(&routing, part, want, via, &self.req.pdu, build).await;
         if self.hedge && placed.is_ok() {
             router
                 .backend

@@ -30,8 +30,9 @@ use super::{dispatch, Bound, Flow, Identity, Session};
 use crate::backend::upstream::conn::Conn;
 use crate::backend::upstream::pending::{Kind, Pending, Sink};
 use crate::backend::upstream::pool;
+use crate::directory::knowledge::DsaName;
 use crate::proto::dn::Dn;
-use crate::proto::wire::frame::{self, Frame, Header};
+use crate::proto::wire::frame::{self, Header, Pdu};
 use crate::proto::wire::request::{Request, OID_WHOAMI};
 use crate::proto::wire::response::{self, rc, result_code, Code};
 use crate::proto::wire::sasl as wsasl;
@@ -45,7 +46,7 @@ use tokio::sync::oneshot;
 /// mechanism.
 #[derive(Clone, Copy)]
 struct ClientStep<'a> {
-    sent: Frame<'a>,
+    sent: &'a Pdu,
     req: &'a Request,
     dn: &'a str,
     mech: &'a str,
@@ -66,13 +67,12 @@ pub(super) struct InProgress {
 impl Session {
     pub(super) async fn sasl_bind(
         &mut self,
-        pdu: &Bytes,
-        h: &Header,
-        req: &Request,
+        op: &super::operation::Operation,
         dn: &str,
         mech: &str,
         mut step: Option<InProgress>,
     ) -> Flow {
+        let (pdu, h, req) = (&op.pdu.bytes, &op.pdu.h, &op.req);
         let started = std::time::Instant::now();
         let trace = self.trace_for(req, dn, "");
         let trace = trace.as_deref();
@@ -102,7 +102,7 @@ impl Session {
         let ticket = ticket.or(carried);
         let (tx, rx) = oneshot::channel();
         let asked = ClientStep {
-            sent: Frame::new(pdu, h),
+            sent: &op.pdu,
             req,
             dn,
             mech,
@@ -136,7 +136,7 @@ impl Session {
         let mut authz = None;
         match code {
             rc::SASL_IN_PROGRESS => {
-                self.sasl = Some(InProgress {
+                self.who.sasl = Some(InProgress {
                     conn,
                     dsa: dsa.clone(),
                     mech: mech.to_string(),
@@ -153,7 +153,7 @@ impl Session {
             }
         }
         crate::observe::access::line(|f| {
-            f.head(&self.log_client)
+            f.head(&self.client.log_client)
                 .quoted("op", "bind")
                 .plain("mech", mech)
                 .quoted_opt("authz", authz.as_deref())
@@ -163,7 +163,7 @@ impl Session {
         });
         let mut b = BytesMut::with_capacity(resp.len() + 4);
         frame::rewrite(&resp, &rh, req.msgid, None, &mut b);
-        self.out.send(b.freeze()).await;
+        self.client.out.send(b.freeze()).await;
         Flow::Continue
     }
 
@@ -198,8 +198,8 @@ impl Session {
             Some(s) => {
                 let sent = s.conn.submit(
                     Pending::new(Sink::Waiter(tx), Kind::fixed()),
-                    frame.pdu,
-                    frame.h,
+                    &frame.bytes,
+                    &frame.h,
                     None,
                     |_, _| true,
                 );
@@ -231,7 +231,7 @@ impl Session {
                     &routing,
                     p,
                     want,
-                    dispatch::Via::Fresh(self.peer),
+                    dispatch::Via::Fresh(self.client.peer),
                     frame,
                     |_| Pending::new(Sink::Waiter(tx), Kind::fixed()),
                 )
@@ -268,11 +268,11 @@ impl Session {
         let dn = who.strip_prefix("dn:").unwrap_or_default().to_string();
         let conveyed = vouched(&self.router.routing(), dsa, &who);
         if !conveyed && !who.is_empty() {
-            tracing::warn!(client = %self.peer, dsa = %dsa, authz = %crate::base::logsafe::esc(&who), "SASL identity not under a prefix its DSA holds: used on that DSA only, never conveyed");
+            tracing::warn!(client = %self.client.peer, dsa = %dsa, authz = %crate::base::logsafe::esc(&who), "SASL identity not under a prefix its DSA holds: used on that DSA only, never conveyed");
         }
-        self.private.insert(dsa.to_ascii_lowercase(), conn);
-        self.listed.bound(&who);
-        self.identity = Identity::Bound(Bound {
+        self.who.private.insert(DsaName::new(dsa), conn);
+        self.client.listed.bound(&who);
+        self.who.identity = Identity::Bound(Bound {
             dn,
             authz: who.clone(),
             conveyed,
@@ -290,14 +290,14 @@ impl Session {
     fn refusal(&self, pdu: &Bytes, h: &Header, mech: &str) -> Option<(Code, String)> {
         let kind = wsasl::classify(mech);
         if kind == wsasl::Mech::Refused {
-            tracing::info!(client = %self.peer, mech = %crate::base::logsafe::esc(mech), "SASL bind refused: a mechanism the router does not carry");
+            tracing::info!(client = %self.client.peer, mech = %crate::base::logsafe::esc(mech), "SASL bind refused: a mechanism the router does not carry");
             return Some((
                 Code::AuthMethodNotSupported,
                 format!("dsa-router: the SASL mechanism {mech:?} is not offered through the router (it may negotiate a security layer, or authenticate the router instead of the client); use PLAIN, SCRAM-* or DIGEST-MD5, over TLS for protection"),
             ));
         }
-        if wsasl::sends_password(mech) && !self.tls && self.router.cfg.require_tls_for_bind {
-            tracing::info!(client = %self.peer, mech = %crate::base::logsafe::esc(mech), "SASL bind refused: the connection is not protected by TLS");
+        if wsasl::sends_password(mech) && !self.client.tls && self.router.cfg.require_tls_for_bind {
+            tracing::info!(client = %self.client.peer, mech = %crate::base::logsafe::esc(mech), "SASL bind refused: the connection is not protected by TLS");
             return Some((
                 Code::ConfidentialityRequired,
                 format!(
@@ -324,7 +324,10 @@ impl Session {
     /// bind, wrapped traffic (a security layer, RFC 4422 3.7: a 4-octet
     /// length first) gets its own explanation.
     pub(super) fn not_ldap(&self, e: &frame::FrameError) -> String {
-        let sasl = matches!(&self.identity, Identity::Bound(Bound { bind: None, .. }));
+        let sasl = matches!(
+            &self.who.identity,
+            Identity::Bound(Bound { bind: None, .. })
+        );
         if sasl && *e == frame::FrameError::NotSequence(0) {
             "dsa-router: the client wrapped its requests in a SASL security layer, which the router cannot carry; bind with qop=auth (no layer) and use TLS for protection".to_string()
         } else {
@@ -342,7 +345,7 @@ impl Session {
                 .map(|v| String::from_utf8_lossy(&v).into_owned())
                 .unwrap_or_default(),
             Err(e) => {
-                tracing::warn!(client = %self.peer, error = %crate::base::logsafe::esc(&e), "WhoAmI after a SASL bind failed; the identity is unknown to the router");
+                tracing::warn!(client = %self.client.peer, error = %crate::base::logsafe::esc(&e), "WhoAmI after a SASL bind failed; the identity is unknown to the router");
                 String::new()
             }
         }
@@ -370,7 +373,7 @@ pub(super) fn vouched(routing: &crate::service::context::Routing, dsa: &str, who
         routing
             .snap
             .dsas
-            .get(i)
+            .get(i.index())
             .is_some_and(|d| d.name.eq_ignore_ascii_case(dsa))
     })
 }

@@ -1,11 +1,13 @@
-//! The last step of placing an operation: the request as it goes to the
-//! chosen DSA ([`Outgoing`]: mapped to the DSA's native tree where it has
+//! The last two phases of placing an operation (architecture.md, "One
+//! operation"): *rewrite*, the request as it goes to the chosen DSA
+//! ([`Outgoing::rewrite`]: mapped to the DSA's native tree where it has
 //! one, with the proxied-authorization control where identity needs it),
-//! and its sending: inline on an open connection, in a task of its own
-//! when the DSA's shared connection is still being made, or behind the
-//! client's earlier operations when its own connection is being opened.
-//! An operation that could not be sent at all goes to the next DSA when
-//! it may ([`unsent`]).
+//! and *send* ([`Outgoing::send`], the one send path): inline on an open
+//! connection, in a task of its own when the DSA's shared connection is
+//! still being made, or behind the client's earlier operations when its
+//! own connection is being opened. The request travels as a [`Pdu`]
+//! (shared bytes): it is never copied on the way. An operation that could
+//! not be sent at all goes to the next DSA when it may ([`unsent`]).
 
 use super::own::{Opening, Outcome};
 use crate::backend::dsa_state::{Count, DsaState};
@@ -14,9 +16,8 @@ use crate::backend::upstream::pending::Pending;
 use crate::backend::upstream::pool::Pool;
 use crate::backend::upstream::Resend;
 use crate::base::error::{Error, Kind};
-use crate::proto::wire::frame::{self, Frame, Header};
+use crate::proto::wire::frame::{self, Pdu};
 use crate::proto::wire::scope_check::ScopeCheck;
-use bytes::Bytes;
 use std::sync::Arc;
 
 /// Where an operation's responses go, when they go somewhere it is told
@@ -26,8 +27,9 @@ type Deliver = Arc<dyn crate::backend::upstream::Delivery>;
 /// An operation as it goes to one DSA: its request, its pending
 /// operation, and its way to the next DSA should it not be sent at all.
 pub(super) struct Outgoing {
-    /// The request in the DSA's native tree, when it differs.
-    mapped: Option<(Bytes, Header)>,
+    /// The request as it goes: in the DSA's native tree, when it differs,
+    /// else the client's.
+    pdu: Pdu,
     /// The proxied-authorization control, encoded.
     pub(super) control: Option<Vec<u8>>,
     delivery: Option<Deliver>,
@@ -42,32 +44,28 @@ impl Outgoing {
     /// DSA: its native-prefix map (which also maps the conveyed identity
     /// `proxy`), the count of persistent searches, the control conveying
     /// `proxy`.
-    pub(super) fn prepare(
+    pub(super) fn rewrite(
         pool: &Pool,
         state: &Arc<DsaState>,
         proxy: &mut Option<String>,
         mut pending: Pending,
         again: Option<Box<dyn Resend>>,
-        sent: Frame<'_>,
+        sent: &Pdu,
     ) -> Outgoing {
-        let Frame { pdu, h } = sent;
         let native = pool.native.clone();
         let mapped = native
             .as_ref()
-            .and_then(|m| m.request(pdu, h))
-            .map(|b| b.freeze())
-            .and_then(|b| {
-                let mh = frame::header(&b).ok()?;
-                Some((b, mh))
-            });
+            .and_then(|m| m.request(&sent.bytes, &sent.h))
+            .and_then(|b| Pdu::read(b.freeze()).ok());
         if let (Some(m), Some(p)) = (&native, proxy.as_mut()) {
             if let Some(n) = p.strip_prefix("dn:").and_then(|d| m.to_native(d)) {
                 *p = format!("dn:{n}");
             }
         }
-        if h.op_tag == frame::tag::SEARCH_REQUEST {
-            let (out, oh) = mapped.as_ref().map_or((pdu, *h), |(b, mh)| (&b[..], *mh));
-            pending.set_scope(ScopeCheck::of_search(out, &oh, pool.partition.as_ref()));
+        let pdu = mapped.unwrap_or_else(|| sent.clone());
+        if pdu.h.op_tag == frame::tag::SEARCH_REQUEST {
+            let scope = ScopeCheck::of_search(&pdu.bytes, &pdu.h, pool.partition.as_ref());
+            pending.set_scope(scope);
         }
         if let Some(m) = native {
             pending.set_map(m);
@@ -77,7 +75,7 @@ impl Outgoing {
         }
         let delivery = pending.delivery().cloned();
         Outgoing {
-            mapped,
+            pdu,
             control: proxy.as_deref().map(frame::proxy_authz_control),
             delivery,
             pending,
@@ -85,24 +83,43 @@ impl Outgoing {
         }
     }
 
-    /// The PDU to send: the mapped one, else the client's `sent`.
-    pub(super) fn pdu<'a>(&'a self, sent: Frame<'a>) -> Frame<'a> {
-        as_sent(&self.mapped, sent)
+    /// Send it (the one send path) on the connection `got` to `pool`'s
+    /// DSA `name` (`routed`: the shared connection for conveyed
+    /// identities; an update when `is_write`): its message ID there when
+    /// it went out at once.
+    pub(super) fn send(
+        self,
+        got: Got,
+        pool: &Arc<Pool>,
+        routed: bool,
+        name: &str,
+        is_write: bool,
+    ) -> Option<i32> {
+        match got {
+            Got::Now(conn) => self.submit(&conn, name),
+            Got::Later => {
+                self.after_connect(pool.clone(), routed, name.to_string());
+                None
+            }
+            Got::Queued(o) => {
+                wait_for_own(o, self, name, is_write);
+                None
+            }
+        }
     }
 
-    /// Send it on `conn` (`sent`, unless mapped): its message ID there, or
-    /// `None` when the connection was closed (the request did not go out:
-    /// it goes to the next DSA, or is failed or re-sent as it may be).
-    /// `name` names the DSA.
-    pub(super) fn submit(self, conn: &Arc<Conn>, sent: Frame<'_>, name: &str) -> Option<i32> {
+    /// Send it on `conn`: its message ID there, or `None` when the
+    /// connection was closed (the request did not go out: it goes to the
+    /// next DSA, or is failed or re-sent as it may be). `name` names the
+    /// DSA.
+    fn submit(self, conn: &Arc<Conn>, name: &str) -> Option<i32> {
         let Outgoing {
-            mapped,
+            pdu,
             control,
             delivery,
             pending,
             again,
         } = self;
-        let Frame { pdu, h } = as_sent(&mapped, sent);
         let delivery = &delivery;
         let control = control.as_deref();
         let placed = |conn: &Arc<Conn>, id| delivery.as_ref().is_none_or(|d| d.placed(conn, id));
@@ -113,14 +130,14 @@ impl Outgoing {
         };
         let post_read = pending.is_write() && delivery.as_ref().is_some_and(|d| d.post_read(conn));
         let sent = match (traced, post_read) {
-            (None, false) => conn.submit(pending, pdu, h, control, placed),
+            (None, false) => conn.submit(pending, &pdu.bytes, &pdu.h, control, placed),
             (Some(tc), _) => {
-                let (pdu, h, ctl) = with_trace_control(pdu, h, control, tc, post_read);
-                conn.submit(pending, &pdu, &h, Some(&ctl), placed)
+                let (pdu, ctl) = with_trace_control(pdu, control, tc, post_read);
+                conn.submit(pending, &pdu.bytes, &pdu.h, Some(&ctl), placed)
             }
             (None, true) => {
                 let ctl = added(control, &[], true);
-                conn.submit(pending, pdu, h, Some(&ctl), placed)
+                conn.submit(pending, &pdu.bytes, &pdu.h, Some(&ctl), placed)
             }
         };
         match sent {
@@ -140,22 +157,11 @@ impl Outgoing {
     /// The DSA's shared connection is being made: send once it is, in a
     /// task of its own, so that a DSA slow to accept or to bind the router
     /// (`routed`: for conveyed identities) holds up only this operation.
-    pub(super) fn after_connect(
-        self,
-        pool: Arc<Pool>,
-        routed: bool,
-        sent: Frame<'_>,
-        name: String,
-    ) {
-        // The client's request is copied only when it is what goes out.
-        let (pdu, h) = match self.mapped {
-            Some(_) => (Bytes::new(), *sent.h),
-            None => (Bytes::copy_from_slice(sent.pdu), *sent.h),
-        };
+    fn after_connect(self, pool: Arc<Pool>, routed: bool, name: String) {
         tokio::spawn(async move {
             match pool.shared(routed).await {
                 Ok(conn) => {
-                    self.submit(&conn, Frame::new(&pdu, &h), &name);
+                    self.submit(&conn, &name);
                 }
                 // The DSA refused the router's own bind: the client's
                 // identity cannot be conveyed there.
@@ -178,35 +184,23 @@ impl Outgoing {
     }
 }
 
-/// The PDU that goes out: `mapped`, else `sent`.
-fn as_sent<'a>(mapped: &'a Option<(Bytes, Header)>, sent: Frame<'a>) -> Frame<'a> {
-    match mapped {
-        Some((b, mh)) => Frame::new(b, mh),
-        None => sent,
-    }
-}
-
 /// `pdu` without the client's trace context control, if it had one, and
 /// the controls to add: `control` (if any), the router's trace context
 /// control `tc` (which replaces the client's) and, with `post_read`, the
 /// post-read control.
 fn with_trace_control(
-    pdu: &[u8],
-    h: &Header,
+    pdu: Pdu,
     control: Option<&[u8]>,
     tc: Vec<u8>,
     post_read: bool,
-) -> (Bytes, Header, Vec<u8>) {
+) -> (Pdu, Vec<u8>) {
     use crate::proto::wire::search;
     let oid = crate::observe::otel::OID_TRACE_CONTEXT;
-    let stripped = search::has_control(pdu, h, oid)
-        .then(|| search::without_controls(pdu, h, h.msgid, &[oid]).freeze())
-        .and_then(|b| Some((frame::header(&b).ok()?, b)));
-    let (pdu, h) = match stripped {
-        Some((sh, b)) => (b, sh),
-        None => (Bytes::copy_from_slice(pdu), *h),
-    };
-    (pdu, h, added(control, &tc, post_read))
+    let (b, h) = (&pdu.bytes[..], &pdu.h);
+    let stripped = search::has_control(b, h, oid)
+        .then(|| search::without_controls(b, h, h.msgid, &[oid]).freeze())
+        .and_then(|b| Pdu::read(b).ok());
+    (stripped.unwrap_or(pdu), added(control, &tc, post_read))
 }
 
 /// The controls the router adds to a request, encoded one after another:
@@ -232,26 +226,17 @@ pub(super) fn unsent(pending: Pending, again: Option<Box<dyn Resend>>, name: &st
 }
 
 /// The client's own connection to DSA `name` is being opened: the
-/// operation `out` (`sent`, unless mapped; an update when `is_write`)
-/// waits for it behind the client's earlier ones there, without holding
-/// up its others; it goes elsewhere when it cannot have it.
-pub(super) fn wait_for_own(
-    o: Arc<Opening>,
-    out: Outgoing,
-    sent: Frame<'_>,
-    name: &str,
-    is_write: bool,
-) {
-    let (pdu, h, name) = {
-        let f = out.pdu(sent);
-        (Bytes::copy_from_slice(f.pdu), *f.h, name.to_string())
-    };
+/// operation `out` (an update when `is_write`) waits for it behind the
+/// client's earlier ones there, without holding up its others; it goes
+/// elsewhere when it cannot have it.
+fn wait_for_own(o: Arc<Opening>, out: Outgoing, name: &str, is_write: bool) {
+    let name = name.to_string();
     o.enqueue(Box::new(move |outcome| match outcome {
         Outcome::Open(conn) => {
             // Its silence counts from here, not from its wait.
             let mut out = out;
             out.pending.heard();
-            out.submit(conn, Frame::new(&pdu, &h), &name);
+            out.submit(conn, &name);
         }
         Outcome::Failed(e) => match refusal(&name, e.clone()) {
             Next::Skip(e) => {
@@ -270,6 +255,15 @@ pub(super) fn wait_for_own(
             ),
         ),
     }));
+}
+
+/// A connection had at once, or one being made.
+pub(super) enum Got {
+    Now(Arc<Conn>),
+    /// A shared connection being made.
+    Later,
+    /// The client's own connection being opened.
+    Queued(Arc<Opening>),
 }
 
 /// Why a DSA's connection could not be had.

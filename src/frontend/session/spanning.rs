@@ -4,11 +4,13 @@
 
 use super::fanout::{self};
 use super::logged::LogCtx;
+use super::operation::Operation;
 use super::{dispatch, refusal, Session};
 use crate::backend::upstream::pending::{Kind, Pending};
+use crate::directory::knowledge::DsaId;
 use crate::directory::route::{Partition, Span};
 use crate::proto::dn::Dn;
-use crate::proto::wire::frame::{self, Frame, Header};
+use crate::proto::wire::frame::{self, Header, Pdu};
 use crate::proto::wire::request::{Request, OID_PAGED_RESULTS, OID_PROXIED_AUTHZ};
 use crate::proto::wire::response::{self, Code};
 use crate::proto::wire::search;
@@ -22,13 +24,11 @@ impl Session {
     /// merged by a [`fanout::Fan`].
     pub(super) async fn fan_out(
         &mut self,
-        pdu: &Bytes,
-        h: &Header,
-        req: &Request,
+        op: &Operation,
         routing: &Arc<Routing>,
-        base_text: &str,
         spans: Vec<Span<'_>>,
     ) {
+        let (pdu, h, req, base_text) = (&op.pdu.bytes, &op.pdu.h, &op.req, op.dn());
         let Some(FanPlan {
             sh,
             strip,
@@ -66,7 +66,7 @@ impl Session {
                 .base
                 .map_or_else(|| base_text.to_string(), |b| b.to_string());
             let log = crate::observe::access::enabled()
-                .then(|| LogCtx::new(&self.log_client, "search", &base, &p.text, None));
+                .then(|| LogCtx::new(&self.client.log_client, "search", &base, &p.text, None));
             let sub = search::rebase(pdu, h, &sh, &base, s.scope, control.as_deref());
             let Some((sub, sub_h)) = without(sub, &strip) else {
                 fan.failed(i, "internal error re-basing the search".into());
@@ -85,22 +85,22 @@ impl Session {
             // On a shared connection, a partition's search that has sent
             // nothing yet is re-sent elsewhere when its DSA fails.
             let resend = Dn::parse_ldap(&base).ok().map(|dn| {
-                let (dn, sub) = (Arc::new(dn), sub.clone());
-                super::resend::Again::first(&self.router, dn, sub, sub_h, false, only)
+                let (dn, sub) = (Arc::new(dn), Pdu::new(sub.clone(), sub_h));
+                super::resend::Again::first(&self.router, dn, sub, false, only)
             });
             let want = dispatch::Want { resend, ..want };
             let trace = fan.trace.get().map(|t| t.leg(&p.text, &base));
-            let hide = self.pol.hide.clone();
+            let hide = op.rights.hide.clone();
             let (sink, _) = super::stack::build(part, hide, log, trace, None);
             let via = self.via(own_conn);
             let pending = Pending::new(sink, Kind::fixed());
             let placed =
-                dispatch::place(routing, p, want, via, Frame::new(&sub, &sub_h), |_| pending).await;
+                dispatch::place(routing, p, want, via, &Pdu::new(sub, sub_h), |_| pending).await;
             match placed {
                 Ok(t) if paged => {
                     let name = routing.snap.dsas[t.dsa].name.clone();
                     self.note_paged(p, req, &name);
-                    self.state_dsa.insert(p.key.clone(), name.to_string());
+                    self.places.state_dsa.insert(p.key.clone(), name);
                 }
                 Ok(_) => {}
                 Err(e) => {
@@ -128,7 +128,7 @@ impl Session {
             return None;
         }
         let p = spans.first()?.partition;
-        if self.private.paged(&p.key).is_none() {
+        if self.who.private.paged(&p.key).is_none() {
             // The router's cookie, but not this connection's pages (another
             // connection's, or from before a bind, which closed the
             // client's own connections): the DSA's cookie is not valid on
@@ -185,7 +185,7 @@ impl Session {
                 let mut b = BytesMut::new();
                 let ctl = search::paged_control(0, &[]);
                 response::search_done_with_control(req.msgid, "", &ctl, &mut b);
-                self.out.send(b.freeze()).await;
+                self.client.out.send(b.freeze()).await;
                 None
             }
             Err((code, msg)) => {
@@ -205,7 +205,7 @@ impl Session {
         let ctl = req.control(crate::observe::otel::OID_TRACE_CONTEXT);
         let ctl = ctl.and_then(|c| c.value.as_deref());
         let partitions: Vec<&str> = spans.iter().map(|s| s.partition.text.as_str()).collect();
-        let client = self.peer.to_string();
+        let client = self.client.peer.to_string();
         if let Some(t) =
             crate::observe::otel::start("search", base, &partitions.join("; "), &client, ctl)
         {
@@ -243,7 +243,7 @@ impl Session {
             })
             .collect();
         let fan = fanout::Fan::new(
-            self.out.clone(),
+            self.client.out.clone(),
             req.msgid,
             sh.size_limit,
             self.router.cfg.fanout_policy,
@@ -251,7 +251,7 @@ impl Session {
             self.router.backend.metrics.clone(),
             parts,
         );
-        self.out.track_fan(req.msgid, &fan);
+        self.client.out.track_fan(req.msgid, &fan);
         if sh.time_limit > 0 && !paged {
             let weak = Arc::downgrade(&fan);
             let secs = sh.time_limit;
@@ -268,8 +268,9 @@ impl Session {
     /// The DSA that holds this client's state in partition `p` (its paged
     /// searches, VLV contexts, transaction), while it is still a target
     /// there.
-    pub(super) fn state_sticky(&self, routing: &Routing, p: &Partition) -> Option<usize> {
-        self.state_dsa
+    pub(super) fn state_sticky(&self, routing: &Routing, p: &Partition) -> Option<DsaId> {
+        self.places
+            .state_dsa
             .get(&p.key)
             .and_then(|n| routing.snap.dsa_index(n))
             .filter(|&i| p.order.contains(&i) && routing.states.0[i].status().eligible())

@@ -18,8 +18,8 @@
 //! passes on whatever it does not change. The stack is one allocation,
 //! its layers called statically.
 
+use super::hide::{Hide, Keep};
 use super::logged::{LogCtx, Logged};
-use super::policy::{Hide, Keep};
 use crate::backend::follow::ryw::{Watch, Watched};
 use crate::backend::upstream::pending::Sink;
 use crate::backend::upstream::Delivery;

@@ -27,7 +27,13 @@ impl Session {
         }
         let ctl = req.control(OID_TRACE_CONTEXT);
         let ctl = ctl.and_then(|c| c.value.as_deref());
-        crate::observe::otel::start(req.op.name(), dn, partition, &self.peer.to_string(), ctl)
+        crate::observe::otel::start(
+            req.op.name(),
+            dn,
+            partition,
+            &self.client.peer.to_string(),
+            ctl,
+        )
     }
 
     /// The router answered `req` itself with `code` (`msg`): recorded in

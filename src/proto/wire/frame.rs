@@ -100,6 +100,33 @@ impl<'a> Frame<'a> {
     }
 }
 
+/// A complete PDU held with its header: what a client sent, what goes to
+/// a DSA. Cheap to clone (the bytes are shared), so an operation carries
+/// it from phase to phase and to a task of its own without copying it.
+#[derive(Debug, Clone)]
+pub struct Pdu {
+    pub bytes: bytes::Bytes,
+    pub h: Header,
+}
+
+impl Pdu {
+    /// `bytes`, whose header is `h`.
+    pub fn new(bytes: bytes::Bytes, h: Header) -> Pdu {
+        Pdu { bytes, h }
+    }
+
+    /// `bytes` with its header read.
+    pub fn read(bytes: bytes::Bytes) -> Result<Pdu, FrameError> {
+        let h = header(&bytes)?;
+        Ok(Pdu { bytes, h })
+    }
+
+    /// The PDU borrowed.
+    pub fn frame(&self) -> Frame<'_> {
+        Frame::new(&self.bytes, &self.h)
+    }
+}
+
 /// The length at `pdu[at..]`; `truncated` says what is cut short when the
 /// PDU ends first.
 fn len_at(pdu: &[u8], at: usize, truncated: &'static str) -> Result<(usize, usize), FrameError> {
