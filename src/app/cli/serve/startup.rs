@@ -122,25 +122,28 @@ fn context(args: &ServeArgs, snap: Snapshot) -> Result<Context> {
             })
         })
         .unwrap_or_else(|| crate::app::cli::DEFAULT_LISTEN.to_string());
-    let name = match &args.name {
-        Some(n) => Some(n.clone()),
-        None => own_block(&snap, &listen)?,
-    };
     let mut c = args.limits.config()?;
     args.tls.apply(&mut c)?;
+    let name = match &args.name {
+        Some(n) => Some(n.clone()),
+        None => own_block(&snap, &listen, c.ldaps_listen.as_deref())?,
+    };
     c.listen = listen;
     c.workers = crate::base::workers::resolve(args.threads);
     c.spread_above = args.spread_above;
     Context::new(c, snap, name)
 }
 
-/// Without --name, the router's own block: the one whose address is this
-/// router's listen address, else one at a listen-only address (0.0.0.0,
-/// ::); never a target, never health-checked. Several alike: `serve`
-/// does not start.
-fn own_block(snap: &Snapshot, listen: &str) -> Result<Option<String>> {
+/// Without --name, the router's own block: the one whose address is one
+/// of this router's listen addresses (LDAP, LDAPS), else one at a
+/// listen-only address (0.0.0.0, ::); never a target, never
+/// health-checked. Several alike: `serve` does not start.
+fn own_block(snap: &Snapshot, listen: &str, ldaps: Option<&str>) -> Result<Option<String>> {
     use crate::directory::route::own::{self, Own};
-    let found = own::find(snap, None, listens_at(listen));
+    let (ldap, ldaps) = (listens_at(listen), ldaps.map(listens_at));
+    let found = own::find(snap, None, |a| {
+        ldap(a) || ldaps.as_ref().is_some_and(|l| l(a))
+    });
     let note = found.note(snap);
     match (&found, note) {
         (Own::Ambiguous(_), Some(n)) => Err(Error::config(n)),
