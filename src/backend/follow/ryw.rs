@@ -27,7 +27,7 @@ use crate::directory::replication::mark::{Affinity, WriteMark};
 use crate::directory::replication::positions::Position;
 use crate::directory::replication::Replication;
 use crate::directory::route::{select_read, DsaId, DsaStatus, DsaView, Partition, ReadGate};
-use crate::proto::wire::frame::{self, Frame, Header};
+use crate::proto::wire::frame::{self, Frame, Header, Pdu};
 use crate::proto::wire::postread::{self, Plan};
 use bytes::Bytes;
 use std::sync::atomic::Ordering;
@@ -212,13 +212,13 @@ impl<D: Delivery> Layer for Watch<D> {
         &self.inner
     }
 
-    fn finish(&self, pdu: Bytes, h: &Header, from: Source<'_>, batch: &mut Batch) {
+    fn finish(&self, done: Pdu, from: Source<'_>, batch: &mut Batch) {
         match &self.watched {
             Some(w) => {
-                let (pdu, h) = w.learn(pdu, h);
-                self.inner.finish(pdu, &h, from, batch)
+                let (pdu, h) = w.learn(done.bytes, &done.h);
+                self.inner.finish(Pdu::new(pdu, h), from, batch)
             }
-            None => self.inner.finish(pdu, h, from, batch),
+            None => self.inner.finish(done, from, batch),
         }
     }
 

@@ -10,7 +10,7 @@ use super::pending::{Kind as Op, Pending, Sink};
 use super::Delivery;
 use crate::backend::dsa_state::Advertised;
 use crate::base::error::{Error, Kind};
-use crate::proto::wire::frame::{self, tag, Header};
+use crate::proto::wire::frame::{self, tag, Frame, Pdu};
 use bytes::Bytes;
 use ldap3_proto::proto::{LdapFilter, LdapSearchScope};
 use std::sync::{Arc, Mutex};
@@ -59,7 +59,8 @@ impl Collect {
 }
 
 impl Delivery for Collect {
-    fn deliver(&self, pdu: &[u8], h: &Header, _batch: &mut Batch) {
+    fn deliver(&self, r: Frame<'_>, _batch: &mut Batch) {
+        let Frame { pdu, h } = r;
         if h.op_tag == tag::SEARCH_ENTRY {
             self.entries
                 .lock()
@@ -67,7 +68,7 @@ impl Delivery for Collect {
                 .push(Bytes::copy_from_slice(pdu));
         }
     }
-    fn finish(&self, _pdu: Bytes, _h: &Header, _from: super::Source<'_>, _batch: &mut Batch) {
+    fn finish(&self, _done: Pdu, _from: super::Source<'_>, _batch: &mut Batch) {
         let e = std::mem::take(&mut *self.entries.lock().unwrap_or_else(|p| p.into_inner()));
         self.send(Ok(e));
     }

@@ -12,7 +12,7 @@ use super::pending::{Held, Pending, Sink};
 use super::{Delivery, Source};
 use crate::base::error::{Error, Kind};
 use crate::proto::wire::dnmap::PrefixMap;
-use crate::proto::wire::frame::{self, tag, Header};
+use crate::proto::wire::frame::{self, tag, Frame, Header, Pdu};
 use crate::proto::wire::response::{self, rc, Code};
 use bytes::Bytes;
 use std::sync::atomic::Ordering;
@@ -96,7 +96,7 @@ fn complete(conn: &Conn, p: Pending, pdu: Bytes, h: Header, batch: &mut Batch) {
         }
         Sink::To(d) => {
             deliver_held(&*d, map.as_deref(), held, batch);
-            d.finish(pdu, &h, Source::dsa(&conn.dsa.name), batch);
+            d.finish(Pdu::new(pdu, h), Source::dsa(&conn.dsa.name), batch);
         }
     }
 }
@@ -132,8 +132,8 @@ fn account(conn: &Conn, p: &Pending, code: Option<u8>, took: Duration) {
 /// the partition under a native prefix.
 fn deliver(d: &dyn Delivery, map: Option<&PrefixMap>, pdu: &[u8], h: &Header, batch: &mut Batch) {
     match map.and_then(|m| native_back(m, pdu, h)) {
-        Some((b, bh)) => d.deliver(&b, &bh, batch),
-        None => d.deliver(pdu, h, batch),
+        Some((b, bh)) => d.deliver(Frame::new(&b, &bh), batch),
+        None => d.deliver(Frame::new(pdu, h), batch),
     }
 }
 
@@ -173,12 +173,12 @@ mod tests {
     }
 
     impl Delivery for Quitter {
-        fn deliver(&self, _pdu: &[u8], _h: &Header, _batch: &mut Batch) {
+        fn deliver(&self, _r: Frame<'_>, _batch: &mut Batch) {
             if let Some((conn, id)) = self.at.lock().unwrap().take() {
                 *self.abandoned.lock().unwrap() = Some(conn.abandon(id));
             }
         }
-        fn finish(&self, _pdu: Bytes, _h: &Header, _from: Source<'_>, _batch: &mut Batch) {}
+        fn finish(&self, _done: Pdu, _from: Source<'_>, _batch: &mut Batch) {}
         fn fail(&self, _e: &Error, _at: Source<'_>) {}
         fn placed(&self, conn: &Arc<Conn>, id: i32) -> bool {
             *self.at.lock().unwrap() = Some((conn.clone(), id));

@@ -18,9 +18,8 @@ use super::pending::{Hedge, Pending};
 use super::{Delivery, Resend, Source};
 use crate::base::error::{Error, Kind};
 use crate::observe::metrics::Metrics;
-use crate::proto::wire::frame::Header;
+use crate::proto::wire::frame::{Frame, Pdu};
 use crate::proto::wire::response::{self, Code};
-use bytes::Bytes;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -282,23 +281,23 @@ pub enum Cancelled {
 }
 
 impl Delivery for Leg {
-    fn deliver(&self, pdu: &[u8], h: &Header, batch: &mut Batch) {
+    fn deliver(&self, r: Frame<'_>, batch: &mut Batch) {
         if self.race.claim(self.n) {
-            self.race.inner.deliver(pdu, h, batch);
+            self.race.inner.deliver(r, batch);
         }
     }
 
-    fn finish(&self, pdu: Bytes, h: &Header, from: Source<'_>, batch: &mut Batch) {
+    fn finish(&self, done: Pdu, from: Source<'_>, batch: &mut Batch) {
         if !self.race.claim(self.n) || self.race.end().is_none() {
             return;
         }
         self.race
-            .record(response::result_code(&pdu, h).unwrap_or(Code::Other as u8));
+            .record(response::result_code(&done.bytes, &done.h).unwrap_or(Code::Other as u8));
         let from = Source {
             hedge: self.n == 1,
             ..from
         };
-        self.race.inner.finish(pdu, h, from, batch);
+        self.race.inner.finish(done, from, batch);
     }
 
     /// A leg that fails before the race is decided leaves it to the other
@@ -380,7 +379,7 @@ mod tests {
             let h = frame::header(&e).unwrap();
             let mut batch = Batch::default();
             if decided {
-                leg1.deliver(&e, &h, &mut batch);
+                leg1.deliver(Frame::new(&e, &h), &mut batch);
                 match race.cancel() {
                     Cancelled::Forward(c, id) => {
                         assert!(Arc::ptr_eq(&c, &c1) && id == id1, "forwarded to the loser")
@@ -391,7 +390,7 @@ mod tests {
             } else {
                 assert!(matches!(race.cancel(), Cancelled::Done));
                 assert!(matches!(race.cancel(), Cancelled::TooLate));
-                leg0.deliver(&e, &h, &mut batch);
+                leg0.deliver(Frame::new(&e, &h), &mut batch);
                 let failed = rec.failed.lock().unwrap().clone();
                 assert_eq!(failed.len(), 1);
                 assert_eq!(

@@ -14,8 +14,7 @@ use super::conn::Conn;
 use super::hedge::Race;
 use super::{Delivery, Source};
 use crate::base::error::Error;
-use crate::proto::wire::frame::Header;
-use bytes::Bytes;
+use crate::proto::wire::frame::{Frame, Pdu};
 use std::sync::Arc;
 
 /// A delivery wrapped round [`Layer::inner`]: each method, unless the
@@ -30,12 +29,12 @@ pub trait Layer: Send + Sync {
     fn inner(&self) -> &Self::Inner;
 
     /// [`Delivery::deliver`].
-    fn deliver(&self, pdu: &[u8], h: &Header, batch: &mut Batch) {
-        self.inner().deliver(pdu, h, batch)
+    fn deliver(&self, r: Frame<'_>, batch: &mut Batch) {
+        self.inner().deliver(r, batch)
     }
     /// [`Delivery::finish`].
-    fn finish(&self, pdu: Bytes, h: &Header, from: Source<'_>, batch: &mut Batch) {
-        self.inner().finish(pdu, h, from, batch)
+    fn finish(&self, done: Pdu, from: Source<'_>, batch: &mut Batch) {
+        self.inner().finish(done, from, batch)
     }
     /// [`Delivery::fail`].
     fn fail(&self, e: &Error, at: Source<'_>) {
@@ -69,12 +68,12 @@ pub trait Layer: Send + Sync {
 
 impl<L: Layer> Delivery for L {
     #[inline]
-    fn deliver(&self, pdu: &[u8], h: &Header, batch: &mut Batch) {
-        Layer::deliver(self, pdu, h, batch)
+    fn deliver(&self, r: Frame<'_>, batch: &mut Batch) {
+        Layer::deliver(self, r, batch)
     }
     #[inline]
-    fn finish(&self, pdu: Bytes, h: &Header, from: Source<'_>, batch: &mut Batch) {
-        Layer::finish(self, pdu, h, from, batch)
+    fn finish(&self, done: Pdu, from: Source<'_>, batch: &mut Batch) {
+        Layer::finish(self, done, from, batch)
     }
     #[inline]
     fn fail(&self, e: &Error, at: Source<'_>) {

@@ -62,9 +62,8 @@ mod table;
 mod testing;
 
 use crate::base::error::Error;
-use crate::proto::wire::frame::Header;
+use crate::proto::wire::frame::{Frame, Pdu};
 use batch::Batch;
-use bytes::Bytes;
 use conn::Conn;
 use hedge::Race;
 use pending::Pending;
@@ -95,9 +94,9 @@ pub trait Delivery: Send + Sync {
     /// A response that is not the last (entry, reference, intermediate).
     /// Called with no lock of the connection held: it may abandon
     /// operations on the same connection.
-    fn deliver(&self, pdu: &[u8], h: &Header, batch: &mut Batch);
+    fn deliver(&self, r: Frame<'_>, batch: &mut Batch);
     /// The final response, from `from`: the operation ends with it.
-    fn finish(&self, pdu: Bytes, h: &Header, from: Source<'_>, batch: &mut Batch);
+    fn finish(&self, done: Pdu, from: Source<'_>, batch: &mut Batch);
     /// The router answers instead of the DSA: the operation ends with `e`
     /// (`at` names the DSA that let it down, if one did).
     fn fail(&self, e: &Error, at: Source<'_>);

@@ -12,8 +12,7 @@ use crate::backend::dsa_state::DsaState;
 use crate::backend::settings::Limits;
 use crate::base::error::Error;
 use crate::base::outbox::WriteEnd;
-use crate::proto::wire::frame::{self, Header};
-use bytes::Bytes;
+use crate::proto::wire::frame::{self, Frame, Pdu};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -25,8 +24,8 @@ pub(super) struct Recorder {
 }
 
 impl Delivery for Recorder {
-    fn deliver(&self, _pdu: &[u8], _h: &Header, _batch: &mut Batch) {}
-    fn finish(&self, _pdu: Bytes, _h: &Header, _from: Source<'_>, _batch: &mut Batch) {
+    fn deliver(&self, _r: Frame<'_>, _batch: &mut Batch) {}
+    fn finish(&self, _done: Pdu, _from: Source<'_>, _batch: &mut Batch) {
         *self.finished.lock().unwrap() += 1;
     }
     fn fail(&self, e: &Error, _at: Source<'_>) {

@@ -36,7 +36,7 @@ use crate::backend::upstream::conn::Conn;
 use crate::base::error::Error;
 use crate::observe::metrics::Metrics;
 use crate::observe::otel::OpTrace;
-use crate::proto::wire::frame::{self, tag, Header};
+use crate::proto::wire::frame::{self, tag, Frame, Header, Pdu};
 use crate::proto::wire::response::{self, Code};
 use crate::proto::wire::response::{rc, result_code};
 use crate::proto::wire::search;
@@ -534,19 +534,14 @@ pub struct FanPart {
 }
 
 impl crate::backend::upstream::Delivery for FanPart {
-    fn deliver(&self, pdu: &[u8], h: &Header, _batch: &mut Batch) {
+    fn deliver(&self, r: Frame<'_>, _batch: &mut Batch) {
+        let Frame { pdu, h } = r;
         // The fan's own lock is taken with the connection's released.
         self.fan.response(pdu, h);
     }
 
-    fn finish(
-        &self,
-        pdu: Bytes,
-        h: &Header,
-        _from: crate::backend::upstream::Source<'_>,
-        _batch: &mut Batch,
-    ) {
-        self.fan.done(self.part, &pdu, h);
+    fn finish(&self, done: Pdu, _from: crate::backend::upstream::Source<'_>, _batch: &mut Batch) {
+        self.fan.done(self.part, &done.bytes, &done.h);
     }
 
     fn fail(&self, e: &Error, _at: crate::backend::upstream::Source<'_>) {

@@ -7,7 +7,7 @@ use crate::admission::policy::wire;
 use crate::backend::upstream::batch::Batch;
 use crate::backend::upstream::layer::Layer;
 use crate::backend::upstream::Delivery;
-use crate::proto::wire::frame::{self, Header};
+use crate::proto::wire::frame::{self, Frame};
 use std::sync::Arc;
 
 /// What a search's results lose: the rule's hidden attributes, and with
@@ -48,7 +48,8 @@ impl<D: Delivery> Layer for Hide<D> {
         &self.inner
     }
 
-    fn deliver(&self, pdu: &[u8], h: &Header, batch: &mut Batch) {
+    fn deliver(&self, r: Frame<'_>, batch: &mut Batch) {
+        let Frame { pdu, h } = r;
         if let Some(k) = self.hide.as_ref().filter(|k| k.dns) {
             if h.op_tag == frame::tag::SEARCH_ENTRY
                 && !wire::entry_name(pdu, h).is_some_and(|dn| k.shield.admits(dn))
@@ -63,8 +64,8 @@ impl<D: Delivery> Layer for Hide<D> {
             Some((b, bh))
         });
         match stripped {
-            Some((b, bh)) => self.inner.deliver(&b, &bh, batch),
-            None => self.inner.deliver(pdu, h, batch),
+            Some((b, bh)) => self.inner.deliver(Frame::new(&b, &bh), batch),
+            None => self.inner.deliver(Frame::new(pdu, h), batch),
         }
     }
 }

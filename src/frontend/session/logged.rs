@@ -16,9 +16,8 @@ use crate::backend::upstream::{Delivery, Source};
 use crate::base::error::Error;
 use crate::observe::access::Head;
 use crate::observe::otel::OpTrace;
-use crate::proto::wire::frame::Header;
+use crate::proto::wire::frame::{Frame, Pdu};
 use crate::proto::wire::response;
-use bytes::Bytes;
 use std::sync::Arc;
 // Tokio's clock: latencies follow paused time in tests.
 use tokio::time::Instant;
@@ -126,16 +125,16 @@ impl<D: Delivery> Layer for Logged<D> {
         &self.inner
     }
 
-    fn deliver(&self, pdu: &[u8], h: &Header, batch: &mut Batch) {
+    fn deliver(&self, r: Frame<'_>, batch: &mut Batch) {
         if let Some(t) = &self.trace {
-            t.entry(pdu.len());
+            t.entry(r.pdu.len());
         }
-        self.inner.deliver(pdu, h, batch);
+        self.inner.deliver(r, batch);
     }
 
-    fn finish(&self, pdu: Bytes, h: &Header, from: Source<'_>, batch: &mut Batch) {
+    fn finish(&self, done: Pdu, from: Source<'_>, batch: &mut Batch) {
         if self.log.is_some() || self.trace.is_some() {
-            let code = response::result_code(&pdu, h).unwrap_or(UNREADABLE);
+            let code = response::result_code(&done.bytes, &done.h).unwrap_or(UNREADABLE);
             if let Some(log) = &self.log {
                 log.answered(from, code);
             }
@@ -143,7 +142,7 @@ impl<D: Delivery> Layer for Logged<D> {
                 t.answered(from.dsa, from.hedge, code);
             }
         }
-        self.inner.finish(pdu, h, from, batch);
+        self.inner.finish(done, from, batch);
     }
 
     fn fail(&self, e: &Error, at: Source<'_>) {

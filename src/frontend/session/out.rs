@@ -13,7 +13,7 @@ use crate::backend::upstream::{Delivery, Source};
 use crate::base::error::Error;
 use crate::base::fasthash::FastMap;
 use crate::base::outbox::{Bound, Outbox, Push};
-use crate::proto::wire::frame::{self, Header};
+use crate::proto::wire::frame::{self, Frame, Header, Pdu};
 use crate::proto::wire::response;
 use bytes::{Bytes, BytesMut};
 use std::sync::{Arc, Mutex, Weak};
@@ -373,11 +373,14 @@ impl Rebind {
 }
 
 impl Delivery for ToClient {
-    fn deliver(&self, pdu: &[u8], h: &Header, batch: &mut Batch) {
+    fn deliver(&self, r: Frame<'_>, batch: &mut Batch) {
+        let Frame { pdu, h } = r;
         frame::rewrite(pdu, h, self.msgid, None, batch.to(&self.out));
     }
 
-    fn finish(&self, pdu: Bytes, h: &Header, _from: Source<'_>, batch: &mut Batch) {
+    fn finish(&self, done: Pdu, _from: Source<'_>, batch: &mut Batch) {
+        let Pdu { bytes: pdu, h } = done;
+        let h = &h;
         if let Some(r) = &self.rebind {
             r.done(&pdu, h);
         }

@@ -11,7 +11,7 @@ use crate::backend::upstream::Source;
 use crate::base::error::{Error, Kind};
 use crate::directory::replication::{Config, Replication};
 use crate::observe::otel::{Attempt, OID_TRACE_CONTEXT};
-use crate::proto::wire::frame::{self, Frame, Header};
+use crate::proto::wire::frame::{self, Frame, Header, Pdu};
 use crate::proto::wire::postread::OID_POST_READ;
 use crate::proto::wire::response::{self, Code};
 use bytes::{Bytes, BytesMut};
@@ -40,10 +40,11 @@ impl Seen {
 struct Probe(Arc<Seen>);
 
 impl Delivery for Probe {
-    fn deliver(&self, pdu: &[u8], _h: &Header, _batch: &mut Batch) {
+    fn deliver(&self, r: Frame<'_>, _batch: &mut Batch) {
+        let Frame { pdu, h: _ } = r;
         self.0.entries.lock().unwrap().push(pdu.to_vec());
     }
-    fn finish(&self, _pdu: Bytes, _h: &Header, _from: Source<'_>, _batch: &mut Batch) {
+    fn finish(&self, _done: Pdu, _from: Source<'_>, _batch: &mut Batch) {
         self.0.note("finish");
     }
     fn fail(&self, _e: &Error, _at: Source<'_>) {
@@ -131,7 +132,7 @@ fn the_trace_counts_an_entry_as_sent_and_the_client_gets_it_stripped() {
     ];
     response::entry(1, "cn=a,dc=example", attrs, &mut b);
     let (entry, h) = pdu(b);
-    s.deliver(&entry, &h, &mut Batch::default());
+    s.deliver(Frame::new(&entry, &h), &mut Batch::default());
     let got = seen.entries.lock().unwrap().clone();
     assert_eq!(got.len(), 1);
     let has = |pdu: &[u8], what: &[u8]| pdu.windows(what.len()).any(|w| w == what);
@@ -181,7 +182,7 @@ fn each_question_reaches_the_layer_that_answers_it() {
         response::result(1, 0x65, Code::Success, "", "", &mut b);
         b
     });
-    s.finish(done, &dh, Source::dsa("D1"), &mut Batch::default());
+    s.finish(Pdu::new(done, dh), Source::dsa("D1"), &mut Batch::default());
     s.fail(&Error::new(Kind::Unreachable, "x"), Source::dsa(""));
     assert_eq!(seen.calls(), ["finish", "fail"]);
 }
@@ -218,7 +219,7 @@ fn a_watched_write_asks_for_post_read_where_its_dsa_has_it_and_sets_its_mark() {
         response::result(1, 0x69, Code::Success, "", "", &mut b);
         b
     });
-    d.finish(done, &dh, Source::dsa("D1"), &mut Batch::default());
+    d.finish(Pdu::new(done, dh), Source::dsa("D1"), &mut Batch::default());
     assert!(mark.acked.get().is_some(), "acknowledged");
     assert_eq!(seen.calls(), ["finish"]);
     // A read is not watched: no mark.
