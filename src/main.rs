@@ -22,9 +22,20 @@ enum Cmd {
         /// --config, the file's `knowledge` unless given.
         #[arg(required_unless_present = "config")]
         root: Option<PathBuf>,
-        /// The router's own DSA block, never a target.
+        /// The router's own DSA block, never a target. Without it, the
+        /// block whose address is --listen is taken (said on stderr), else
+        /// one at a listen-only address (0.0.0.0, ::); several such:
+        /// refused.
         #[arg(long)]
         name: Option<String>,
+        /// Where the router listens, for finding its own block without
+        /// --name [default: the settings file's `listen`, else 127.0.0.1:3389].
+        #[arg(long, value_name = "ADDR")]
+        listen: Option<String>,
+        /// Also ask each DSA what it holds (its root DSE's namingContexts)
+        /// and warn of a partition prefix no DSA of it holds.
+        #[arg(long)]
+        online: bool,
         /// Also check this settings file (`serve --config FILE`): unknown
         /// settings and bad values are errors.
         #[arg(long, value_name = "FILE")]
@@ -101,7 +112,19 @@ fn main() -> ExitCode {
     };
     let cli = Cli::parse_from(argv);
     match cli.cmd {
-        Cmd::Check { root, name, config } => check(root, name, config),
+        Cmd::Check {
+            root,
+            name,
+            listen,
+            online,
+            config,
+        } => check(Check {
+            root,
+            name,
+            listen,
+            online,
+            config,
+        }),
         Cmd::Config { defaults } => {
             if !defaults {
                 eprintln!("error: say what to print: dsa-router config --defaults");
@@ -142,16 +165,30 @@ fn main() -> ExitCode {
 
 /// `check`: the settings file first (with --config), then the knowledge
 /// (ROOT, else the file's).
-fn check(root: Option<PathBuf>, name: Option<String>, config: Option<PathBuf>) -> ExitCode {
-    let (root, name) = match config {
-        Some(c) => match dsa_router::app::cli::serve::settings::check(&c, root.as_deref()) {
-            Some(args) => (args.knowledge, name.or(args.name)),
+/// `check`'s arguments.
+struct Check {
+    root: Option<PathBuf>,
+    name: Option<String>,
+    listen: Option<String>,
+    online: bool,
+    config: Option<PathBuf>,
+}
+
+fn check(c: Check) -> ExitCode {
+    let (root, name, listen) = match c.config {
+        Some(f) => match dsa_router::app::cli::serve::settings::check(&f, c.root.as_deref()) {
+            Some(args) => (
+                args.knowledge,
+                c.name.or(args.name),
+                c.listen.or(args.listen),
+            ),
             None => return ExitCode::from(1),
         },
-        None => match root {
-            Some(r) => (r, name),
+        None => match c.root {
+            Some(r) => (r, c.name, c.listen),
             None => return ExitCode::from(2),
         },
     };
-    dsa_router::app::cli::check(&root, name.as_deref())
+    let listen = listen.unwrap_or_else(|| dsa_router::app::cli::DEFAULT_LISTEN.to_string());
+    dsa_router::app::cli::check(&root, name.as_deref(), &listen, c.online)
 }

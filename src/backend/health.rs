@@ -229,6 +229,11 @@ pub(crate) async fn run(
             pool::bind_pdu(dn, pw.expose().as_bytes()).freeze(),
         )
     });
+    // What the root DSEs read here say of the knowledge's prefixes.
+    tokio::spawn(crate::backend::contexts::run(
+        router.clone(),
+        shutdown.clone(),
+    ));
     let mut conns: HashMap<DsaName, (Arc<Conn>, bool)> = HashMap::new();
     let mut tick = tokio::time::interval(cfg.interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

@@ -144,10 +144,18 @@ impl Context {
 
     /// Reload from the current snapshot's root file, and re-read the TLS
     /// files; all or nothing (a bad certificate keeps the old knowledge and
-    /// certificates alike). Records the outcome.
+    /// certificates alike). Records the outcome. A reload that would take
+    /// every DSA, or every DSA of a partition in use, away is refused
+    /// ([`crate::backend::shrink`]).
     pub fn reload_from_disk(&self) -> Result<String> {
+        self.reload_from_disk_forced(false)
+    }
+
+    /// [`Context::reload_from_disk`]; with `force`, also a reload that
+    /// takes the DSAs away.
+    pub fn reload_from_disk_forced(&self, force: bool) -> Result<String> {
         let root = self.routing().snap.root.clone();
-        let result = self.reload_all(&root);
+        let result = self.reload_all(&root, force);
         let at_unix = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs())
@@ -180,7 +188,7 @@ impl Context {
 }
 
 impl Context {
-    fn reload_all(&self, root: &std::path::Path) -> Result<String> {
+    fn reload_all(&self, root: &std::path::Path, force: bool) -> Result<String> {
         let server_tls = match &self.tls {
             Some(t) => Some(t.reread().map_err(|e| Error::config(format!("TLS: {e}")))?),
             None => None,
@@ -197,7 +205,8 @@ impl Context {
         // The policy file too: all or nothing with the knowledge.
         let policy = self.admission.policies.read()?;
         let ca = new_ca.clone().or(old_ca);
-        let (mut summary, reread) = self.swap_with_settings(snap, ca.as_deref(), new_ca.clone())?;
+        let (mut summary, reread) =
+            self.swap_with_settings(snap, ca.as_deref(), new_ca.clone(), force)?;
         if let Some(p) = self.admission.policies.store(policy) {
             summary += "; ";
             summary += &p;
@@ -228,6 +237,7 @@ impl Context {
         snap: Snapshot,
         ca: Option<&crate::proto::tls::DsaCa>,
         new_ca: Option<Arc<crate::proto::tls::DsaCa>>,
+        force: bool,
     ) -> Result<(String, Option<crate::service::settings_file::Reread>)> {
         let reread = self.settings_file.get().map(|f| f.reread()).transpose()?;
         let live = &self.backend.settings.live;
@@ -235,16 +245,38 @@ impl Context {
         if let Some(r) = &reread {
             live.store(Arc::new(r.live.clone()));
         }
-        let swapped = self
-            .backend
-            .prepare(snap, ca)
-            .and_then(|new| self.swap(new, new_ca));
+        let swapped = self.backend.prepare(snap, ca).and_then(|new| {
+            if !force {
+                self.refuse_shrink(&new)?;
+            }
+            self.swap(new, new_ca)
+        });
         match swapped {
             Ok(summary) => Ok((summary, reread)),
             Err(e) => {
                 live.store(old);
                 Err(e)
             }
+        }
+    }
+}
+
+impl Context {
+    /// Refuse knowledge `new` when it would take every DSA away, or every
+    /// DSA of a partition that clients use (`ctl reload --force` takes it
+    /// anyway).
+    fn refuse_shrink(&self, new: &crate::backend::routing::Routing) -> Result<()> {
+        let old = self.routing();
+        let in_use = |i: crate::directory::knowledge::DsaId| {
+            old.states.0.get(i.index()).is_some_and(|s| {
+                s.served.load(std::sync::atomic::Ordering::Relaxed) > 0 || s.in_flight() > 0
+            })
+        };
+        let shrink =
+            crate::backend::shrink::check((&old.snap, &old.table), (&new.snap, &new.table), in_use);
+        match shrink {
+            Some(why) => Err(Error::config(why.to_string())),
+            None => Ok(()),
         }
     }
 }

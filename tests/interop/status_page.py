@@ -306,6 +306,21 @@ def main():
             until(f"__proto__ {want} on the page after ctl {action}", lambda: state(driver, "__proto__") == want)
         print("page without a token: buttons disabled (control needs the token or ctl); ctl drained and enabled __proto__")
 
+        # A prefix written leaf first: the page warns, with the fix.
+        know3 = os.path.join(work, "reversed.dxg")
+        with open(know3, "w") as f:
+            f.write(f'set dsa "R" = {{ prefix = <o DEMOCORP><c AU> address = tcp "127.0.0.1" port {ports["T1"]} }};\n')
+        admin3 = port()
+        spawn([BIN, "serve", "--knowledge", know3, "--listen", f"127.0.0.1:{port()}",
+               "--admin", f"127.0.0.1:{admin3}", "--control-socket", "none", "--probe-interval", "0.3"],
+              open(os.path.join(work, "router3.log"), "w"))
+        listening(admin3)
+        driver.get(f"http://127.0.0.1:{admin3}/")
+        warned = 'div[data-prefix-warning="c=AU,o=DEMOCORP"]'
+        until("the reversed prefix warned on the page",
+              lambda: "did you mean o=DEMOCORP,c=AU?" in driver.find_element(By.CSS_SELECTOR, warned).text)
+        print("page: prefix warning: " + driver.find_element(By.CSS_SELECTOR, warned).text)
+
         replica = os.environ.get("DSA_PAGE_REPLICA")
         if replica:
             replication_lag(driver, work, *replica.split())

@@ -63,8 +63,8 @@ fn ca_style_knowledge_loads_without_error() {
 }
 
 #[test]
-fn unknown_attributes_flags_and_set_commands_warn() {
-    let text = "set dsa X = { prefix = <o X> address = tcp x port 1 dsa-flags = load-share, sparkly colour = blue };\nset max-users = 10;\n";
+fn ca_attributes_and_flags_the_router_does_not_use_and_set_commands_warn() {
+    let text = "set dsa X = { prefix = <o X> address = tcp x port 1 dsa-flags = load-share link-flags = ssl-newflag snmp-port = 3 };\nset max-users = 10;\n";
     let src = Memory::default().with("r.dxg", text);
     let snap = knowledge::load_from(Path::new("r.dxg"), &src).unwrap();
     let w: Vec<String> = snap
@@ -75,8 +75,7 @@ fn unknown_attributes_flags_and_set_commands_warn() {
     assert_eq!(
         w,
         vec![
-            "r.dxg:1:77: unknown dsa-flag 'sparkly', kept but not used",
-            "r.dxg:1:85: unknown attribute 'colour' in set dsa \"X\", ignored",
+            "r.dxg:1:89: unknown link-flag 'ssl-newflag', kept but not used",
             "r.dxg:2:5: set max-users: not used by the router, ignored",
         ]
     );
@@ -102,10 +101,18 @@ const ERRORS: &[(&[(&str, &str)], &str)] = &[
     (&[("r.dxg", "set dsa A = { prefix = <c AU><o> address = tcp h port 1 };\n")], "r.dxg:1:32: invalid DN"),
     (&[("r.dxg", "set dsa A = { prefix = <c AU> prefix = <c NZ> address = tcp h port 1 };\n")], "r.dxg:1:31: 'prefix' given twice"),
     (&[("r.dxg", "sett dsa A = { };\n")], "r.dxg:1:1: expected 'set', 'source' or 'clear', found 'sett' (did you mean 'set'?)"),
-    // A misspelt required attribute: the cause named in the error.
-    (&[("r.dxg", "set dsa A = { prefix = <c AU> adress = tcp h port 1 };\n")], "r.dxg:1:9: set dsa \"A\" has no address (is 'adress' a typo for 'address'?)"),
+    // A misspelt attribute: an error (DXserver refuses it), its cause named.
+    (&[("r.dxg", "set dsa A = { prefix = <c AU> adress = tcp h port 1 };\n")], "r.dxg:1:31: unknown attribute 'adress' in set dsa \"A\" (did you mean 'address'?)"),
+    (&[("r.dxg", "set dsa A = { prefix = <c AU> address = tcp h port 1 dsa-flag = load-share };\n")], "r.dxg:1:54: unknown attribute 'dsa-flag' in set dsa \"A\" (did you mean 'dsa-flags'?)"),
+    (&[("r.dxg", "set dsa A = { prefix = <c AU> address = tcp h port 1 colour = blue };\n")], "r.dxg:1:54: unknown attribute 'colour' in set dsa \"A\" (CA Directory does not know it"),
+    (&[("r.dxg", "set dsa A = { prefix = <c AU> address = tcp h port 1 dsa-flags = lod-share };\n")], "r.dxg:1:66: unknown dsa-flag 'lod-share' (did you mean 'load-share'?)"),
+    (&[("r.dxg", "set dsa A = { prefix = <c AU> address = tcp h port 1 dsa-flags = sparkly };\n")], "r.dxg:1:66: unknown dsa-flag 'sparkly': CA Directory knows load-share,"),
+    (&[("r.dxg", "set dsa A = { prefix = <c AU> address = tcp h port 1 trust-flags = allow-check-pasword };\n")], "r.dxg:1:68: unknown trust-flag 'allow-check-pasword' (did you mean 'allow-check-password'?)"),
+    (&[("r.dxg", "set dsa A = { prefix = <c AU> address = tcp h port 1 link-flags = dsp-ldp };\n")], "r.dxg:1:67: unknown link-flag 'dsp-ldp' (did you mean 'dsp-ldap'?)"),
+    // A required attribute missing.
+    (&[("r.dxg", "set dsa A = { prefix = <c AU> disp-psap = DISP };\n")], "r.dxg:1:9: set dsa \"A\" has no address"),
     // The root cause first, the knock-on error after it and marked.
-    (&[("r.dxg", "source \"a.dxc\";\nset write-precedence = A;\n"), ("a.dxc", "set dsa A = { prefix = <c AU> adress = tcp h port 1 };\n")], "a.dxc:1:9: set dsa \"A\" has no address"),
+    (&[("r.dxg", "source \"a.dxc\";\nset write-precedence = A;\n"), ("a.dxc", "set dsa A = { prefix = <c AU> adress = tcp h port 1 };\n")], "a.dxc:1:31: unknown attribute 'adress'"),
     (&[("r.dxg", "set write-precedence = B;\nset dsa A = { prefix = <c AU> address = tcp h port 1 }\nset dsa B = { prefix = <c NZ> address = tcp h port 2 };\n")], "r.dxg:3:1: expected ';' after '}'"),
     (&[("r.dxg", "set dsa Alpha = { prefix = <c AU> address = tcp h port 1 };\nset precedence = Alpah;\n")], "r.dxg:2:18: unknown DSA \"Alpah\" in set precedence: no set dsa block has that name (did you mean \"Alpha\"?)"),
     (&[("r.dxg", "set dsa A = { prefix = <c AU> address = tcp \" \" port 1 };\n")], "r.dxg:1:45: empty host name"),
@@ -224,7 +231,7 @@ fn the_whole_documented_set_dsa_grammar_loads() {
 
 #[test]
 fn typos_get_did_you_mean_and_lone_near_names_warn() {
-    let text = "set dsa A = { prefix = <o CUSTOMER> address = tcp h port 1 adress = tcp h port 2 };
+    let text = "set dsa A = { prefix = <o CUSTOMER> address = tcp h port 1 };
                 set dsa B = { prefix = <o CUSTOMR> address = tcp h port 3 };
                 set dsa C = { prefix = <o X> address = tcp h port 4 dsa-flags = load-share load-share-group = GROUP1 };
                 set dsa D = { prefix = <o X> address = tcp h port 5 dsa-flags = load-share load-share-group = GROUP2 };
@@ -234,7 +241,6 @@ fn typos_get_did_you_mean_and_lone_near_names_warn() {
         knowledge::load_from(Path::new("r.dxg"), &Memory::default().with("r.dxg", text)).unwrap();
     let msgs: Vec<&str> = snap.warnings.iter().map(|w| w.message.as_str()).collect();
     for want in [
-        "unknown attribute 'adress' in set dsa \"A\", ignored (did you mean 'address'?)",
         "set precedense: not used by the router, ignored (did you mean 'set precedence'?)",
         "partition \"o=CUSTOMR\" has one DSA (B) and is close to partition \"o=CUSTOMER\": a typo?",
     ] {

@@ -221,3 +221,38 @@ impl Drop for Router {
         let _ = self.child.wait();
     }
 }
+
+/// A `dsa-router testdsa` process (the in-memory test DSA) holding
+/// generated data under `suffix`; killed on drop.
+pub struct TestDsaProcess {
+    child: Child,
+    pub port: u16,
+}
+
+impl TestDsaProcess {
+    /// Start one named `name`, once it accepts connections.
+    pub fn start(name: &str, suffix: &str) -> TestDsaProcess {
+        let port = super::slapd::pick_port();
+        let child = Command::new(env!("CARGO_BIN_EXE_dsa-router"))
+            .args(["testdsa", "--listen", &format!("127.0.0.1:{port}")])
+            .args(["--name", name, "--suffix", suffix])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let p = TestDsaProcess { child, port };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "test DSA {name} did not start");
+            thread::sleep(Duration::from_millis(20));
+        }
+        p
+    }
+}
+
+impl Drop for TestDsaProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -52,8 +52,14 @@ pub enum CtlCmd {
     Drain { name: String },
     /// Put a DSA back in service.
     Enable { name: String },
-    /// Reload knowledge.
-    Reload,
+    /// Reload knowledge. A reload that would leave no DSA, or take away
+    /// every DSA of a partition that is in use (an empty or cut-short
+    /// file), is refused and the old knowledge keeps serving.
+    Reload {
+        /// Apply such a reload anyway.
+        #[arg(long)]
+        force: bool,
+    },
     /// Drain the router and exit, as on SIGTERM: no new connections,
     /// operations in flight finish (`--drain-timeout`), each client
     /// connection closes between operations.
@@ -162,7 +168,8 @@ pub fn run(args: &CtlArgs) -> ExitCode {
         CtlCmd::Disable { name } => ("POST", format!("/dsas/{}/disable", escape(name))),
         CtlCmd::Drain { name } => ("POST", format!("/dsas/{}/drain", escape(name))),
         CtlCmd::Enable { name } => ("POST", format!("/dsas/{}/enable", escape(name))),
-        CtlCmd::Reload => ("POST", "/reload".to_string()),
+        CtlCmd::Reload { force: false } => ("POST", "/reload".to_string()),
+        CtlCmd::Reload { force: true } => ("POST", "/reload?force=true".to_string()),
         CtlCmd::Shutdown => ("POST", "/shutdown".to_string()),
         CtlCmd::Upgrade => ("POST", "/upgrade".to_string()),
     };
@@ -197,7 +204,7 @@ pub fn run(args: &CtlArgs) -> ExitCode {
             v.get("pid").and_then(|m| m.as_u64()).unwrap_or(0),
             v.get("binary").and_then(|m| m.as_str()).unwrap_or("?")
         ),
-        CtlCmd::Reload => println!(
+        CtlCmd::Reload { .. } => println!(
             "{}",
             v.get("message")
                 .and_then(|m| m.as_str())
@@ -249,6 +256,9 @@ pub fn render(s: &Status) -> String {
             format!("{}%", u.memory_threshold_percent)
         },
     );
+    for w in &s.prefix_warnings {
+        let _ = writeln!(out, "WARNING: {}", w.message);
+    }
     if let Some(r) = &s.last_reload {
         let _ = writeln!(
             out,

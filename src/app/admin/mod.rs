@@ -16,7 +16,8 @@
 //! * `/upgrade`: hot upgrade to the binary at the router's own path
 //!   ([`crate::lifecycle::upgrade`]); a request cannot name another binary.
 //! * `/reload`: reload knowledge (validated whole; the old snapshot
-//!   stays on error, and the response says why).
+//!   stays on error, and the response says why); a reload that takes
+//!   the DSAs away only with `?force=true`.
 
 pub mod ctl;
 mod ctl_socket;
@@ -130,10 +131,20 @@ async fn post_dsa(
     Json(json!({"ok": true, "dsa": st.name, "state": st.status().as_str(), "in_flight": st.in_flight()})).into_response()
 }
 
-async fn post_reload(State(app): State<App>) -> Response {
+/// `POST /reload` (`ctl reload`); `?force=true` (`ctl reload --force`)
+/// also applies a reload that takes every DSA, or every DSA of a
+/// partition in use, away.
+async fn post_reload(
+    State(app): State<App>,
+    axum::extract::RawQuery(query): axum::extract::RawQuery,
+) -> Response {
+    let force = query.as_deref().is_some_and(|q| {
+        q.split('&')
+            .any(|kv| matches!(kv, "force" | "force=true" | "force=1" | "force=yes"))
+    });
     let router = app.router.clone();
     // Reading files is blocking work.
-    let result = tokio::task::spawn_blocking(move || router.reload_from_disk()).await;
+    let result = tokio::task::spawn_blocking(move || router.reload_from_disk_forced(force)).await;
     match result {
         Ok(Ok(m)) => Json(json!({"ok": true, "message": m})).into_response(),
         Ok(Err(e)) => (

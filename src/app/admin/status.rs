@@ -87,6 +87,30 @@ pub struct Status {
     /// [`crate::observe::clients::LISTED`], the oldest first.
     #[serde(default)]
     pub clients: crate::observe::clients::Listing,
+    /// Partitions whose prefix no DSA of theirs holds (their root DSEs'
+    /// `namingContexts`), with the likely prefix.
+    #[serde(default)]
+    pub prefix_warnings: Vec<PrefixNote>,
+}
+
+/// A partition's prefix that no DSA of it holds.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct PrefixNote {
+    pub partition: String,
+    /// The likely prefix (LDAP form), when one is near.
+    pub suggestion: Option<String>,
+    /// The whole warning, as logged.
+    pub message: String,
+}
+
+impl From<crate::backend::contexts::PrefixWarning> for PrefixNote {
+    fn from(w: crate::backend::contexts::PrefixWarning) -> PrefixNote {
+        PrefixNote {
+            message: w.to_string(),
+            partition: w.partition,
+            suggestion: w.suggestion,
+        }
+    }
 }
 
 /// What client policies refused (`--policy`).
@@ -293,6 +317,10 @@ pub fn status(router: &Context) -> Status {
         binds_busy: router.admission.failed_binds.busy(),
         policy: PolicyCounts::of(router),
         clients: router.clients.list(crate::observe::clients::LISTED),
+        prefix_warnings: crate::backend::contexts::of(&r)
+            .into_iter()
+            .map(PrefixNote::from)
+            .collect(),
     }
 }
 

@@ -7,6 +7,7 @@ mod after_csn;
 mod error;
 mod explain;
 pub mod hash;
+mod online;
 mod policy;
 mod scope;
 pub mod serve;
@@ -33,9 +34,15 @@ pub struct ExplainArgs {
     /// search at the DN reaches, as the router fans it out.
     #[arg(long, value_enum, default_value_t = Scope::Base)]
     pub scope: Scope,
-    /// The router's own DSA block, never a target.
+    /// The router's own DSA block, never a target. Without it, the block
+    /// whose address is --listen is taken (said on stderr), else one at
+    /// a listen-only address (0.0.0.0, ::); several such: refused.
     #[arg(long)]
     pub name: Option<String>,
+    /// Where the router listens, for finding its own block without
+    /// --name.
+    #[arg(long, value_name = "ADDR", default_value = DEFAULT_LISTEN)]
+    pub listen: String,
     /// DSAs to treat as down (comma-separated names).
     #[arg(long, value_delimiter = ',')]
     pub down: Vec<String>,
@@ -136,6 +143,46 @@ impl DsaView for StaticView {
     }
 }
 
+/// Where `serve` listens without --listen and --name.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:3389";
+
+/// The router's own block for `check` and `explain`: --name, else the
+/// block at `listen` or at a listen-only address, said on stderr. Several
+/// alike: refused (`Err`, said on stderr).
+fn router_name(snap: &Snapshot, name: Option<&str>, listen: &str) -> Result<Option<String>, ()> {
+    use crate::directory::route::own;
+    let found = own::find(snap, name, |a| same_place(a, listen));
+    if let Some(note) = found.note(snap) {
+        let kind = match found {
+            own::Own::Ambiguous(_) => "error",
+            _ => "note",
+        };
+        eprintln!("{kind}: {note}");
+    }
+    match found {
+        own::Own::Ambiguous(_) => Err(()),
+        // An unknown --name is the table's error.
+        own::Own::None => Ok(name.map(str::to_string)),
+        f => Ok(f.name(snap).map(str::to_string)),
+    }
+}
+
+/// Whether knowledge address `a` is `listen` (`host:port`): the same port,
+/// and the same host, or loopback both.
+fn same_place(a: &crate::directory::knowledge::Address, listen: &str) -> bool {
+    let Some((host, port)) = listen.rsplit_once(':') else {
+        return false;
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let loopback = |h: &str| {
+        h.eq_ignore_ascii_case("localhost")
+            || h.parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback())
+    };
+    port.parse::<u16>() == Ok(a.port)
+        && (a.host.eq_ignore_ascii_case(host) || (loopback(&a.host) && loopback(host)))
+}
+
 fn load_or_report(root: &Path) -> Option<Snapshot> {
     match knowledge::load(root) {
         Ok(s) => Some(s),
@@ -151,12 +198,16 @@ fn load_or_report(root: &Path) -> Option<Snapshot> {
     }
 }
 
-/// `dsa-router check ROOT`: exit 0 when the knowledge is valid.
-pub fn check(root: &Path, name: Option<&str>) -> ExitCode {
+/// `dsa-router check ROOT`: exit 0 when the knowledge is valid. With
+/// `online`, the DSAs are asked what they hold too (warnings only).
+pub fn check(root: &Path, name: Option<&str>, listen: &str, online: bool) -> ExitCode {
     let Some(snap) = load_or_report(root) else {
         return ExitCode::from(1);
     };
-    let table = match Table::build(&snap, name) {
+    let Ok(name) = router_name(&snap, name, listen) else {
+        return ExitCode::from(1);
+    };
+    let table = match Table::build(&snap, name.as_deref()) {
         Ok(t) => t,
         Err(e) => {
             eprintln!("error: {e}");
@@ -166,6 +217,9 @@ pub fn check(root: &Path, name: Option<&str>) -> ExitCode {
     print!("{}", render_check(&snap, &table));
     for w in &snap.warnings {
         eprint!("{w}");
+    }
+    if online {
+        online::check(&snap, &table);
     }
     ExitCode::SUCCESS
 }
@@ -301,7 +355,10 @@ pub fn explain(args: &ExplainArgs) -> ExitCode {
     let Some(snap) = load_or_report(&args.root) else {
         return ExitCode::from(1);
     };
-    let table = match Table::build(&snap, args.name.as_deref()) {
+    let Ok(name) = router_name(&snap, args.name.as_deref(), &args.listen) else {
+        return ExitCode::from(2);
+    };
+    let table = match Table::build(&snap, name.as_deref()) {
         Ok(t) => t,
         Err(e) => {
             eprintln!("error: {e}");

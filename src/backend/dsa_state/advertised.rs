@@ -1,5 +1,6 @@
 //! What a DSA's root DSE advertises (SASL mechanisms, controls,
-//! extensions, its schema entry), read after a good probe.
+//! extensions, its schema entry, its naming contexts), read after a good
+//! probe.
 
 use super::DsaState;
 use std::sync::Arc;
@@ -12,6 +13,9 @@ pub struct Advertised {
     pub extensions: Vec<String>,
     pub controls: Vec<String>,
     pub subschema: Option<String>,
+    /// The DNs of the entries it holds at the top of its trees
+    /// (`namingContexts`): a partition's prefix is compared with them.
+    pub naming_contexts: Vec<String>,
 }
 
 impl Advertised {
@@ -29,6 +33,7 @@ impl Advertised {
                 "supportedextension" => a.extensions = values,
                 "supportedcontrol" => a.controls = values,
                 "subschemasubentry" => a.subschema = values.into_iter().next(),
+                "namingcontexts" => a.naming_contexts = values,
                 _ => {}
             }
         }
@@ -94,6 +99,7 @@ mod tests {
         assert_eq!(a.extensions, ["1.3.6.1.1.8"]);
         assert_eq!(a.controls, ["1.2.3"]);
         assert_eq!(a.subschema.as_deref(), Some("cn=Subschema"));
+        assert_eq!(a.naming_contexts, ["o=A"]);
         let st = DsaState::new("D1");
         assert!(st.advertised_stale(Duration::from_secs(300)));
         st.set_advertised(a.clone());

@@ -1,5 +1,6 @@
 //! What a DSA advertises in its root DSE: SASL mechanisms, extended
-//! operations, controls and where its schema is. The health task reads it
+//! operations, controls, where its schema is, and its naming contexts
+//! (compared with knowledge prefixes: `crate::backend::contexts`). The health task reads it
 //! after a good probe when it is missing or older than [`REFRESH`]; the
 //! router's own root DSE is built from it (architecture.md, "What the router answers itself").
 
@@ -20,11 +21,12 @@ use tokio::sync::oneshot;
 pub(crate) const REFRESH: Duration = Duration::from_secs(300);
 
 /// The root DSE attributes the router takes from its DSAs.
-const ATTRS: [&str; 4] = [
+const ATTRS: [&str; 5] = [
     "supportedSASLMechanisms",
     "supportedExtension",
     "supportedControl",
     "subschemaSubentry",
+    "namingContexts",
 ];
 
 /// The root DSE read request.

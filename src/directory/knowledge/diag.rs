@@ -178,7 +178,7 @@ pub(super) fn closest<'a>(
 }
 
 /// Levenshtein distance, by characters.
-pub(super) fn edit_distance(a: &str, b: &str) -> usize {
+pub fn edit_distance(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();
     let mut prev: Vec<usize> = (0..=b.len()).collect();
     for (i, ca) in a.chars().enumerate() {

@@ -3,9 +3,10 @@
 //! Each attribute the router uses is one row of [`ATTRIBUTES`]: the form of
 //! its value (parsed in `values`) and where it goes in the [`DsaDef`].
 //! Attributes CA Directory has and the router does not use are kept as
-//! written, with a warning unless they are known to have no bearing on
-//! routing. A block that parsed is then checked whole: it needs a prefix
-//! and an address.
+//! written, without effect; an attribute CA Directory does not have is an
+//! error (DXserver refuses the block too), with the closest known name.
+//! A block that parsed is then checked whole: it needs a prefix and an
+//! address.
 
 use super::diag::{Diagnostic, Location};
 use super::file::{text_of, File, PResult};
@@ -23,10 +24,12 @@ enum Form {
     Number(fn(&mut DsaDef, u32)),
     Tls(fn(&mut DsaDef, TlsMode)),
     Addresses(fn(&mut DsaDef, Vec<Address>)),
-    /// The flags known, and what one is called in messages.
+    /// The flags known, what one is called in messages, and what an
+    /// unknown one is.
     Flags(
         &'static [&'static str],
         &'static str,
+        values::Unknown,
         fn(&mut DsaDef, Vec<String>),
     ),
 }
@@ -48,15 +51,30 @@ const ATTRIBUTES: &[(&str, Form)] = &[
     ("address", Form::Addresses(|d, v| d.addresses = v)),
     (
         "dsa-flags",
-        Form::Flags(values::DSA_FLAGS, "dsa-flag", |d, v| d.dsa_flags = v),
+        Form::Flags(
+            values::DSA_FLAGS,
+            "dsa-flag",
+            values::Unknown::Error,
+            |d, v| d.dsa_flags = v,
+        ),
     ),
     (
         "trust-flags",
-        Form::Flags(values::TRUST_FLAGS, "trust-flag", |d, v| d.trust_flags = v),
+        Form::Flags(
+            values::TRUST_FLAGS,
+            "trust-flag",
+            values::Unknown::Error,
+            |d, v| d.trust_flags = v,
+        ),
     ),
     (
         "link-flags",
-        Form::Flags(values::LINK_FLAGS, "link-flag", |d, v| d.link_flags = v),
+        Form::Flags(
+            values::LINK_FLAGS,
+            "link-flag",
+            values::Unknown::Warn,
+            |d, v| d.link_flags = v,
+        ),
     ),
     (
         "load-share-group",
@@ -153,6 +171,8 @@ pub(super) struct Block {
     /// The block's name, where errors about the whole block point.
     name: Token,
     has_prefix: bool,
+    /// Unknown attributes and flags: errors, the block is not loaded.
+    errors: Vec<Diagnostic>,
 }
 
 /// Parse a block after `set dsa`, to its `;`.
@@ -163,6 +183,8 @@ pub(super) fn block(f: &mut File, warnings: &mut Vec<Diagnostic>) -> PResult<Blo
     f.expect(Tok::LBrace, "'{'")?;
     let mut d = empty(name.clone(), f.loc(name_tok.line, name_tok.column));
     let mut seen = HashSet::new();
+    // This block's diagnostics: warnings go on, errors stay with the block.
+    let mut found = Vec::new();
     while let Some((attr_tok, value)) = attribute(f, &name)? {
         let attr = text_of(&attr_tok).to_ascii_lowercase();
         if !seen.insert(attr.clone()) {
@@ -179,28 +201,21 @@ pub(super) fn block(f: &mut File, warnings: &mut Vec<Diagnostic>) -> PResult<Blo
             continue;
         }
         match ATTRIBUTES.iter().find(|(a, _)| *a == attr) {
-            Some((_, form)) => apply(&mut d, form, f, &attr, value, warnings)?,
+            Some((_, form)) => apply(&mut d, form, f, &attr, value, &mut found)?,
             None => {
                 // Any other password attribute, or a misspelt one: its value
-                // is a secret too, and the warning does not show its line.
+                // is a secret too, and the error does not show its line.
                 let secretish = attr.ends_with("-password")
                     || SECRET_ATTRS
                         .iter()
                         .chain(&["dsa-password", "ldap-dsa-password"])
                         .any(|s| super::diag::closest(&attr, [*s]).is_some());
                 if !PASSIVE_ATTRS.contains(&attr.as_str()) {
-                    let hint = match super::diag::closest(&attr, known_attributes()) {
-                        Some(c) => format!(" (did you mean '{c}'?)"),
-                        None => String::new(),
-                    };
-                    let mut w = f.warn_at(
-                        &attr_tok,
-                        format!("unknown attribute '{attr}' in set dsa \"{name}\", ignored{hint}"),
-                    );
+                    let mut e = unknown_attribute(f, &attr_tok, &attr, &name);
                     if secretish {
-                        w.source_line = None;
+                        e.source_line = None;
                     }
-                    warnings.push(w);
+                    found.push(e);
                 }
                 let kept = if secretish {
                     "***".to_string()
@@ -212,11 +227,31 @@ pub(super) fn block(f: &mut File, warnings: &mut Vec<Diagnostic>) -> PResult<Blo
         }
     }
     f.expect(Tok::Semi, "';' after '}'")?;
+    let (errors, warned): (Vec<_>, Vec<_>) = found
+        .into_iter()
+        .partition(|d| d.severity == super::diag::Severity::Error);
+    warnings.extend(warned);
     Ok(Block {
         def: d,
         name: name_tok,
         has_prefix: seen.contains("prefix"),
+        errors,
     })
+}
+
+/// An attribute CA Directory's `set dsa` does not have: an error, with
+/// the closest attribute it has.
+fn unknown_attribute(f: &File, at: &Token, attr: &str, name: &str) -> Diagnostic {
+    let hint = match super::diag::closest(attr, known_attributes()) {
+        Some(c) => format!(" (did you mean '{c}'?)"),
+        None => " (CA Directory does not know it: see the set dsa attributes in docs/knowledge.md)"
+            .to_string(),
+    };
+    f.err_at(
+        at.line,
+        at.column,
+        format!("unknown attribute '{attr}' in set dsa \"{name}\"{hint}"),
+    )
 }
 
 /// A prefix's trailing horizontal-partition part, `<uid "[hash1(3)=0]">`,
@@ -289,7 +324,9 @@ fn apply(
         Form::Number(set) => set(d, values::number(f, value, attr)?),
         Form::Tls(set) => set(d, values::tls_mode(f, value, attr)?),
         Form::Addresses(set) => set(d, values::addresses(f, value, warnings)?),
-        Form::Flags(known, kind, set) => set(d, values::flags(f, value, known, kind, warnings)?),
+        Form::Flags(known, kind, unknown, set) => {
+            set(d, values::flags(f, value, known, kind, unknown, warnings)?)
+        }
     }
     Ok(())
 }
@@ -318,13 +355,22 @@ fn empty(name: String, defined_at: Location) -> DsaDef {
 
 impl Block {
     /// The definition, when the block is complete: it has a prefix and an
-    /// address.
-    pub(super) fn check(self, f: &File, warnings: &mut Vec<Diagnostic>) -> PResult<DsaDef> {
+    /// address, and no attribute or flag CA Directory does not know (else
+    /// every error found in it).
+    pub(super) fn check(
+        self,
+        f: &File,
+        warnings: &mut Vec<Diagnostic>,
+    ) -> Result<DsaDef, Vec<Diagnostic>> {
         let Block {
             def: d,
             name: at,
             has_prefix,
+            errors,
         } = self;
+        if !errors.is_empty() {
+            return Err(errors);
+        }
         let name = &d.name;
         // A required attribute missing, perhaps misspelt among the unknown.
         let missing = |attr: &str| {
@@ -344,10 +390,10 @@ impl Block {
             )
         };
         if !has_prefix {
-            return Err(missing("prefix"));
+            return Err(vec![missing("prefix")]);
         }
         if d.addresses.is_empty() {
-            return Err(missing("address"));
+            return Err(vec![missing("address")]);
         }
         if d.load_share_group.is_some() && !d.load_share() {
             warnings.push(f.warn_at(

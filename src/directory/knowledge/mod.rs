@@ -37,7 +37,7 @@ mod redact;
 mod skipped;
 mod values;
 
-pub use diag::{Diagnostic, LoadError, Location, Severity};
+pub use diag::{edit_distance, Diagnostic, LoadError, Location, Severity};
 pub use name::{DsaId, DsaName};
 
 use crate::proto::dn::Dn;

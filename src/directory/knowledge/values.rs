@@ -255,14 +255,27 @@ fn address(
     Ok(Address { family, host, port })
 }
 
-/// `flag, flag, ...`: kept lowercase; a flag not in `known` is kept with a
-/// warning (CA Directory has more than the router uses).
+/// How a list of flags treats a flag it does not know.
+#[derive(Clone, Copy)]
+pub(super) enum Unknown {
+    /// The list is CA Directory's whole list: an unknown flag is an error
+    /// (DXserver refuses it too), with the closest known flag.
+    Error,
+    /// CA Directory has more flags of this kind than the router knows: an
+    /// unknown flag is kept with a warning, unless it is a near miss of a
+    /// known one (a typo: an error).
+    Warn,
+}
+
+/// `flag, flag, ...`: kept lowercase; a flag not in `known` is an error
+/// or a warning, as `unknown` says. Errors and warnings go to `found`.
 pub(super) fn flags(
     f: &File,
     value: &[Token],
     known: &[&str],
     kind: &str,
-    warnings: &mut Vec<Diagnostic>,
+    unknown: Unknown,
+    found: &mut Vec<Diagnostic>,
 ) -> PResult<Vec<String>> {
     let mut out = Vec::new();
     for (i, t) in value.iter().enumerate() {
@@ -270,7 +283,7 @@ pub(super) fn flags(
         match (&t.tok, want_word) {
             (Tok::Word(w), true) => {
                 if !known.iter().any(|k| k.eq_ignore_ascii_case(w)) {
-                    warnings.push(f.warn_at(t, format!("unknown {kind} '{w}', kept but not used")));
+                    found.push(unknown_flag(f, t, w, known, kind, unknown));
                 }
                 out.push(w.to_ascii_lowercase());
             }
@@ -297,4 +310,32 @@ pub(super) fn flags(
         }
     }
     Ok(out)
+}
+
+/// The diagnostic for the flag `w` (at `t`) that `known` does not have.
+fn unknown_flag(
+    f: &File,
+    t: &Token,
+    w: &str,
+    known: &[&str],
+    kind: &str,
+    unknown: Unknown,
+) -> Diagnostic {
+    let near = super::diag::closest(w, known.iter().copied());
+    match (unknown, near) {
+        (_, Some(c)) => f.err_at(
+            t.line,
+            t.column,
+            format!("unknown {kind} '{w}' (did you mean '{c}'?)"),
+        ),
+        (Unknown::Error, None) => f.err_at(
+            t.line,
+            t.column,
+            format!(
+                "unknown {kind} '{w}': CA Directory knows {}",
+                known.join(", ")
+            ),
+        ),
+        (Unknown::Warn, None) => f.warn_at(t, format!("unknown {kind} '{w}', kept but not used")),
+    }
 }

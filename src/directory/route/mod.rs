@@ -19,6 +19,7 @@
 //! with plain values.
 
 pub mod message;
+pub mod own;
 mod select;
 
 pub use select::{

@@ -4,6 +4,8 @@
 mod access_log;
 mod admin_api;
 mod metrics;
+mod prefix_contexts;
+mod reload_guard;
 mod settings_file;
 mod status_page;
 mod traces;

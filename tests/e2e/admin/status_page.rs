@@ -10,7 +10,8 @@
 //! drains and enables; the lag column, with a
 //! slapd provider and a refreshOnly consumer behind a third router (the
 //! consumer's lag grows until it is `lagging`, unknown while it is
-//! stopped); and the page runs under its Content-Security-Policy without a
+//! stopped); a partition prefix no DSA holds is warned on the page, with
+//! the fix; and the page runs under its Content-Security-Policy without a
 //! violation.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
@@ -70,6 +71,7 @@ fn the_status_page_shows_dsas_going_down_and_drains_them_in_chromium() {
         "page: lag column P 0.000 s, C grew from",
         "page: C stopped (SIGSTOP): lag unknown",
         "page: C continued: lag",
+        "page: prefix warning: warning: partition c=AU,o=DEMOCORP: no DSA of it holds this prefix (R holds o=DEMOCORP,c=AU); did you mean o=DEMOCORP,c=AU?",
         "page: no CSP violation",
     ] {
         assert!(text.contains(seen), "{seen:?} not reported:\n{text}");

@@ -12,6 +12,7 @@ mod knowledge_flags;
 mod load_share;
 mod operations;
 mod out_of_scope;
+mod own_block;
 mod own_connections;
 mod root_dse;
 mod router_dsa_name;

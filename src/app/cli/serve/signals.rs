@@ -8,8 +8,12 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 
+/// How long a changed file must stay unchanged before `--watch` reads it.
+const SETTLE: Duration = Duration::from_millis(500);
+
 /// `--watch`: reload when any knowledge, TLS or settings file's
-/// modification time or size changes.
+/// modification time or size changes, once it has stopped changing
+/// ([`SETTLE`]).
 pub(super) async fn watch_files(router: Arc<Context>, mut shutdown: watch::Receiver<bool>) {
     // The TLS files too: a renewed certificate is picked up like knowledge.
     let tls_files: Vec<PathBuf> = router
@@ -50,8 +54,21 @@ pub(super) async fn watch_files(router: Arc<Context>, mut shutdown: watch::Recei
             _ = tokio::time::sleep(Duration::from_secs(1)) => {}
             _ = shutdown.changed() => return,
         }
-        let now = stamp(&router);
+        let mut now = stamp(&router);
         if now != last {
+            // A file being written is read once it stops changing: the
+            // same size and modification time for SETTLE.
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep(SETTLE) => {}
+                    _ = shutdown.changed() => return,
+                }
+                let again = stamp(&router);
+                if again == now {
+                    break;
+                }
+                now = again;
+            }
             tracing::info!("a knowledge, TLS or settings file changed; reloading");
             let r = router.clone();
             let _ = tokio::task::spawn_blocking(move || r.reload_from_disk()).await;

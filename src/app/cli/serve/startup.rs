@@ -121,10 +121,13 @@ fn context(args: &ServeArgs, snap: Snapshot) -> Result<Context> {
                     .next()
             })
         })
-        .unwrap_or_else(|| "127.0.0.1:3389".to_string());
-    let name = args.name.clone().or_else(|| own_block(&snap, &listen));
+        .unwrap_or_else(|| crate::app::cli::DEFAULT_LISTEN.to_string());
     let mut c = args.limits.config()?;
     args.tls.apply(&mut c)?;
+    let name = match &args.name {
+        Some(n) => Some(n.clone()),
+        None => own_block(&snap, &listen, c.ldaps_listen.as_deref())?,
+    };
     c.listen = listen;
     c.workers = crate::base::workers::resolve(args.threads);
     c.spread_above = args.spread_above;
@@ -145,55 +148,54 @@ fn file_name(o: &super::settings::Origins) -> String {
         .unwrap_or_default()
 }
 
-/// Without --name, the router's own block is the one whose address is
-/// this router's listen address: never a target of its own.
-fn own_block(snap: &Snapshot, listen: &str) -> Option<String> {
-    let found = own_block_by_address(snap, listen);
-    match found.as_slice() {
-        [one] => {
-            tracing::warn!(dsa = %one, %listen, "no --name: DSA {one}'s address is this router's listen address, so it is taken as the router's own block and never a target (pass --name {one} to say so)");
-            Some(one.clone())
+/// Without --name, the router's own block: the one whose address is one
+/// of this router's listen addresses (LDAP, LDAPS), else one at a
+/// listen-only address (0.0.0.0, ::); never a target, never
+/// health-checked. Several alike: `serve` does not start.
+fn own_block(snap: &Snapshot, listen: &str, ldaps: Option<&str>) -> Result<Option<String>> {
+    use crate::directory::route::own::{self, Own};
+    let (ldap, ldaps) = (listens_at(listen), ldaps.map(listens_at));
+    let found = own::find(snap, None, |a| {
+        ldap(a) || ldaps.as_ref().is_some_and(|l| l(a))
+    });
+    let note = found.note(snap);
+    match (&found, note) {
+        (Own::Ambiguous(_), Some(n)) => Err(Error::config(n)),
+        (_, Some(n)) => {
+            tracing::warn!(%listen, "{n}");
+            Ok(found.name(snap).map(str::to_string))
         }
-        [] => None,
-        many => {
-            tracing::warn!(%listen, dsas = ?many, "no --name: several DSAs have this router's listen address; none is taken as the router's own (pass --name); connections from the router to itself are refused");
-            None
-        }
+        _ => Ok(None),
     }
 }
 
-/// The DSAs of `snap` with an address that is `listen` on this host: the
-/// same port, and an address of this host that `listen` covers (the same
-/// address, any address for `0.0.0.0`/`::`, loopback for loopback).
-fn own_block_by_address(snap: &Snapshot, listen: &str) -> Vec<String> {
+/// Whether a knowledge address is `listen` on this host: the same port,
+/// and an address of this host that `listen` covers (the same address,
+/// any address for `0.0.0.0`/`::`, loopback for loopback).
+fn listens_at(listen: &str) -> impl Fn(&crate::directory::knowledge::Address) -> bool {
     use std::net::{ToSocketAddrs, UdpSocket};
-    let Ok(mut l) = listen.to_socket_addrs() else {
-        return Vec::new();
-    };
-    let Some(l) = l.next() else {
-        return Vec::new();
-    };
+    let l = listen.to_socket_addrs().ok().and_then(|mut l| l.next());
     // An address of this host can be bound to.
     let local = |ip: std::net::IpAddr| ip.is_loopback() || UdpSocket::bind((ip, 0)).is_ok();
-    let covers = |a: std::net::SocketAddr| {
-        a.port() == l.port()
-            && local(a.ip())
-            && (l.ip().is_unspecified()
-                || a.ip() == l.ip()
-                || (a.ip().is_loopback() && l.ip().is_loopback()))
-    };
-    snap.dsas
-        .iter()
-        .filter(|d| {
-            d.addresses.iter().any(|a| {
-                (a.host.as_str(), a.port)
-                    .to_socket_addrs()
-                    .map(|mut it| it.any(covers))
-                    .unwrap_or(false)
-            })
-        })
-        .map(|d| d.name.to_string())
-        .collect()
+    move |a| {
+        let Some(l) = l else {
+            return false;
+        };
+        let covers = |a: std::net::SocketAddr| {
+            a.port() == l.port()
+                && local(a.ip())
+                && (l.ip().is_unspecified()
+                    || a.ip() == l.ip()
+                    || (a.ip().is_loopback() && l.ip().is_loopback()))
+        };
+        // A listen-only address is no place this router listens at (but
+        // looks like the router's all the same: `own::find`).
+        !crate::directory::route::own::wildcard(a)
+            && (a.host.as_str(), a.port)
+                .to_socket_addrs()
+                .map(|mut it| it.any(covers))
+                .unwrap_or(false)
+    }
 }
 
 /// A hot upgrade's part in serving: what a later upgrade needs, and, in a

@@ -133,7 +133,7 @@ impl Loader<'_> {
                     Ok(d) => self.dsas.push((d, f.text.clone())),
                     Err(e) => {
                         self.broken.extend(name);
-                        self.errors.push(e)
+                        self.errors.extend(e)
                     }
                 }
                 Ok(())
