@@ -319,13 +319,13 @@ SECTIONS = [
 # Runs without the positions group point to its own report.
 POSITIONS_POINTER = ("The cost of replication positions (CPU per operation with and without, "
                      "the readings' traffic per DSA) is measured by `ROW_GROUPS=positions "
-                     "bench/compare.sh`, which writes [benchmarks-positions.md](benchmarks-positions.md).")
+                     "bench/compare.sh`, which writes [positions.md](positions.md).")
 TRACES_POINTER = ("The cost of traces (CPU per operation at 1% and 100% sampling against tracing "
                   "off) is measured by `ROW_GROUPS=traces bench/compare.sh`, which writes "
-                  "[benchmarks-traces.md](benchmarks-traces.md).")
+                  "[traces.md](traces.md).")
 POLICY_POINTER = ("The cost of client policies (CPU per operation with a 20-rule `--policy` file and "
                   "without) is measured by `ROW_GROUPS=policy bench/compare.sh`, which writes "
-                  "[benchmarks-policy.md](benchmarks-policy.md).")
+                  "[policy.md](policy.md).")
 SECTION_ORDER = ["direct", "meta", "haproxy", "haproxy-1t", "router-off", "router", "router-trust", "router-1pct", "router-100pct"]
 
 
@@ -719,7 +719,7 @@ def cmd_report(work, out_path):
                       "operation (rows `..., connection per op`), dsa-router's CPU/op <= HAProxy's "
                       "and its throughput >= HAProxy's; the default threads (one per CPU) cost at most "
                       "10% CPU/op more than `--threads 1` (row `dsa-router --threads 1`); 10,000 idle "
-                      "connections in at most 100 MiB. Issue 40's: at fixed offered loads of 50% and 80% "
+                      "connections in at most 100 MiB. Latency: at fixed offered loads of 50% and 80% "
                       "of HAProxy's maximum, the p50 and p99 latency dsa-router adds over direct at most "
                       "HAProxy's (the median of the per-round differences <= 0); LDAPS persistent, LDAPS "
                       "churn with full handshakes and with resumed sessions: CPU/op <= HAProxy's and "
@@ -727,10 +727,10 @@ def cmd_report(work, out_path):
                       "the 1,000,000-entry stream at >= 0.95 x direct throughput with peak RSS growth "
                       "under 10 MiB; the spanning search at >= 2 x back-meta's throughput. HAProxy runs "
                       "twice (nbthread 1 and the default) and every target is judged against the "
-                      "cheaper of the two (the lower median CPU/op; marked ref in the tables). Issue 41's: "
+                      "cheaper of the two (the lower median CPU/op; marked ref in the tables). Policy: "
                       "CPU/op with a 20-rule policy file at most 1.03 x without (group policy, "
                       "against the router without --policy, not HAProxy)."
-                      + (" Issue 42's: with traces exported at 1% sampling, CPU/op at most 1.03 x "
+                      + (" Traces: with traces exported at 1% sampling, CPU/op at most 1.03 x "
                          "tracing off; at 100% sampling the ratio is stated."
                          if any(section_prefix(r["key"]) == "otel-" for r in all_rows) else "")
                       + ("" if meta["check"] else " This was a `--quick` run: indicative only.") + "\n")

@@ -43,10 +43,10 @@
 #             without --policy and with a 20-rule policy file (19 rules
 #             the bench's clients do not match, the 20th allowing reads,
 #             a default allowing reads) on the same two slapd: CPU per
-#             operation with and without (docs/benchmarks-policy.md)
+#             operation with and without (docs/benchmarks/policy.md)
 # Then the extras: 10,000 idle client connections to dsa-router (its RSS),
 # and a 100,000-entry search streamed through it (its peak RSS growth).
-# Writes docs/benchmarks.md (machine, versions, command, tables, targets).
+# Writes docs/benchmarks/results.md (machine, versions, command, tables, targets).
 #
 # Time: each row is WARMUP + DURATION seconds; all groups are 37 rows a
 # round, about 5 min with the defaults, so ROUNDS=5 (as the targets want)
@@ -57,7 +57,7 @@
 # Usage: bench/compare.sh [--quick] [--setup-only] [--hold] [--help]
 #   --quick       CI smoke run: 2 s per path (warm-up 1 s), smaller extras
 #                 (1,000 idle connections, 10,000 bulk entries), no table
-#                 check, docs/benchmarks.md left alone (set OUT= to write one)
+#                 check, docs/benchmarks/results.md left alone (set OUT= to write one)
 #   --setup-only  start everything, check every path answers, stop; no load
 #   --hold        start everything, print each path's URL and process ID,
 #                 and keep them running until interrupted (to profile one
@@ -112,10 +112,10 @@
 #                              (e.g. "--client-queue 100000")
 #   NOFILE [65536]             fd limit asked for dsa-router and the idle
 #                              client (capped at the hard limit)
-#   OUT [docs/benchmarks.md; ROW_GROUPS=positions alone:
-#                              docs/benchmarks-positions.md; ROW_GROUPS=traces
-#                              alone: docs/benchmarks-traces.md; ROW_GROUPS=policy
-#                              alone: docs/benchmarks-policy.md; quick: none]
+#   OUT [docs/benchmarks/results.md; ROW_GROUPS=positions alone:
+#                              docs/benchmarks/positions.md; ROW_GROUPS=traces
+#                              alone: docs/benchmarks/traces.md; ROW_GROUPS=policy
+#                              alone: docs/benchmarks/policy.md; quick: none]
 #                              markdown output ('-': none)
 #   CHECK [1; quick 0]         1: exit 1 when a path fails or has errors,
 #                              3 when a project target FAILs
@@ -210,10 +210,10 @@ IDLE_CONNS=${IDLE_CONNS:-10000}
 if has_group bulk; then BULK_ENTRIES=${BULK_ENTRIES:-100000}; else BULK_ENTRIES=${BULK_ENTRIES:-100000 1000000}; fi
 NOFILE=${NOFILE:-65536}
 CHECK=${CHECK:-1}
-if [ "$(echo $ROW_GROUPS)" = positions ]; then OUT=${OUT:-$ROOT/docs/benchmarks-positions.md}; fi
-if [ "$(echo $ROW_GROUPS)" = traces ]; then OUT=${OUT:-$ROOT/docs/benchmarks-traces.md}; fi
-if [ "$(echo $ROW_GROUPS)" = policy ]; then OUT=${OUT:-$ROOT/docs/benchmarks-policy.md}; fi
-OUT=${OUT:-$ROOT/docs/benchmarks.md}
+if [ "$(echo $ROW_GROUPS)" = positions ]; then OUT=${OUT:-$ROOT/docs/benchmarks/positions.md}; fi
+if [ "$(echo $ROW_GROUPS)" = traces ]; then OUT=${OUT:-$ROOT/docs/benchmarks/traces.md}; fi
+if [ "$(echo $ROW_GROUPS)" = policy ]; then OUT=${OUT:-$ROOT/docs/benchmarks/policy.md}; fi
+OUT=${OUT:-$ROOT/docs/benchmarks/results.md}
 NO_BUILD=${NO_BUILD:-0}
 KEEP=${KEEP:-0}
 BIN=${DSA_ROUTER:-$ROOT/target/release/dsa-router}

@@ -15,12 +15,12 @@ Two scenarios, each measured in one run against its comparison:
    through dsa-router (defaults) and through HAProxy (mode tcp, balance
    leastconn) in front of the same pair: ops/s, p50, p99, p99.9, worst.
 
-Writes docs/tail-latency.md (OUT=- for none). Needs slapd, slapadd, haproxy
+Writes docs/benchmarks/tail-latency.md (OUT=- for none). Needs slapd, slapadd, haproxy
 (scripts/install-deps.sh). Builds `cargo build --release -p dsa-router -p
 dsa-bench` unless NO_BUILD=1.
 
 Usage: python3 bench/tail.py [--quick]   (--quick: 4 s runs, no file)
-Environment: CONNECTIONS [8], USERS [2000], OUT [docs/tail-latency.md],
+Environment: CONNECTIONS [8], USERS [2000], OUT [docs/benchmarks/tail-latency.md],
 NO_BUILD [0], KEEP [0] (keep the work directory).
 """
 
@@ -45,7 +45,7 @@ QUICK = "--quick" in sys.argv[1:]
 CONNECTIONS = int(os.environ.get("CONNECTIONS", "8"))
 USERS = int(os.environ.get("USERS", "2000"))
 DURATION = 4.0 if QUICK else 10.0
-OUT = os.environ.get("OUT", "-" if QUICK else os.path.join(ROOT, "docs", "tail-latency.md"))
+OUT = os.environ.get("OUT", "-" if QUICK else os.path.join(ROOT, "docs", "benchmarks", "tail-latency.md"))
 BIN = os.path.join(ROOT, "target", "release", "dsa-router")
 BENCH = os.path.join(ROOT, "target", "release", "dsa-bench")
 PROCS = []

@@ -6,7 +6,7 @@
 #   * reads route to GROUP1 (D1/H1), CUSTOMER reads to C1/C2, a bound user's
 #     reads carry the user's identity (proxied authorization), the router is
 #     healthy, runs as non-root and publishes on 127.0.0.1 only;
-#   * `docker stop` D1 and `docker network disconnect` H1 (a black hole):
+#   * `docker stop` D1 and `docker network disconnect` H1 (cut off: its packets lost):
 #     every read still succeeds, from the DSAs left;
 #   * `docker start` D1 and reconnect H1: both rejoin and serve again;
 #   * `docker pause` H1 (frozen: accepts, never answers): reads go to D1
@@ -294,7 +294,7 @@ timeout 30 ldapsearch -x -LLL -o nettimeout=20 -H "ldap://127.0.0.1:$port" -D "$
 [ "$rc" = 49 ] || fail "bind with a wrong password: exit $rc, want 49"
 ok "bound reads carry the client's identity (proxied authorization as alice); wrong password gets 49"
 
-# ---- failures: D1 stopped, H1 black-holed
+# ---- failures: D1 stopped, H1 cut off from the network
 d1=$(cid d1)
 h1=$(cid h1)
 network=$(docker inspect -f '{{range $k, $v := .NetworkSettings.Networks}}{{$k}} {{end}}' "$h1" | awk '{ print $1 }')
@@ -306,7 +306,7 @@ ok "D1 stopped: 6 reads succeed, all from H1 ($((($(date +%s%N) - s) / 1000000))
 docker network disconnect "$network" "$h1"
 s=$(date +%s%N)
 reads 6 "H2 D2" "H1 disconnected"
-ok "H1 disconnected too (black hole): 6 reads succeed from GROUP2:$SEEN ($((($(date +%s%N) - s) / 1000000)) ms)"
+ok "H1 disconnected too (cut off: packets lost): 6 reads succeed from GROUP2:$SEEN ($((($(date +%s%N) - s) / 1000000)) ms)"
 wait_states "D1=down H1=down" 15 || fail "router does not see D1 and H1 down"
 ok "router sees D1 and H1 down: $(states)"
 
@@ -328,7 +328,7 @@ s=$(date +%s%N)
 reads 20 "D1" "H1 paused"
 ms=$((($(date +%s%N) - s) / 1000000))
 docker unpause "$h1" >/dev/null
-ok "H1 paused (a real black hole): 20 reads succeed, all from D1, 0 failed ($ms ms)"
+ok "H1 paused (frozen: accepts, never answers): 20 reads succeed, all from D1, 0 failed ($ms ms)"
 
 # ---- knowledge edited on the host, reloaded
 cp "$knowledge" "$work/router.dxg.orig"

@@ -4,7 +4,11 @@
 # (scripts/docker-test.sh), the Debian package test
 # (scripts/package-test.sh), every cargo test of the workspace and a short
 # run of each fuzz target (scripts/fuzz.sh). Exits
-# non-zero on the first failure.
+# non-zero on the first failure. About 30 minutes on 2 cores; needs root or
+# sudo (install-deps.sh's apt and pip installs), a Docker engine with
+# Compose, and a nightly toolchain (fuzzing). The cargo tests include
+# tests/e2e/dsas/own_directory.rs, which runs README.md's "Put it in front
+# of your own directory" as written against two slapd.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -21,7 +21,8 @@
 //! * `protocol/`: malformed PDUs, controls, paged results, pipelining and
 //!   backpressure, connection state through real clients, TLS, PROXY
 //!   protocol.
-//! * `dsas/`: the five-DSA slapd setup (`five_dsas`) and the in-process
+//! * `dsas/`: the five-DSA slapd setup (`five_dsas`), the README's "own
+//!   directory" section run as written (`own_directory`) and the in-process
 //!   checks (`inproc_checks`) other folders share, and the tests of the
 //!   test DSA (`testdsa`) and of the slapd harness (`slapd_harness`).
 //!

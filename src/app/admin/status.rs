@@ -379,12 +379,12 @@ pub fn dsa_metrics(router: &Context, out: &mut String) {
         (
             "dsa_router_dsa_own_connections",
             "gauge",
-            "Connections of clients' own (stateful clients) open to the DSA.",
+            "Dedicated connections open to the DSA: each serves one client only (stateful clients).",
         ),
         (
             "dsa_router_dsa_spare_connections",
             "gauge",
-            "Clients' own connections to the DSA kept open for later binds (--spare-connections).",
+            "Idle dedicated connections to the DSA, kept open for later clients' binds (--spare-connections).",
         ),
         (
             "dsa_router_dsa_persistent_searches",

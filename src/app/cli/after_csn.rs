@@ -1,6 +1,6 @@
 //! `explain --after-write CSN`: which DSAs may serve a read after a
 //! client's write whose position is CSN (read-your-writes by position,
-//! README "Replication positions"): the eligible DSAs of the partition
+//! docs/replication.md): the eligible DSAs of the partition
 //! whose known position has reached it. The positions are given with
 //! `--position DSA=CSN[;CSN...]` or read from a running router's
 //! `/status` (`--positions-from ADMIN`).

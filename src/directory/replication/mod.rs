@@ -1,5 +1,5 @@
-//! Reads that follow replication (architecture.md, "Replication positions"; README "Replication
-//! positions"): the router polls each DSA's `contextCSN`, keeps
+//! Reads that follow replication (architecture.md, "Replication positions";
+//! docs/replication.md): the router polls each DSA's `contextCSN`, keeps
 //! per DSA and server ID the newest CSN ([`positions`]), takes DSAs too far
 //! behind out of reads (`--max-replication-lag`, `--max-staleness`: a
 //! [`Gate`] read selection consults) and sends a client's reads after its

@@ -5,7 +5,7 @@
 //! the router's own with proxied authorization). That is right for what a
 //! DSA forgets once it has answered; whatever a DSA keeps *per connection*
 //! needs a connection of the client's own, bound as the client. This module
-//! is the one list of which requests are which (README, "Connection
+//! is the one list of which requests are which (docs/protocol.md, "Connection
 //! state"); the session acts on its [`Needs`] in one place.
 //!
 //! | request carries | own connection | same DSA again | no timeout | one partition only |

@@ -215,8 +215,8 @@ fn one_address_guessing_many_dns_is_stopped_at_its_own_limit() {
 /// Two connections, one bind at a time each: no more than the limit (2).
 /// Guesses sent at once on many connections reach the DSA no more often
 /// than guesses in a row: failures plus binds in flight for one DN stay
-/// within the limit, from the first guess on (README, "Failed-bind
-/// defence"); a bind over it waits for one in flight, then is refused
+/// within the limit, from the first guess on (docs/failed-binds.md); a
+/// bind over it waits for one in flight, then is refused
 /// (49, the back-off began) or, after the bind timeout, answered busy.
 #[test]
 fn a_thousand_guesses_in_ten_seconds_reach_the_dsa_at_most_limit_times() {

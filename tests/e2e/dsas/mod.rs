@@ -5,5 +5,6 @@
 
 pub(crate) mod five_dsas;
 pub(crate) mod inproc_checks;
+mod own_directory;
 mod slapd_harness;
 mod testdsa;
