@@ -19,4 +19,5 @@ mod fuzz_inputs;
 mod knowledge_load;
 mod knowledge_secrets;
 mod properties;
+mod reference_doc;
 mod seed_table;

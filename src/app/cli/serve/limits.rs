@@ -89,13 +89,14 @@ pub struct LimitArgs {
     /// Outstanding operations per client connection (`busy` beyond).
     #[arg(long, default_value = "256", value_parser = Num(OUTSTANDING), help_heading = LIMITS)]
     pub max_outstanding: u64,
-    /// Connections of clients' own per DSA (stateful clients: binds, paged
-    /// and sorted searches, VLV, sync, transactions, SASL); a client that
-    /// would need one more gets `busy`. 0: no limit.
+    /// Dedicated connections per DSA: connections the router opens for one
+    /// client alone, bound as that client (binds, paged and sorted
+    /// searches, VLV, sync, transactions, SASL); a client that would need
+    /// one more gets `busy`. 0: no limit.
     #[arg(long, default_value = "0", value_parser = Num(CONNECTIONS), help_heading = DSAS)]
     pub max_own_connections: u64,
-    /// Connections of clients' own kept open for later binds once their
-    /// clients have unbound or left, per DSA and worker thread (a web
+    /// Dedicated connections kept open for later binds once their clients
+    /// have unbound or left, per DSA and worker thread (a web
     /// login then costs the DSA a bind, not a TCP connection). Only a
     /// connection that carried nothing the DSA keeps per connection is
     /// kept; unused for 30 s it closes. They count in
@@ -247,8 +248,8 @@ pub struct LimitArgs {
     pub proxy_protocol_from: String,
     /// DSAs (knowledge names, comma-separated) that take a PROXY protocol
     /// header first on each connection (OpenLDAP's `pldap://` listener):
-    /// the router sends a v2 header with the client's address on clients'
-    /// own connections, and a LOCAL one on its shared connections and
+    /// the router sends a v2 header with the client's address on a client's
+    /// dedicated connections, and a LOCAL one on its shared connections and
     /// probes, which carry no one client's.
     #[arg(long, value_name = "DSA,...", default_value = "", help_heading = DSAS)]
     pub send_proxy_to: String,
