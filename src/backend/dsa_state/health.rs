@@ -58,6 +58,7 @@ impl DsaState {
     /// been down, after probes have succeeded for `hold` (the failback
     /// hold-down) unless an administrator waived it.
     pub fn probe_ok(&self, latency: Duration, rise: u32, hold: Duration) {
+        self.probe_latency.observe(latency);
         let mut t = self.track();
         t.fails = 0;
         t.probe_latency = Some(latency);

@@ -69,6 +69,10 @@ pub struct DsaState {
     track: Mutex<Track>,
     /// Latency of its reads, gathered by the tail-latency task.
     pub reads: ReadStats,
+    /// Latency of the operations it answered, and of its successful
+    /// health probes (`/metrics`).
+    pub latency: crate::observe::histogram::Histogram,
+    pub probe_latency: crate::observe::histogram::Histogram,
     /// Taken out of selection as an outlier (see `tail`), and why.
     ejected: std::sync::atomic::AtomicBool,
     ejection: Mutex<Option<String>>,
@@ -141,6 +145,8 @@ impl DsaState {
             advertised: Mutex::new(None),
             send_proxy: std::sync::atomic::AtomicBool::new(false),
             reads: ReadStats::default(),
+            latency: Default::default(),
+            probe_latency: Default::default(),
             ejected: std::sync::atomic::AtomicBool::new(false),
             ejection: Mutex::new(None),
             replication: Default::default(),
