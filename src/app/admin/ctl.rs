@@ -1,6 +1,6 @@
 //! `dsa-router ctl`: the admin API for people (a table) and scripts
-//! (`--json`); exit status non-zero on any failure. `status` reads over
-//! TCP (`--admin`); state changes go through the control socket
+//! (`--json`); exit status non-zero on any failure. `status` and `ready`
+//! read over TCP (`--admin`); state changes go through the control socket
 //! (`--control-socket`, [`super::socket`]: root and the router's user),
 //! or over TCP with `--token`.
 
@@ -44,6 +44,11 @@ pub struct CtlArgs {
 pub enum CtlCmd {
     /// Partitions and DSAs: state, in-flight, served, errors.
     Status,
+    /// Whether the router is ready to route (`GET /readyz` on --admin):
+    /// exit 0 when it is, 1 naming each partition with no DSA up (or when
+    /// the router cannot be reached). For health checks where no HTTP
+    /// client is at hand (the container image).
+    Ready,
     /// Take a DSA out of service now.
     Disable { name: String },
     /// Drain a DSA: it takes no new operations (reads go to the rest of
@@ -165,6 +170,7 @@ fn escape(name: &str) -> String {
 pub fn run(args: &CtlArgs) -> ExitCode {
     let (method, path) = match &args.cmd {
         CtlCmd::Status => ("GET", "/status".to_string()),
+        CtlCmd::Ready => ("GET", "/readyz".to_string()),
         CtlCmd::Disable { name } => ("POST", format!("/dsas/{}/disable", escape(name))),
         CtlCmd::Drain { name } => ("POST", format!("/dsas/{}/drain", escape(name))),
         CtlCmd::Enable { name } => ("POST", format!("/dsas/{}/enable", escape(name))),
@@ -198,6 +204,7 @@ pub fn run(args: &CtlArgs) -> ExitCode {
                 return ExitCode::from(1);
             }
         },
+        CtlCmd::Ready => println!("ready"),
         CtlCmd::Shutdown => println!("draining: the router exits once its clients' operations end"),
         CtlCmd::Upgrade => println!(
             "upgraded: process {} ({}) serves; this one hands over its sessions and exits",

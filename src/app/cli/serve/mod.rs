@@ -81,6 +81,19 @@ pub struct ServeArgs {
     /// empty: none over TCP, use `ctl` on this host).
     #[arg(long, env = "DSA_ROUTER_ADMIN_TOKEN", hide_env_values = true, help_heading = groups::ADMIN)]
     pub admin_token: Option<String>,
+    /// Bearer token that allows reads only over --admin (`/status`,
+    /// `/metrics`, the status page; every state change is refused), for a
+    /// monitoring system (default: $DSA_ROUTER_ADMIN_READ_TOKEN). With one,
+    /// `/status` and `/metrics` need it or --admin-token, and --admin may
+    /// listen off loopback. `/healthz` and `/readyz` need no token.
+    #[arg(long, env = "DSA_ROUTER_ADMIN_READ_TOKEN", hide_env_values = true, help_heading = groups::ADMIN)]
+    pub admin_read_token: Option<String>,
+    /// When `/readyz` (and `ctl ready`) says the router is ready:
+    /// `every-partition`, its knowledge is loaded and every partition has
+    /// at least one DSA up; `knowledge`, its knowledge is loaded. Never
+    /// while it drains.
+    #[arg(long, value_enum, default_value = "every-partition", value_name = "WHEN", help_heading = groups::ADMIN)]
+    pub ready_when: crate::app::admin::ReadyWhen,
     /// The control socket `ctl` uses: the admin API for root and this
     /// process's user only (the kernel names who connects); `none` turns
     /// it off. Default: $RUNTIME_DIRECTORY/control.sock (systemd's
