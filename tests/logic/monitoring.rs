@@ -5,6 +5,7 @@
 //! router exports (the catalog `docs/reference.md` lists).
 //!
 //! Needs promtool (Debian's prometheus: `scripts/install-deps.sh`).
+#![allow(clippy::panic)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
