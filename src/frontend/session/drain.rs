@@ -11,10 +11,11 @@ use std::time::{Duration, Instant};
 /// handled: the read loop waits for the shutdown only between requests).
 /// Its operations in flight, all but persistent searches (which never end
 /// by themselves), may finish up to `timeout`; then the persistent
-/// searches end with `unavailable`; the notice the session closes with.
-/// Operations still running at the timeout are abandoned when the session
-/// closes.
-pub(super) async fn drain(out: &ClientOut, timeout: Duration) -> (Code, String) {
+/// searches end with `unavailable`. Returns the notice the session closes
+/// with, and what is left of the timeout: answers already queued (a slow
+/// reader's) are written, at the client's pace, until then. Operations
+/// still running at the timeout are abandoned when the session closes.
+pub(super) async fn drain(out: &ClientOut, timeout: Duration) -> ((Code, String), Duration) {
     let deadline = Instant::now() + timeout;
     while out.outstanding() > out.persistent() && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -23,5 +24,14 @@ pub(super) async fn drain(out: &ClientOut, timeout: Duration) -> (Code, String) 
     if ended > 0 {
         tracing::info!(client = %out.peer(), ended, "shutting down: the client's persistent searches ended");
     }
-    (Code::Unavailable, "dsa-router: shutting down".into())
+    let left = deadline.saturating_duration_since(Instant::now());
+    (
+        (Code::Unavailable, "dsa-router: shutting down".into()),
+        left.max(LAST_WORDS),
+    )
 }
+
+/// At least this long to write the notice (and what is queued before it)
+/// when the drain timeout has run out: the router-wide drain allows a
+/// second beyond it.
+const LAST_WORDS: Duration = Duration::from_millis(500);
