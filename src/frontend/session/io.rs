@@ -3,6 +3,7 @@
 //! could not be written at once is [`super::writer`]. Requests go to
 //! [`Session::handle`].
 
+use super::drain::drain;
 use super::handover::Leave;
 use super::reading::{far_future, Reading};
 use super::{out::ClientOut, writer, Flow, Identity, Session};
@@ -217,17 +218,12 @@ async fn drive(start: Box<Start>) -> Option<Box<Moving>> {
     let mut shut = std::pin::pin!(shutdown.changed());
     // Hot upgrade: since when it is asked to leave (session::handover).
     let mut leaving: Option<std::time::Instant> = None;
-    // How long the writer may take to write what is queued at the close.
     let mut flush = CLOSE_FLUSH;
     let notice = 'conn: loop {
         if let Some(since) = leaving {
             match s.leave_step(&r, since) {
                 Leave::Wait => {}
-                Leave::Drain(left) => {
-                    let (notice, left) = super::drain::drain(&out, left).await;
-                    flush = left;
-                    break Some(notice);
-                }
+                Leave::Drain(left) => break Some(drain(&out, left, &mut flush).await),
                 Leave::Now => {
                     match Box::pin(leave_now(&s, rd, &mut writer, &pause, &mut r.buf)).await {
                         true => return None,
@@ -302,11 +298,7 @@ async fn drive(start: Box<Start>) -> Option<Box<Moving>> {
             },
             _ = &mut killed => break None,
             _ = &mut shut, if leaving.is_none() => match router.lifecycle.handover.exporting() {
-                None => {
-                    let (notice, left) = super::drain::drain(&out, cfg.drain_timeout).await;
-                    flush = left;
-                    break Some(notice);
-                }
+                None => break Some(drain(&out, cfg.drain_timeout, &mut flush).await),
                 Some(_) => leaving = Some(std::time::Instant::now()),
             },
             // Leaving: look again soon whether the session may go.
@@ -319,7 +311,8 @@ async fn drive(start: Box<Start>) -> Option<Box<Moving>> {
 }
 
 /// How long a closing connection's queued answers may take to be written,
-/// outside a drain.
+/// outside a drain (in one, what is left of its timeout: `flush` in
+/// [`drive`]).
 const CLOSE_FLUSH: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// Where [`requests`] stopped.
