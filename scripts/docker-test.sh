@@ -11,6 +11,10 @@
 #   * `docker start` D1 and reconnect H1: both rejoin and serve again;
 #   * `docker pause` H1 (frozen: accepts, never answers): reads go to D1
 #     (hedged, H1 ejected), none fails;
+#   * `docker stop` C1 and C2 (all of o=CUSTOMER): the router container's
+#     health (its `ctl ready` check, i.e. /readyz) turns unhealthy, the last
+#     check naming the partition, DEMOCORP reads still succeed; started
+#     again: healthy;
 #   * knowledge edited on the host + SIGHUP (compose kill -s HUP): reads go
 #     to GROUP2; restored + `ctl reload`: back to GROUP1; broken knowledge:
 #     `ctl reload` fails and routing is unchanged;
@@ -333,6 +337,45 @@ reads 20 "D1" "H1 paused"
 ms=$((($(date +%s%N) - s) / 1000000))
 docker unpause "$h1" >/dev/null
 ok "H1 paused (frozen: accepts, never answers): 20 reads succeed, all from D1, 0 failed ($ms ms)"
+
+# ---- a partition with no DSA up: the container's health follows /readyz
+# (the compose file checks `ctl ready` every 2 s, unhealthy after 3
+# failures): c1 and c2 stopped, the router container goes unhealthy, the
+# last check's output naming that partition (and not
+# o=DEMOCORP); DEMOCORP reads still succeed; c1
+# and c2 started again: healthy.
+# Waits (bounded, SECONDS) until the router container's health is STATUS.
+wait_health() {
+    local want=$1 deadline=$(($(date +%s) + $2))
+    until [ "$(health "$router")" = "$want" ]; do
+        [ "$(date +%s)" -lt "$deadline" ] || return 1
+        sleep 0.2
+    done
+}
+# The output of the container's last health check.
+last_check() {
+    docker inspect -f '{{json .State.Health.Log}}' "$router" |
+        python3 -c 'import json, sys; log = json.load(sys.stdin) or [{}]; print(log[-1].get("Output", "").strip())'
+}
+wait_health healthy 30 || fail "router not healthy before the partition check (health: $(health "$router"))"
+c1=$(cid c1)
+c2=$(cid c2)
+s=$(date +%s%N)
+docker stop -t 5 "$c1" "$c2" >/dev/null
+wait_health unhealthy 40 || fail "c1 and c2 stopped: the router container is '$(health "$router")' after 40 s, want unhealthy"
+ms=$((($(date +%s%N) - s) / 1000000))
+why=$(last_check | tr '\n' ' ')
+[[ "$why" == *"503"* && "$why" == *"partition"*"CUSTOMER"* && "$why" != *DEMOCORP* ]] || fail "unhealthy, but the last health check does not name the partition: $why"
+ok "c1 and c2 (all of o=CUSTOMER) stopped: router container unhealthy after $ms ms; last check: ${why% }"
+reads 4 "D1 H1" "CUSTOMER down"
+ok "o=CUSTOMER down: DEMOCORP reads still succeed:$SEEN"
+s=$(date +%s%N)
+docker start "$c1" "$c2" >/dev/null
+wait_health healthy 60 || fail "c1 and c2 started: the router container is '$(health "$router")' after 60 s, want healthy ($(last_check))"
+ok "c1 and c2 started: router container healthy again after $((($(date +%s%N) - s) / 1000000)) ms"
+wait_states "" 30 || fail "not every DSA is up after c1 and c2 started"
+who=$(served_by "o=CUSTOMER,c=AU") || fail "CUSTOMER read failed after c1 and c2 started"
+[[ "$who" == C1 || "$who" == C2 ]] || fail "CUSTOMER read answered by '$who'"
 
 # ---- knowledge edited on the host, reloaded
 cp "$knowledge" "$work/router.dxg.orig"
