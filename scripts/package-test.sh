@@ -22,6 +22,7 @@
 #     not to stderr; `logrotate -d` parses /etc/logrotate.d/dsa-router and
 #     a forced rotation moves the file while the router's next lines go
 #     to a fresh one (the file's postrotate, `dsa-router ctl reopen-logs`);
+#     README.md and docs/ are under /usr/share/doc/dsa-router;
 #     `man dsa-router` shows serve's options; the completions load;
 #     `dpkg --purge` removes it.
 # systemd does not run inside the container: the unit itself is checked by
@@ -84,15 +85,25 @@ dpkg-deb -c "$deb" | awk '{ print $NF }' | sed 's|^\./|/|' >"$work/files"
 for f in /usr/bin/dsa-router /etc/dsa-router/router.dxg /etc/dsa-router/R1.dxc /etc/dsa-router/DSA1.dxc /etc/dsa-router/router.toml \
     /etc/default/dsa-router /usr/share/man/man1/dsa-router.1.gz \
     /usr/share/bash-completion/completions/dsa-router /usr/share/zsh/vendor-completions/_dsa-router \
-    /usr/share/fish/vendor_completions.d/dsa-router.fish /etc/logrotate.d/dsa-router; do
+    /usr/share/fish/vendor_completions.d/dsa-router.fish /etc/logrotate.d/dsa-router \
+    /usr/share/doc/dsa-router/README.md; do
     grep -qx "$f" "$work/files" || fail "$f is not in the package"
 done
+# The user documentation, every page of docs/ beside the README (whose
+# links name docs/PAGE.md).
+ndocs=0
+for f in docs/*.md; do
+    grep -qx "/usr/share/doc/dsa-router/$f" "$work/files" || fail "/usr/share/doc/dsa-router/$f is not in the package"
+    ndocs=$((ndocs + 1))
+done
+[ "$ndocs" -gt 10 ] && grep -qx /usr/share/doc/dsa-router/docs/reference.md "$work/files" ||
+    fail "docs/reference.md is not in the package ($ndocs pages)"
 unit=$(grep -E '^/(usr/)?lib/systemd/system/dsa-router\.service$' "$work/files") || fail "no dsa-router.service in the package"
 dpkg-deb -e "$deb" "$work/control"
 for f in /etc/dsa-router/router.dxg /etc/dsa-router/router.toml /etc/default/dsa-router /etc/logrotate.d/dsa-router; do
     grep -qx "$f" "$work/control/conffiles" || fail "$f is not a conffile"
 done
-ok "the package holds the binary, $unit, /etc/dsa-router/, /etc/default/dsa-router, /etc/logrotate.d/dsa-router (conffiles), the man page and completions"
+ok "the package holds the binary, $unit, /etc/dsa-router/, /etc/default/dsa-router, /etc/logrotate.d/dsa-router (conffiles), the man page, the completions, README.md and the $ndocs pages of docs/ under /usr/share/doc/dsa-router"
 dpkg-deb -x "$deb" "$work/root"
 if command -v systemd-analyze >/dev/null 2>&1; then
     # The package's files as the root, with the host's units beside them
@@ -285,6 +296,13 @@ mode=$(ctr stat -c '%a %U:%G' "$access")
 [ "$mode" = "640 $user:adm" ] || fail "the new $access is $mode, want 640 $user:adm"
 ok "logrotate: -d parses /etc/logrotate.d/dsa-router; -f moves $access to $access.1 ($before lines) and, after ctl reopen-logs, new lines go to a fresh $access ($mode)"
 
+# ---- the documentation
+for f in README.md docs/README.md docs/reference.md docs/logs.md docs/debian.md; do
+    ctr test -s "/usr/share/doc/dsa-router/$f" || fail "/usr/share/doc/dsa-router/$f is not installed"
+    docker exec -i "$container" cmp -s "/usr/share/doc/dsa-router/$f" - <"$f" || fail "/usr/share/doc/dsa-router/$f differs from $f"
+done
+ok "the documentation is installed: /usr/share/doc/dsa-router/README.md and docs/ ($(ctr sh -c 'ls /usr/share/doc/dsa-router/docs | wc -l') pages)"
+
 # ---- man page and completions
 ctr sh -c 'MANPAGER=cat MANWIDTH=100 man dsa-router' >"$work/man.txt" 2>&1 || fail "man dsa-router: $(head -n 5 "$work/man.txt")"
 for want in "DSA-ROUTER SERVE" "--knowledge <KNOWLEDGE>" "--max-clients" "--listen <LISTEN>" "/etc/default/dsa-router" "SIGHUP"; do
@@ -298,7 +316,7 @@ ok "man dsa-router shows serve's options ($(wc -l <"$work/man.txt") lines); the 
 ctr sh -c 'for p in /proc/[0-9]*; do [ "$(cat "$p/comm" 2>/dev/null)" = dsa-router ] && kill "${p#/proc/}"; done; true'
 ctr dpkg --purge dsa-router >"$work/purge.log" 2>&1 || fail "dpkg --purge: $(cat "$work/purge.log")"
 if ctr test -e /etc/dsa-router/router.dxg || ctr test -e /usr/bin/dsa-router || ctr test -e /etc/logrotate.d/dsa-router ||
-    ctr test -e "$logdir"; then
+    ctr test -e /usr/share/doc/dsa-router/README.md || ctr test -e "$logdir"; then
     fail "files left after purge"
 fi
 ok "dpkg --purge removes the package and its conffiles"
