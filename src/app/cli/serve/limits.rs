@@ -49,8 +49,9 @@ const QUEUE_BYTES: Size = Size {
 };
 const PROBES: Count = Count { min: 1, max: 1000 };
 const READ_YOUR_WRITES: Span = secs(ms(1), DAY).or_zero();
-const HEDGE_FLOOR: Span = secs(ms(1), Duration::from_secs(60)).or_zero();
-const EJECTION_TIME: Span = secs(ms(100), DAY);
+// Shared with knowledge's `set dsa-router-hedge-floor` and
+// `dsa-router-ejection-time`.
+use crate::directory::knowledge::{EJECTION_TIME, HEDGE_FLOOR};
 const IDLE: Span = secs(Duration::from_secs(1), Duration::from_secs(30 * 86_400)).or_zero();
 const TIMEOUT: Span = secs(ms(10), DAY);
 const CONNECT: Span = secs(ms(10), HOUR);
