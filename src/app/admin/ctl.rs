@@ -263,6 +263,9 @@ pub fn render(s: &Status) -> String {
     for w in &s.prefix_warnings {
         let _ = writeln!(out, "WARNING: {}", w.message);
     }
+    for w in &s.warnings {
+        let _ = writeln!(out, "WARNING: {w}");
+    }
     if let Some(r) = &s.last_reload {
         let _ = writeln!(
             out,

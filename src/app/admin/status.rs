@@ -91,6 +91,10 @@ pub struct Status {
     /// `namingContexts`), with the likely prefix.
     #[serde(default)]
     pub prefix_warnings: Vec<PrefixNote>,
+    /// Other warnings: knowledge blocks found to be this router itself
+    /// (at an address that did not say so).
+    #[serde(default)]
+    pub warnings: Vec<String>,
 }
 
 /// A partition's prefix that no DSA of it holds.
@@ -244,6 +248,7 @@ pub fn status(router: &Context) -> Status {
                         .to_string(),
                         health: if st.is_up() { "up" } else { "down" }.to_string(),
                         reason: match st.admin() {
+                            _ if st.is_itself() => t.reason.clone(),
                             Admin::Enabled if lagging.is_some() => {
                                 format!(
                                     "serves no reads: {}; health: {}",
@@ -320,6 +325,13 @@ pub fn status(router: &Context) -> Status {
         prefix_warnings: crate::backend::contexts::of(&r)
             .into_iter()
             .map(PrefixNote::from)
+            .collect(),
+        warnings: r
+            .states
+            .0
+            .iter()
+            .filter(|st| st.is_itself())
+            .map(|st| format!("knowledge block {} is this router itself (its root DSE carries this process's instance marker): taken as the router's own block, never a target; pass --name {} to say so", st.name, st.name))
             .collect(),
     }
 }

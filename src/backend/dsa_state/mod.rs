@@ -82,6 +82,9 @@ pub struct DsaState {
     /// Each connection to it starts with a PROXY protocol v2 header
     /// (`--send-proxy-to`): [`crate::proto::proxy_protocol::send`].
     pub send_proxy: std::sync::atomic::AtomicBool,
+    /// It turned out to be this router itself ([`DsaState::found_itself`]):
+    /// out of selection, not probed again.
+    itself: std::sync::atomic::AtomicBool,
 }
 
 /// One thing held on a DSA, counted while it lives (a persistent search,
@@ -140,6 +143,7 @@ impl DsaState {
             }),
             advertised: Mutex::new(None),
             send_proxy: std::sync::atomic::AtomicBool::new(false),
+            itself: std::sync::atomic::AtomicBool::new(false),
             reads: ReadStats::default(),
             ejected: std::sync::atomic::AtomicBool::new(false),
             ejection: Mutex::new(None),
@@ -165,6 +169,9 @@ impl DsaState {
     }
 
     pub fn status(&self) -> DsaStatus {
+        if self.is_itself() {
+            return DsaStatus::Disabled;
+        }
         match self.admin() {
             Admin::Disabled => DsaStatus::Disabled,
             Admin::Draining => DsaStatus::Draining,
