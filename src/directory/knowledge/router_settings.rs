@@ -82,19 +82,29 @@ fn kind(key: &str) -> Kind {
     }
 }
 
+/// Why a `set dsa-router-*` value was refused: what it must be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Refused(pub String);
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 impl RouterSettings {
     /// `set KEY = TEXT;` (KEY one of [`KEYS`]) applied; the error says
     /// what the value must be.
-    pub(super) fn set(&mut self, key: &str, text: &str) -> Result<(), String> {
+    pub(super) fn set(&mut self, key: &str, text: &str) -> Result<(), Refused> {
         let whole = || {
             text.parse::<u32>()
-                .map_err(|_| format!("set {key} takes a whole number, found '{text}'"))
+                .map_err(|_| Refused(format!("set {key} takes a whole number, found '{text}'")))
         };
         match kind(key) {
             Kind::Time(span) => {
                 let value = span
                     .parse(text)
-                    .map_err(|e| format!("set {key} = {text}: {e}"))?;
+                    .map_err(|e| Refused(format!("set {key} = {text}: {e}")))?;
                 let d = Some(SetDuration {
                     value,
                     written: format!("{key} = {text}"),
@@ -109,7 +119,9 @@ impl RouterSettings {
             Kind::Percent => {
                 let n = whole()?;
                 if n > 100 {
-                    return Err(format!("set {key} = {n}: a percentage 0-100 (0 = off)"));
+                    return Err(Refused(format!(
+                        "set {key} = {n}: a percentage 0-100 (0 = off)"
+                    )));
                 }
                 match key {
                     "dsa-router-cpu-threshold" => self.cpu_threshold = Some(n),
@@ -205,7 +217,7 @@ mod tests {
             ("dsa-router-concurrency-limit", "-1", "takes a whole number"),
         ];
         for (key, text, want) in cases {
-            let e = RouterSettings::default().set(key, text).expect_err(text);
+            let e = RouterSettings::default().set(key, text).expect_err(text).0;
             assert!(e.starts_with(&format!("set {key}")), "{e}");
             assert!(e.contains(want), "{key} = {text}: {e}");
         }

@@ -200,7 +200,7 @@ impl Loader<'_> {
         let v = f.name("a value")?;
         self.settings
             .set(key, text_of(&v))
-            .map_err(|e| f.err_at(v.line, v.column, e))?;
+            .map_err(|e| f.err_at(v.line, v.column, e.0))?;
         f.expect(Tok::Semi, "';'")
     }
 }
