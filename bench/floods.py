@@ -6,7 +6,8 @@ floods need none) and, one after another:
 
 1. one anonymous client pipelining 400,000 root DSE searches (answered by
    the router itself) and never reading;
-2. forty clients each sending 3 MiB of an add announced as 4 MiB, then
+2. forty clients each sending all but 16 bytes of an add announced as
+   4 MiB (in 64 KiB writes), then
    stopping.
 
 For each: the router process's RSS before, its peak during (sampled every
@@ -73,9 +74,9 @@ def flood(pid, name, start, close):
     time.sleep(4)
     lat = prompt_read()
     close(socks)
-    # The allocator (mimalloc) gives freed memory back a second after, on
-    # its next activity: a live router always has some, so another client
-    # reads once a second meanwhile. RSS 1, 3 and 10 s after the close.
+    # A live router always has some traffic: another client reads once a
+    # second meanwhile (each worker also gives freed memory back once a
+    # second by itself, src/base/memory.rs). RSS 1, 3 and 10 s after.
     after = {}
     for s in range(1, 11):
         time.sleep(1)
@@ -103,14 +104,14 @@ def pipeline():
 
 def partial_pdus():
     socks = []
-    announced = 4_000_000
+    announced = 4 * 1024 * 1024 - 16
     head = b"\x30" + ber_len(announced) + b"\x02\x01\x01" + b"\x68" + ber_len(announced - 8)
-    chunk = b"\x00" * (1 << 20)
+    chunk = b"\x00" * (64 << 10)
     for _ in range(40):
         try:
             s = socket.create_connection(("127.0.0.1", PORT))
             s.sendall(head)
-            for _ in range(3):
+            for _ in range(63):
                 s.sendall(chunk)
             socks.append(s)
         except OSError:
@@ -145,7 +146,7 @@ def main():
                     time.sleep(0.1)
             rows = [flood(p.pid, "1 client pipelining 400,000 root DSE reads, never reading",
                           pipeline, close),
-                    flood(p.pid, "40 clients each sending 3 MiB of a 4 MiB add, then stopping",
+                    flood(p.pid, "40 clients each sending all but 16 bytes of a 4 MiB add in 64 KiB writes, then stopping",
                           partial_pdus, close)]
         finally:
             p.terminate()

@@ -14,6 +14,10 @@
 #   * knowledge edited on the host + SIGHUP (compose kill -s HUP): reads go
 #     to GROUP2; restored + `ctl reload`: back to GROUP1; broken knowledge:
 #     `ctl reload` fails and routing is unchanged;
+#   * hot upgrades in the container (`docker exec ... ctl upgrade`, then
+#     `docker kill -s USR2`) under load from 10 persistent clients
+#     (scripts/docker/upgrade_load.py): the container stays up, 0 failed
+#     operations, 0 reconnects; then `docker stop` drains: exit code 0;
 #   * the router pair (profile "pair": R1 and R2 behind HAProxy, PROXY v2,
 #     ldap-check): under load from persistent clients that reconnect
 #     (scripts/docker/pair_load.py), R1 then R2 stopped (SIGTERM: drained)
@@ -355,6 +359,55 @@ fi
 reads 4 "D1 H1" "broken knowledge"
 cp "$work/router.dxg.orig" "$knowledge"
 ok "broken knowledge: ctl reload fails ($(head -n 1 "$work/reload.out")), routing unchanged"
+
+# ---- hot upgrades in the container: the router is its first process, which
+# stays (the supervisor) and runs the serving router as its child; clients
+# keep their connections across `ctl upgrade` and SIGUSR2; `docker stop`
+# then drains and exits 0.
+first=$(docker inspect -f '{{.State.Pid}}' "$router")
+# The serving routers: the container's processes but its first.
+serving() { docker top "$router" -eo pid,args | awk -v f="$first" '$1 != f && $2 ~ /dsa-router$/ && $3 == "serve" { print $1 }' | sort | tr '\n' ' ' | sed 's/ $//'; }
+[ -n "$(serving)" ] || fail "no router child of the container's first process: $(docker top "$router" -eo pid,ppid,args)"
+ustats=$work/upgrade.json
+ustop=$work/upgrade.stop
+python3 scripts/docker/upgrade_load.py 127.0.0.1 "$port" 10 "cn=served-by,o=DEMOCORP,c=AU" "$ustats" "$ustop" 2>"$work/upgrade.err" &
+uload=$!
+ufig() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$ustats" "$1" 2>/dev/null || echo 0; }
+deadline=$(($(date +%s) + 30))
+until [ "$(ufig connected)" = 10 ] && [ "$(ufig ops)" -gt 100 ]; do
+    [ "$(date +%s)" -lt "$deadline" ] || fail "the upgrade load did not get going: $(cat "$ustats" "$work/upgrade.err" 2>&1)"
+    sleep 0.2
+done
+for how in "ctl upgrade" "docker kill -s USR2"; do
+    old=$(serving)
+    ops0=$(ufig ops) failures0=$(ufig failures) reconnects0=$(ufig reconnects)
+    s=$(date +%s%N)
+    case $how in
+    "ctl upgrade") docker exec "$router" /usr/local/bin/dsa-router ctl upgrade >"$work/upgrade.out" 2>&1 || fail "ctl upgrade: $(cat "$work/upgrade.out")" ;;
+    *) docker kill -s USR2 "$router" >/dev/null ;;
+    esac
+    deadline=$(($(date +%s) + 40))
+    until now=$(serving) && [ -n "$now" ] && [ "$now" != "$old" ] && [[ "$now" != *" "* ]]; do
+        [ "$(date +%s)" -lt "$deadline" ] || fail "$how: serving processes '$now' (was $old)"
+        sleep 0.2
+    done
+    ms=$((($(date +%s%N) - s) / 1000000))
+    sleep 1
+    [ "$(docker inspect -f '{{.State.Running}} {{.State.Pid}} {{.RestartCount}}' "$router")" = "true $first 0" ] ||
+        fail "$how: the container did not stay up: $(docker inspect -f '{{.State.Status}} {{.State.Pid}} {{.RestartCount}}' "$router")"
+    d_ops=$(($(ufig ops) - ops0)) d_failures=$(($(ufig failures) - failures0)) d_reconnects=$(($(ufig reconnects) - reconnects0))
+    [ "$d_failures" = 0 ] && [ "$d_reconnects" = 0 ] && [ "$d_ops" -gt 0 ] ||
+        fail "$how: $d_ops operations, $d_failures failed, $d_reconnects reconnects: $(cat "$ustats")"
+    ok "$how: the container stays up (first process $first), router $old -> $now in $ms ms; 10 clients: $d_ops operations, 0 failed, 0 reconnects"
+done
+touch "$ustop"
+wait "$uload" || fail "the upgrade load failed: $(cat "$work/upgrade.err")"
+s=$(date +%s%N)
+docker stop -t 40 "$router" >/dev/null
+ms=$((($(date +%s%N) - s) / 1000000))
+code=$(docker inspect -f '{{.State.ExitCode}}' "$router")
+[ "$code" = 0 ] && [ "$ms" -lt 40000 ] || fail "docker stop: exit code $code after $ms ms, want 0 (drained) within 40 s"
+ok "docker stop: the router drained and exited 0 in $ms ms (the compose file gives it 40 s)"
 
 [ "$pair" = 1 ] || exit 0
 # ---- the router pair behind HAProxy: each router restarted in turn under

@@ -2,7 +2,8 @@
 # The one test command: installs test dependencies, then format check,
 # clippy, the production release build, the docker compose test
 # (scripts/docker-test.sh), the Debian package test
-# (scripts/package-test.sh), every cargo test of the workspace and a short
+# (scripts/package-test.sh), the unit under systemd
+# (scripts/systemd-test.sh), every cargo test of the workspace and a short
 # run of each fuzz target (scripts/fuzz.sh). Exits
 # non-zero on the first failure. About 30 minutes on 2 cores; needs root or
 # sudo (install-deps.sh's apt and pip installs), a Docker engine with
@@ -33,6 +34,9 @@ step scripts/docker-test.sh
 # The Debian package (scripts/package.sh, from the release binary above),
 # installed with dpkg -i in a container from the same base image.
 step scripts/package-test.sh
+# The package's unit under a real systemd (in a container): hot upgrades,
+# reload and restart under load from 50 clients.
+step scripts/systemd-test.sh
 # Every test, built with the `ci` profile (Cargo.toml: release without LTO
 # and debuginfo; a test build links fast): binaries in target/ci/.
 step cargo test --profile ci --workspace

@@ -34,9 +34,10 @@
 //! * `crates/bench` (`dsa-bench`): the load generator, a binary of its own
 //!   (`cargo run --release -p dsa-bench -- --url ...`).
 
-// No unsafe code, but in one module: passing descriptors with SCM_RIGHTS
-// (`lifecycle::handover::fds`, which allows it and says why each block is
-// sound).
+// No unsafe code, but in three modules of `lifecycle`: passing descriptors
+// with SCM_RIGHTS (`handover::fds`), the monotonic clock of `notify` and the
+// process calls of `supervisor` (waitpid, kill, prctl). Each allows it and
+// says why each block is sound.
 #![deny(unsafe_code)]
 #![warn(unreachable_pub)]
 

@@ -1,6 +1,6 @@
 //! Building blocks that know nothing of routing: the error type, the
 //! unkeyed hasher of the hot maps, log escaping, the ordered outbound
-//! byte stream and the worker threads.
+//! byte stream, the worker threads and giving freed memory back.
 //!
 //! * [`error`]: the one error type: who caused it, whether the operation
 //!   may be retried, and its LDAP result code and message.
@@ -9,6 +9,8 @@
 //!   carries so that it knows itself at any address.
 //! * [`logsafe`]: client- and DSA-supplied text in log lines, escaped
 //!   ([`logsafe::esc`]).
+//! * [`memory`]: freed memory given back to the system while the router
+//!   runs (after a flood).
 //! * `outbox`: an ordered outbound byte stream with many producers (a
 //!   client's responses, the corked requests to a DSA).
 //! * [`units`]: durations (`500ms`, `15m`) and sizes (`4MiB`) as settings
@@ -20,6 +22,7 @@ pub mod error;
 pub(crate) mod fasthash;
 pub mod instance;
 pub mod logsafe;
+pub mod memory;
 pub(crate) mod outbox;
 pub mod units;
 pub mod workers;

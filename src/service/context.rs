@@ -155,6 +155,7 @@ impl Context {
     /// takes the DSAs away.
     pub fn reload_from_disk_forced(&self, force: bool) -> Result<String> {
         let root = self.routing().snap.root.clone();
+        self.lifecycle.notify.reloading();
         let result = self.reload_all(&root, force);
         let at_unix = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -178,6 +179,12 @@ impl Context {
                 (false, e.to_string())
             }
         };
+        let status = if ok {
+            "serving; the last reload succeeded"
+        } else {
+            "serving; the last reload was rejected (the log says why)"
+        };
+        self.lifecycle.notify.ready(status);
         *self.last_reload.lock().unwrap_or_else(|p| p.into_inner()) = Some(ReloadOutcome {
             ok,
             at_unix,

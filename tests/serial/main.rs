@@ -10,5 +10,6 @@
 mod support;
 
 mod availability;
+mod memory;
 mod soak;
 mod throttle;

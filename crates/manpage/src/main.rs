@@ -134,6 +134,10 @@ terminal.
 Bearer token that allows state changes over the admin API's TCP address,
 for \fBserve\fR (--admin-token) and \fBctl\fR (--token). Without it the
 TCP API is read-only; \fBctl\fR uses the control socket.
+.TP
+\fBNOTIFY_SOCKET\fR
+Set by systemd for \fBType=notify\fR: the router says there when it
+listens, reloads and drains, and which process serves after a hot upgrade.
 .SH SIGNALS
 .TP
 \fBSIGHUP\fR
@@ -146,9 +150,15 @@ Reopen the access log's file (logrotate; \fBdsa-router ctl reopen-logs\fR).
 .TP
 \fBSIGUSR2\fR
 Hot upgrade to the binary at the router's own path (\fBdsa-router ctl upgrade\fR).
+Under systemd: \fBsystemctl kill -s USR2 --kill-whom=main dsa-router\fR;
+the new process becomes the unit's main process.
 .TP
 \fBSIGTERM\fR, \fBSIGINT\fR
-Stop accepting, let operations in flight finish (--shutdown-grace), exit.
+Stop accepting, let operations in flight finish (--drain-timeout), exit.
+.PP
+As a container's first process (PID 1), \fBserve\fR stays as a small
+supervisor that runs the router as its child and passes these signals on,
+so a hot upgrade keeps the container running.
 .SH SEE ALSO
 \fBldapsearch\fR(1), \fBsystemctl\fR(1), \fBjournalctl\fR(1)
 "#;

@@ -32,6 +32,7 @@ impl Workers {
     /// share of a CPU (0.0-1.0) over which one more worker is taken into
     /// use; 0: all of them from the start.
     pub fn start(n: usize, own: Handle, spread_above: f64) -> std::io::Result<Workers> {
+        own.spawn(crate::base::memory::give_back());
         let mut slots = vec![Slot::new(own)];
         let mut stops = Vec::new();
         let mut threads = Vec::new();
@@ -102,6 +103,7 @@ fn spawn(i: usize) -> std::io::Result<Started> {
                     return;
                 }
             };
+            rt.spawn(crate::base::memory::give_back());
             let _ = handle_tx.send(Ok((rt.handle().clone(), this_task())));
             rt.block_on(async {
                 let _ = stop_rx.await;

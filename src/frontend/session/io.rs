@@ -3,6 +3,7 @@
 //! could not be written at once is [`super::writer`]. Requests go to
 //! [`Session::handle`].
 
+use super::drain::drain;
 use super::handover::Leave;
 use super::reading::{far_future, Reading};
 use super::{out::ClientOut, writer, Flow, Identity, Session};
@@ -207,10 +208,9 @@ async fn drive(start: Box<Start>) -> Option<Box<Moving>> {
     let mut writer = tokio::spawn(writer::writer(wr, out.clone(), done.clone(), pause.clone()));
     let cfg = &router.cfg;
     let mut r = Reading::new(&router.admission.request_memory, buf);
-    // Made once, not per read. The timer is boxed: it would otherwise be
-    // part of every idle connection's task.
+    // Made once, not per read; boxed, not in every idle connection's task.
     let mut timer = Box::pin(tokio::time::sleep_until(far_future()));
-    let kill = out.kill.clone();
+    let (kill, mut flush) = (out.kill.clone(), CLOSE_FLUSH);
     let mut killed = std::pin::pin!(kill.cancelled());
     // The loop waits on `shutdown`; a session that moves takes a copy.
     let onward = shutdown.clone();
@@ -221,7 +221,7 @@ async fn drive(start: Box<Start>) -> Option<Box<Moving>> {
         if let Some(since) = leaving {
             match s.leave_step(&r, since) {
                 Leave::Wait => {}
-                Leave::Drain(left) => break Some(super::drain::drain(&out, left).await),
+                Leave::Drain(left) => break Some(drain(&out, left, &mut flush).await),
                 Leave::Now => {
                     match Box::pin(leave_now(&s, rd, &mut writer, &pause, &mut r.buf)).await {
                         true => return None,
@@ -296,7 +296,7 @@ async fn drive(start: Box<Start>) -> Option<Box<Moving>> {
             },
             _ = &mut killed => break None,
             _ = &mut shut, if leaving.is_none() => match router.lifecycle.handover.exporting() {
-                None => break Some(super::drain::drain(&out, cfg.drain_timeout).await),
+                None => break Some(drain(&out, cfg.drain_timeout, &mut flush).await),
                 Some(_) => leaving = Some(std::time::Instant::now()),
             },
             // Leaving: look again soon whether the session may go.
@@ -304,9 +304,14 @@ async fn drive(start: Box<Start>) -> Option<Box<Moving>> {
         }
     };
     drop(r);
-    close(&mut s, notice, done, &mut writer).await;
+    close(&mut s, notice, done, &mut writer, flush).await;
     None
 }
+
+/// How long a closing connection's queued answers may take to be written,
+/// outside a drain (in one, what is left of its timeout: `flush` in
+/// [`drive`]).
+const CLOSE_FLUSH: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// Where [`requests`] stopped.
 enum Framed {
@@ -442,6 +447,7 @@ async fn close(
     notice: Option<(Code, String)>,
     done: CancellationToken,
     writer: &mut JoinHandle<writer::Paused>,
+    flush: std::time::Duration,
 ) {
     let out = &s.client.out;
     if let Some((code, msg)) = notice {
@@ -456,11 +462,9 @@ async fn close(
     }
     done.cancel();
     // The writer flushes what is queued; a client that does not read gets
-    // a few seconds, then its connection is dropped.
-    if tokio::time::timeout(std::time::Duration::from_secs(3), &mut *writer)
-        .await
-        .is_err()
-    {
+    // `flush` (a few seconds; in a drain, what is left of its timeout), then
+    // its connection is dropped.
+    if tokio::time::timeout(flush, &mut *writer).await.is_err() {
         writer.abort();
     }
     // The writer closes it, unless a failed StartTLS took it away first.

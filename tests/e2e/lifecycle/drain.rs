@@ -10,7 +10,7 @@ use crate::support::router::Router;
 use crate::support::slapd::{
     one_dsa_knowledge, pick_port, seed_ldif, Slapd, SlapdConfig, ROUTER_PW,
 };
-use ldap3_proto::proto::{LdapOp, LdapResultCode};
+use ldap3_proto::proto::{LdapFilter, LdapOp, LdapResultCode, LdapSearchScope};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -121,6 +121,89 @@ async fn operations_still_running_at_the_drain_timeout_are_cut_and_the_client_to
     }
     until("the drain's end", || !h.serving()).await;
     assert!(t0.elapsed() < Duration::from_secs(5));
+}
+
+/// A slow reader of large answers: two clients each pipeline eight
+/// subtree searches of 9,300 entries (about 1.2 MB each, 9.6 MB in all) and
+/// read them at about 650 kB/s; the drain starts while they read. Every answer already
+/// begun runs to its end, paced by its client, within the drain timeout;
+/// then the notice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drain_lets_slow_readers_finish_the_answers_they_are_reading() {
+    let _heavy = HEAVY.lock().await;
+    const N: usize = 9_300;
+    const SEARCHES: i32 = 8;
+    let mut b = Builder::default()
+        .democorp(&["D1"])
+        .extra("B1", BIG, big_directory(BIG, "B1", N));
+    b.cfg.drain_timeout = Duration::from_secs(30);
+    let h = b.start().await;
+    let mut readers = Vec::new();
+    for _ in 0..2 {
+        let sock = tokio::net::TcpSocket::new_v4().unwrap();
+        sock.set_recv_buffer_size(16 * 1024).unwrap();
+        let mut c = Raw::from_stream(within("connect", sock.connect(h.addr)).await.unwrap());
+        for id in 1..=SEARCHES {
+            let search = search_msg(
+                id,
+                &format!("ou=Bulk,{BIG}"),
+                LdapSearchScope::Subtree,
+                LdapFilter::Present("objectClass".into()),
+                &[],
+            );
+            c.send(&encode(search)).await.unwrap();
+        }
+        readers.push(tokio::spawn(async move {
+            let (mut entries, mut done, mut bytes) = (0usize, 0, 0usize);
+            loop {
+                let m = c.msg("slow reader").await;
+                bytes += encode(m.clone()).len();
+                match &m.op {
+                    LdapOp::SearchResultEntry(_) => entries += 1,
+                    LdapOp::SearchResultDone(r) => {
+                        assert_eq!(r.code, LdapResultCode::Success, "{}", r.message);
+                        done += 1;
+                        if done == SEARCHES {
+                            break;
+                        }
+                    }
+                    _ => panic!("slow reader, before its answers' end: {m:?}"),
+                }
+                // About 650 kB/s.
+                if entries.is_multiple_of(50) {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            }
+            let end = expect_disconnect(&mut c, WAIT, "slow reader").await;
+            (entries, bytes, end)
+        }));
+    }
+    // They are reading.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let t0 = Instant::now();
+    h.drain();
+    for r in readers {
+        let (entries, bytes, end) = r.await.unwrap();
+        println!(
+            "slow reader: {entries} entries, {bytes} bytes, done {:?} after the drain began",
+            t0.elapsed()
+        );
+        assert_eq!(entries, (N + 1) * SEARCHES as usize);
+        match end {
+            (End::Notice { code, closed, .. }, _) => {
+                assert_eq!(code, LdapResultCode::Unavailable);
+                assert!(closed);
+            }
+            other => panic!("slow reader's end: {other:?}"),
+        }
+    }
+    // Well beyond the 3 s a closing connection gets outside a drain.
+    assert!(
+        t0.elapsed() > Duration::from_secs(8),
+        "the readers were not slow: {:?}",
+        t0.elapsed()
+    );
+    until("the drain's end", || !h.serving()).await;
 }
 
 /// slapd with syncprov (persistent searches: sync refreshAndPersist).

@@ -140,6 +140,11 @@ fn runtime(threads: usize) -> Result<tokio::runtime::Runtime> {
 /// start or stops on an error.
 pub fn serve(args: &ServeArgs) -> ExitCode {
     init_logging();
+    // A container's first process: stay, and run the router as a child
+    // that hot upgrades may replace.
+    if crate::lifecycle::supervisor::wanted(args.handover_fd.is_some()) {
+        return crate::lifecycle::supervisor::run();
+    }
     match startup::run(args) {
         Ok(()) => ExitCode::SUCCESS,
         Err(startup::Stop(text)) => {

@@ -145,6 +145,7 @@ pub(super) async fn signals(
             "upgrade: the new process accepts; sessions leave for it between operations, the rest drain"
         );
     } else {
+        router.lifecycle.notify.stopping();
         tracing::info!(
             timeout_s = router.cfg.drain_timeout.as_secs(),
             "draining: no new connections; operations in flight finish, then each client connection closes"
@@ -203,6 +204,9 @@ async fn upgrade(
             match sending {
                 Ok(_) => {
                     router.lifecycle.handover.export_to(tx);
+                    // The service manager follows the new process (this
+                    // one says nothing more).
+                    router.lifecycle.notify.hand_main_to(s.pid);
                     tracing::info!(pid = s.pid, binary = %s.binary, "upgrade: the new process serves");
                     Ok(crate::lifecycle::handover::Upgraded {
                         pid: s.pid,

@@ -280,6 +280,7 @@ async fn listen_and_serve(
     }
     let ldaps_copy = ldaps.as_ref().map(copy).transpose()?;
     upgrader.listening(copy(&listener)?, ldaps_copy, admin);
+    let upgraded = incoming.is_some();
     if let Some(i) = incoming {
         tracing::info!("upgrade: took over the listeners from the old process");
         i.serving(&router.lifecycle.handover);
@@ -288,6 +289,11 @@ async fn listen_and_serve(
         tokio::spawn(super::signals::watch_files(router.clone(), rx.clone()));
     }
     tokio::spawn(super::signals::signals(tx, router.clone(), root, upgrader));
+    // A new process of a hot upgrade is not the service's main process
+    // yet: the old one tells the service manager when it serves.
+    if !upgraded {
+        router.lifecycle.notify.ready(&status_line(&router, addr));
+    }
     tracing::info!(
         threads = router.cfg.workers,
         spread_above = router.cfg.spread_above,
@@ -298,6 +304,15 @@ async fn listen_and_serve(
     router.lifecycle.handover.finish();
     tracing::info!("dsa-router stopped");
     Ok(())
+}
+
+/// The service manager's status line once the router listens.
+fn status_line(router: &Context, addr: std::net::SocketAddr) -> String {
+    let snap = &router.routing().snap;
+    format!(
+        "serving on {addr}: {} DSA(s) in the knowledge",
+        snap.dsas.len()
+    )
 }
 
 /// The LDAPS listener of --ldaps-listen.
