@@ -65,6 +65,9 @@ pub enum CtlCmd {
         #[arg(long)]
         force: bool,
     },
+    /// Reopen the access log's file, as on SIGUSR1: after logrotate moved
+    /// it, the next lines go to a new file of that name.
+    ReopenLogs,
     /// Drain the router and exit, as on SIGTERM: no new connections,
     /// operations in flight finish (`--drain-timeout`), each client
     /// connection closes between operations.
@@ -176,6 +179,7 @@ pub fn run(args: &CtlArgs) -> ExitCode {
         CtlCmd::Enable { name } => ("POST", format!("/dsas/{}/enable", escape(name))),
         CtlCmd::Reload { force: false } => ("POST", "/reload".to_string()),
         CtlCmd::Reload { force: true } => ("POST", "/reload?force=true".to_string()),
+        CtlCmd::ReopenLogs => ("POST", "/reopen-logs".to_string()),
         CtlCmd::Shutdown => ("POST", "/shutdown".to_string()),
         CtlCmd::Upgrade => ("POST", "/upgrade".to_string()),
     };
@@ -211,7 +215,7 @@ pub fn run(args: &CtlArgs) -> ExitCode {
             v.get("pid").and_then(|m| m.as_u64()).unwrap_or(0),
             v.get("binary").and_then(|m| m.as_str()).unwrap_or("?")
         ),
-        CtlCmd::Reload { .. } => println!(
+        CtlCmd::Reload { .. } | CtlCmd::ReopenLogs => println!(
             "{}",
             v.get("message")
                 .and_then(|m| m.as_str())
@@ -265,6 +269,9 @@ pub fn render(s: &Status) -> String {
     );
     for w in &s.prefix_warnings {
         let _ = writeln!(out, "WARNING: {}", w.message);
+    }
+    for w in &s.warnings {
+        let _ = writeln!(out, "WARNING: {w}");
     }
     if let Some(r) = &s.last_reload {
         let _ = writeln!(

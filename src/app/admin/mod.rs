@@ -23,6 +23,7 @@
 //! * `/reload`: reload knowledge (validated whole; the old snapshot
 //!   stays on error, and the response says why); a reload that takes
 //!   the DSAs away only with `?force=true`.
+//! * `/reopen-logs`: reopen the access log's file, as on SIGUSR1.
 
 pub mod ctl;
 mod ctl_socket;
@@ -204,6 +205,18 @@ async fn post_reload(
     }
 }
 
+/// `POST /reopen-logs` (`ctl reopen-logs`): reopen the access log's
+/// file, as on SIGUSR1 (after logrotate moved it); which file, if any.
+async fn post_reopen_logs() -> Response {
+    let file = crate::observe::access::file();
+    crate::observe::access::reopen();
+    let message = match &file {
+        Some(f) => format!("the access log {} is reopened", f.display()),
+        None => "the access log goes to no file: nothing to reopen".to_string(),
+    };
+    Json(json!({"ok": true, "file": file, "message": message})).into_response()
+}
+
 /// `POST /shutdown` (`ctl shutdown`): drain and exit, as on SIGTERM.
 async fn post_shutdown(State(app): State<App>) -> Response {
     tracing::info!("admin API: shutdown asked");
@@ -347,6 +360,7 @@ fn controls() -> axum::Router<App> {
     axum::Router::new()
         .route("/dsas/{name}/{action}", post(post_dsa))
         .route("/reload", post(post_reload))
+        .route("/reopen-logs", post(post_reopen_logs))
         .route("/shutdown", post(post_shutdown))
         .route("/upgrade", post(post_upgrade))
 }

@@ -90,6 +90,10 @@ pub struct Status {
     /// `namingContexts`), with the likely prefix.
     #[serde(default)]
     pub prefix_warnings: Vec<PrefixNote>,
+    /// Other warnings: knowledge blocks found to be this router itself
+    /// (at an address that did not say so).
+    #[serde(default)]
+    pub warnings: Vec<String>,
 }
 
 /// A partition's prefix that no DSA of it holds.
@@ -242,30 +246,7 @@ pub fn status(router: &Context) -> Status {
                         }
                         .to_string(),
                         health: if st.is_up() { "up" } else { "down" }.to_string(),
-                        reason: match st.admin() {
-                            Admin::Enabled if lagging.is_some() => {
-                                format!(
-                                    "serves no reads: {}; health: {}",
-                                    lagging.unwrap_or_default(),
-                                    t.reason
-                                )
-                            }
-                            Admin::Enabled => match (st.ejection(), st.bind_ejection()) {
-                                (Some(e), _) if st.is_up() => {
-                                    format!("ejected as an outlier: {e}; health: {}", t.reason)
-                                }
-                                (_, Some(b)) if st.is_up() => {
-                                    format!("{b}; health: {}", t.reason)
-                                }
-                                _ => t.reason.clone(),
-                            },
-                            Admin::Disabled => {
-                                format!("disabled by an administrator; health: {}", t.reason)
-                            }
-                            Admin::Draining => {
-                                format!("draining by an administrator; health: {}", t.reason)
-                            }
-                        },
+                        reason: reason(st, &t, lagging.as_deref()),
                         in_flight: st.in_flight(),
                         own_connections: st.own_conns.load(std::sync::atomic::Ordering::Relaxed),
                         spare_connections: st
@@ -320,7 +301,51 @@ pub fn status(router: &Context) -> Status {
             .into_iter()
             .map(PrefixNote::from)
             .collect(),
+        warnings: itself(&r.states),
     }
+}
+
+/// Why a DSA is in its state, as `/status` says it.
+fn reason(
+    st: &crate::backend::dsa_state::DsaState,
+    t: &crate::backend::dsa_state::Track,
+    lagging: Option<&str>,
+) -> String {
+    match st.admin() {
+        _ if st.is_itself() => t.reason.clone(),
+        Admin::Enabled if lagging.is_some() => {
+            format!(
+                "serves no reads: {}; health: {}",
+                lagging.unwrap_or_default(),
+                t.reason
+            )
+        }
+        Admin::Enabled => match (st.ejection(), st.bind_ejection()) {
+            (Some(e), _) if st.is_up() => {
+                format!("ejected as an outlier: {e}; health: {}", t.reason)
+            }
+            (_, Some(b)) if st.is_up() => {
+                format!("{b}; health: {}", t.reason)
+            }
+            _ => t.reason.clone(),
+        },
+        Admin::Disabled => {
+            format!("disabled by an administrator; health: {}", t.reason)
+        }
+        Admin::Draining => {
+            format!("draining by an administrator; health: {}", t.reason)
+        }
+    }
+}
+
+/// The warnings for knowledge blocks found to be this router itself.
+fn itself(states: &crate::backend::dsa_state::States) -> Vec<String> {
+    states
+        .0
+        .iter()
+        .filter(|st| st.is_itself())
+        .map(|st| format!("knowledge block {} is this router itself (its root DSE carries this process's instance marker): taken as the router's own block, never a target; pass --name {} to say so", st.name, st.name))
+        .collect()
 }
 
 impl Utilization {

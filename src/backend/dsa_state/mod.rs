@@ -86,6 +86,9 @@ pub struct DsaState {
     /// Each connection to it starts with a PROXY protocol v2 header
     /// (`--send-proxy-to`): [`crate::proto::proxy_protocol::send`].
     pub send_proxy: std::sync::atomic::AtomicBool,
+    /// It turned out to be this router itself ([`DsaState::found_itself`]):
+    /// out of selection, not probed again.
+    itself: std::sync::atomic::AtomicBool,
 }
 
 /// One thing held on a DSA, counted while it lives (a persistent search,
@@ -144,6 +147,7 @@ impl DsaState {
             }),
             advertised: Mutex::new(None),
             send_proxy: std::sync::atomic::AtomicBool::new(false),
+            itself: std::sync::atomic::AtomicBool::new(false),
             reads: ReadStats::default(),
             latency: Default::default(),
             probe_latency: Default::default(),
@@ -171,6 +175,9 @@ impl DsaState {
     }
 
     pub fn status(&self) -> DsaStatus {
+        if self.is_itself() {
+            return DsaStatus::Disabled;
+        }
         match self.admin() {
             Admin::Disabled => DsaStatus::Disabled,
             Admin::Draining => DsaStatus::Draining,

@@ -1,6 +1,7 @@
 //! `serve` and `demo`: the flags ([`LimitArgs`], [`TlsArgs`],
 //! [`ServeArgs`]; `flags`: the clap forms of other layers' settings;
-//! `values`: durations, sizes and counts; [`groups`]: the help headings),
+//! `values`: durations, sizes and counts; [`groups`]: the help headings;
+//! [`naming`]: settings named in errors by where they came from),
 //! the settings file ([`settings`]), the
 //! startup sequence (`startup`: knowledge, context, workers, listeners),
 //! and what reaches a running router from outside (`signals`: signals and
@@ -9,6 +10,7 @@
 mod flags;
 pub mod groups;
 mod limits;
+pub mod naming;
 pub mod settings;
 mod signals;
 mod startup;
@@ -191,7 +193,7 @@ pub fn demo(limits: &LimitArgs, listen: Option<String>) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let mut cfg = match limits.config() {
+    let mut cfg = match limits.config(&naming::Flags) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("error: {e}");

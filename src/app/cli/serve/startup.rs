@@ -128,8 +128,8 @@ fn context(args: &ServeArgs, snap: Snapshot) -> Result<Context> {
             })
         })
         .unwrap_or_else(|| crate::app::cli::DEFAULT_LISTEN.to_string());
-    let mut c = args.limits.config()?;
-    args.tls.apply(&mut c)?;
+    let mut c = args.limits.config(&args.origins)?;
+    args.tls.apply(&mut c, &args.origins)?;
     let name = match &args.name {
         Some(n) => Some(n.clone()),
         None => own_block(&snap, &listen, c.ldaps_listen.as_deref())?,
