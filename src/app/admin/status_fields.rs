@@ -201,6 +201,10 @@ pub const FIELDS: &[(&str, &str)] = &[
         "the likely prefix, when one is near",
     ),
     ("prefix_warnings[].message", "the whole warning, as logged"),
+    (
+        "warnings",
+        "other warnings, as logged: a knowledge block found to be this router itself (its root DSE carries this process's marker)",
+    ),
 ];
 
 /// A `/status` with every optional field set and one element in each list.
@@ -286,6 +290,7 @@ fn example() -> Status {
             suggestion: text(),
             ..PrefixNote::default()
         }],
+        warnings: vec![String::new()],
     }
 }
 
