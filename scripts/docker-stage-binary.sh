@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Puts the host's release build of dsa-router where the router image's
 # build (docker/router/Dockerfile, without cargo in BUILD_FROM) takes it:
-# docker/.bin/dsa-router in the build context. The binary is found where
+# docker/.bin/dsa-router in the build context, without its debug info. The binary is found where
 # cargo put it: $CARGO_TARGET_DIR/release when that is set (or
 # build.target-dir in a cargo config), else target/release; `cargo
 # metadata` says which. Used by scripts/docker-up.sh and
@@ -22,5 +22,10 @@ mkdir -p docker/.bin
 # A copy, not a link: the build context cannot follow a link out of it,
 # and the target directory may be on another file system.
 cp -p "$bin" docker/.bin/dsa-router.tmp
+# The release profile keeps line tables for profiling (Cargo.toml); the
+# image does not need them (the Debian package strips them too).
+if command -v strip >/dev/null 2>&1; then
+    strip --strip-debug docker/.bin/dsa-router.tmp
+fi
 mv -f docker/.bin/dsa-router.tmp docker/.bin/dsa-router
 echo "docker-stage-binary.sh: $bin -> docker/.bin/dsa-router" >&2

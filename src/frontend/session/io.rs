@@ -208,17 +208,15 @@ async fn drive(start: Box<Start>) -> Option<Box<Moving>> {
     let mut writer = tokio::spawn(writer::writer(wr, out.clone(), done.clone(), pause.clone()));
     let cfg = &router.cfg;
     let mut r = Reading::new(&router.admission.request_memory, buf);
-    // Made once, not per read. The timer is boxed: it would otherwise be
-    // part of every idle connection's task.
+    // Made once, not per read; boxed, not in every idle connection's task.
     let mut timer = Box::pin(tokio::time::sleep_until(far_future()));
-    let kill = out.kill.clone();
+    let (kill, mut flush) = (out.kill.clone(), CLOSE_FLUSH);
     let mut killed = std::pin::pin!(kill.cancelled());
     // The loop waits on `shutdown`; a session that moves takes a copy.
     let onward = shutdown.clone();
     let mut shut = std::pin::pin!(shutdown.changed());
     // Hot upgrade: since when it is asked to leave (session::handover).
     let mut leaving: Option<std::time::Instant> = None;
-    let mut flush = CLOSE_FLUSH;
     let notice = 'conn: loop {
         if let Some(since) = leaving {
             match s.leave_step(&r, since) {
