@@ -256,7 +256,7 @@ until [ "$(health "$router")" = healthy ]; do
     [ "$(date +%s)" -lt "$deadline" ] || fail "router not healthy after 60 s (health: $(health "$router"))"
     sleep 0.2
 done
-ok "router container healthy (HEALTHCHECK: dsa-router ctl status)"
+ok "router container healthy (HEALTHCHECK: dsa-router ctl ready)"
 wait_states "" 30 || fail "not every DSA is up"
 ok "router sees all 6 DSAs up: $(states)"
 

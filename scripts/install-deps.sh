@@ -5,7 +5,9 @@
 #           base image, made without a registry),
 #           sasl2-bin + libsasl2-modules (saslpasswd2; DIGEST-MD5 and
 #           SCRAM-SHA-256 for slapd's SASL via sasldb),
-#           default-jdk-headless (javac: the JNDI client tests)
+#           default-jdk-headless (javac: the JNDI client tests),
+#           prometheus (promtool: the metrics lint and the example alert
+#           rules' tests; its service is kept from starting)
 #   PyPI (for the `python3` on PATH): ldap3, prometheus_client
 # Tests run their own slapd processes (tests/support/slapd.rs); the system
 # slapd that the Debian package would start is kept from starting (or
@@ -44,6 +46,7 @@ done
 { command -v saslpasswd2 >/dev/null 2>&1 || [ -x /usr/sbin/saslpasswd2 ]; } || apt_pkgs+=(sasl2-bin)
 ls /usr/lib/*/sasl2/libscram.so* /usr/lib/*/sasl2/libdigestmd5.so* >/dev/null 2>&1 || apt_pkgs+=(libsasl2-modules)
 command -v javac >/dev/null 2>&1 || apt_pkgs+=(default-jdk-headless)
+command -v promtool >/dev/null 2>&1 || apt_pkgs+=(prometheus)
 # The status page's browser test: headless Chromium, its driver, Selenium.
 command -v chromium >/dev/null 2>&1 || apt_pkgs+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || apt_pkgs+=(chromium-driver)

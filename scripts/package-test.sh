@@ -4,8 +4,8 @@
 #   * on the host: the files and conffiles it holds, and
 #     `systemd-analyze verify` of its unit (when systemd-analyze exists);
 #   * in a fresh container from the project's own base image
-#     (scripts/docker-build-base.sh, plus man-db, and man pages no longer
-#     excluded, as on any Debian system): `dpkg -i` installs it; the
+#     (scripts/docker-build-base.sh, plus man-db and logrotate, and man
+#     pages no longer excluded, as on any Debian system): `dpkg -i` installs it; the
 #     system user exists; an OpenLDAP slapd (docker/slapd/dsa-slapd) is put
 #     where the packaged example knowledge says DSA1 is, 127.0.0.1:1389,
 #     holding dc=example,dc=com; the router is started with the unit's own
@@ -17,8 +17,14 @@
 #     is (the control socket in the unit's RuntimeDirectory=) for root and
 #     the service user, and refuses user nobody, over the socket and over
 #     TCP (which is read-only without a token); logs carry
-#     no colour codes; `man dsa-router` shows serve's options; the
-#     completions load; `dpkg --purge` removes it.
+#     no colour codes; the access log goes to
+#     /var/log/dsa-router/access.log (made as LogsDirectory= makes it),
+#     not to stderr; `logrotate -d` parses /etc/logrotate.d/dsa-router and
+#     a forced rotation moves the file while the router's next lines go
+#     to a fresh one (the file's postrotate, `dsa-router ctl reopen-logs`);
+#     README.md and docs/ are under /usr/share/doc/dsa-router;
+#     `man dsa-router` shows serve's options; the completions load;
+#     `dpkg --purge` removes it.
 # systemd does not run inside the container: the unit itself is checked by
 # systemd-analyze on the host, and its command lines are run as they are.
 # Exits non-zero when any check fails; removes its container and files on
@@ -79,15 +85,25 @@ dpkg-deb -c "$deb" | awk '{ print $NF }' | sed 's|^\./|/|' >"$work/files"
 for f in /usr/bin/dsa-router /etc/dsa-router/router.dxg /etc/dsa-router/R1.dxc /etc/dsa-router/DSA1.dxc /etc/dsa-router/router.toml \
     /etc/default/dsa-router /usr/share/man/man1/dsa-router.1.gz \
     /usr/share/bash-completion/completions/dsa-router /usr/share/zsh/vendor-completions/_dsa-router \
-    /usr/share/fish/vendor_completions.d/dsa-router.fish; do
+    /usr/share/fish/vendor_completions.d/dsa-router.fish /etc/logrotate.d/dsa-router \
+    /usr/share/doc/dsa-router/README.md; do
     grep -qx "$f" "$work/files" || fail "$f is not in the package"
 done
+# The user documentation, every page of docs/ beside the README (whose
+# links name docs/PAGE.md).
+ndocs=0
+for f in docs/*.md; do
+    grep -qx "/usr/share/doc/dsa-router/$f" "$work/files" || fail "/usr/share/doc/dsa-router/$f is not in the package"
+    ndocs=$((ndocs + 1))
+done
+[ "$ndocs" -gt 10 ] && grep -qx /usr/share/doc/dsa-router/docs/reference.md "$work/files" ||
+    fail "docs/reference.md is not in the package ($ndocs pages)"
 unit=$(grep -E '^/(usr/)?lib/systemd/system/dsa-router\.service$' "$work/files") || fail "no dsa-router.service in the package"
 dpkg-deb -e "$deb" "$work/control"
-for f in /etc/dsa-router/router.dxg /etc/dsa-router/router.toml /etc/default/dsa-router; do
+for f in /etc/dsa-router/router.dxg /etc/dsa-router/router.toml /etc/default/dsa-router /etc/logrotate.d/dsa-router; do
     grep -qx "$f" "$work/control/conffiles" || fail "$f is not a conffile"
 done
-ok "the package holds the binary, $unit, /etc/dsa-router/, /etc/default/dsa-router (conffiles), the man page and completions"
+ok "the package holds the binary, $unit, /etc/dsa-router/, /etc/default/dsa-router, /etc/logrotate.d/dsa-router (conffiles), the man page, the completions, README.md and the $ndocs pages of docs/ under /usr/share/doc/dsa-router"
 dpkg-deb -x "$deb" "$work/root"
 if command -v systemd-analyze >/dev/null 2>&1; then
     # The package's files as the root, with the host's units beside them
@@ -118,7 +134,7 @@ FROM ${BASE}
 LABEL io.dsa-router.pkgtest=1
 RUN set -eu; rm -f /etc/dpkg/dpkg.cfg.d/docker-slim; \
     apt-get update -q; \
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends man-db; \
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends man-db logrotate; \
     rm -rf /var/lib/apt/lists/*
 DOCKERFILE
     cat "$work/build.log" >&2
@@ -175,6 +191,10 @@ envfile=$(unit_line EnvironmentFile)
 # the unit's user with the unit's ambient capability (and no new
 # privileges).
 ctr install -d -o "$user" -g "$user" -m "$runmode" "$rundir"
+# LogsDirectory=: /var/log/NAME, the service user's (mode 0755).
+logdir=/var/log/$(unit_line LogsDirectory)
+[ "$logdir" = /var/log/dsa-router ] || fail "unexpected unit: LogsDirectory '$logdir'"
+ctr install -d -o "$user" -g "$user" -m 0755 "$logdir"
 as_unit() {
     printf 'set -a; . %s; RUNTIME_DIRECTORY=%s; set +a; exec setpriv --reuid %s --regid %s --init-groups --no-new-privs --inh-caps %s --ambient-caps %s -- %s' \
         "$envfile" "$rundir" "$user" "$user" "$caps" "$caps" "$1"
@@ -245,6 +265,44 @@ ctr grep -q "dsa-router listening" /tmp/router.log || fail "no 'dsa-router liste
 if ctr grep -q $'\e' /tmp/router.log; then fail "ANSI escapes in the log (not a terminal)"; fi
 ok "logs: plain text on stderr, no colour codes ($(ctr sh -c 'wc -l </tmp/router.log') lines)"
 
+# ---- the access log: a file of its own, rotated by logrotate
+access=$logdir/access.log
+# Lines are written every 100 ms: wait for them.
+lines_in() {
+    local deadline=$(($(date +%s) + 10)) n
+    while :; do
+        n=$(ctr sh -c "grep -c ' op=\"search\"' $1 2>/dev/null || true")
+        [ "${n:-0}" -ge "$2" ] && return 0
+        [ "$(date +%s)" -lt "$deadline" ] || return 1
+        sleep 0.2
+    done
+}
+lines_in "$access" 2 || fail "no search lines in $access: $(ctr sh -c "cat $access" 2>&1 | tail -n 5)"
+ctr grep -q ' dn=cn=served-by,dc=example,dc=com ' "$access" || fail "the search of cn=served-by is not in $access"
+if ctr grep -q ' access: ' /tmp/router.log; then fail "access lines on stderr (the journal): $(ctr grep ' access: ' /tmp/router.log | head -n 2)"; fi
+ok "the access log goes to $access ($(ctr sh -c "wc -l <$access") lines, $(ctr stat -c '%a %U' "$access")), not to stderr"
+ctr logrotate -d /etc/logrotate.d/dsa-router >"$work/logrotate.out" 2>&1 ||
+    fail "logrotate -d: $(cat "$work/logrotate.out")"
+if grep -qi '^error' "$work/logrotate.out"; then fail "logrotate -d: $(grep -i '^error' "$work/logrotate.out")"; fi
+before=$(ctr sh -c "grep -c ' op=' $access")
+ctr logrotate -f -s /tmp/logrotate.state /etc/logrotate.d/dsa-router >"$work/logrotate.out" 2>&1 ||
+    fail "logrotate -f: $(cat "$work/logrotate.out")"
+ctr test -f "$access.1" || fail "logrotate -f did not move $access: $(ctr ls -l "$logdir")"
+[ "$(ctr sh -c "grep -c ' op=' $access.1")" = "$before" ] || fail "$access.1 holds other lines than $access did"
+search -b "cn=served-by,dc=example,dc=com" -s base description >/dev/null || fail "no answer after the rotation"
+lines_in "$access" 1 || fail "no line in the new $access after logrotate: $(ctr ls -l "$logdir"; ctr tail -n 3 /tmp/router.log)"
+[ "$(ctr sh -c "grep -c ' op=' $access.1")" = "$before" ] || fail "lines went to $access.1 after the reopen"
+mode=$(ctr stat -c '%a %U:%G' "$access")
+[ "$mode" = "640 $user:adm" ] || fail "the new $access is $mode, want 640 $user:adm"
+ok "logrotate: -d parses /etc/logrotate.d/dsa-router; -f moves $access to $access.1 ($before lines) and, after ctl reopen-logs, new lines go to a fresh $access ($mode)"
+
+# ---- the documentation
+for f in README.md docs/README.md docs/reference.md docs/logs.md docs/debian.md; do
+    ctr test -s "/usr/share/doc/dsa-router/$f" || fail "/usr/share/doc/dsa-router/$f is not installed"
+    docker exec -i "$container" cmp -s "/usr/share/doc/dsa-router/$f" - <"$f" || fail "/usr/share/doc/dsa-router/$f differs from $f"
+done
+ok "the documentation is installed: /usr/share/doc/dsa-router/README.md and docs/ ($(ctr sh -c 'ls /usr/share/doc/dsa-router/docs | wc -l') pages)"
+
 # ---- man page and completions
 ctr sh -c 'MANPAGER=cat MANWIDTH=100 man dsa-router' >"$work/man.txt" 2>&1 || fail "man dsa-router: $(head -n 5 "$work/man.txt")"
 for want in "DSA-ROUTER SERVE" "--knowledge <KNOWLEDGE>" "--max-clients" "--listen <LISTEN>" "/etc/default/dsa-router" "SIGHUP"; do
@@ -257,5 +315,8 @@ ok "man dsa-router shows serve's options ($(wc -l <"$work/man.txt") lines); the 
 # ---- removal
 ctr sh -c 'for p in /proc/[0-9]*; do [ "$(cat "$p/comm" 2>/dev/null)" = dsa-router ] && kill "${p#/proc/}"; done; true'
 ctr dpkg --purge dsa-router >"$work/purge.log" 2>&1 || fail "dpkg --purge: $(cat "$work/purge.log")"
-if ctr test -e /etc/dsa-router/router.dxg || ctr test -e /usr/bin/dsa-router; then fail "files left after purge"; fi
+if ctr test -e /etc/dsa-router/router.dxg || ctr test -e /usr/bin/dsa-router || ctr test -e /etc/logrotate.d/dsa-router ||
+    ctr test -e /usr/share/doc/dsa-router/README.md || ctr test -e "$logdir"; then
+    fail "files left after purge"
+fi
 ok "dpkg --purge removes the package and its conffiles"

@@ -226,8 +226,17 @@ fn reference_page() -> String {
          overrides the file.\n\n\
          ## `dsa-router serve --help`\n\n```text\n{}\n```\n\n\
          ## The settings file, every setting at its default\n\n\
-         `dsa-router config --defaults` prints this file.\n\n```toml\n{}\n```\n",
+         `dsa-router config --defaults` prints this file.\n\n```toml\n{}\n```\n\n\
+         ## Metrics\n\n\
+         Every metric family of `GET /metrics` (Prometheus text format). \
+         Per-DSA families leave out the router's own block; a value the \
+         router does not know has no sample. See [monitoring.md](monitoring.md).\n\n{}\n\
+         ## `GET /status`\n\n\
+         The fields of the JSON `/status` answers (`ctl status --json`); \
+         `[]` is each element of a list, `*` any key of a map.\n\n{}",
         help.trim_end(),
-        dsa_router::app::cli::serve::settings::defaults().trim_end()
+        dsa_router::app::cli::serve::settings::defaults().trim_end(),
+        dsa_router::observe::catalog::markdown(),
+        dsa_router::app::admin::status_fields::markdown()
     )
 }

@@ -270,7 +270,7 @@ pub async fn run(cfg: Config, listen: Option<String>) -> Result<(), DemoError> {
                 admin,
                 crate::app::admin::ctl::DEFAULT_ADMIN.to_string(),
                 router.clone(),
-                None,
+                crate::app::admin::Access::default(),
                 rx.clone(),
             ));
         }
@@ -278,8 +278,14 @@ pub async fn run(cfg: Config, listen: Option<String>) -> Result<(), DemoError> {
     }
     // `ctl drain D2` and the like: the control socket at its default.
     let control = crate::app::admin::socket::Setting::from_flag(None);
-    if let Err(e) =
-        crate::app::admin::start_control(&control, false, router.clone(), rx.clone()).await
+    if let Err(e) = crate::app::admin::start_control(
+        &control,
+        false,
+        router.clone(),
+        Default::default(),
+        rx.clone(),
+    )
+    .await
     {
         tracing::warn!("no control socket: {e}");
     }

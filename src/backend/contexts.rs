@@ -209,14 +209,24 @@ pub(crate) async fn run(backend: Arc<Backend>, mut shutdown: tokio::sync::watch:
     }
 }
 
+/// What `check --online` reads of one DSA's root DSE.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Read {
+    /// Its `namingContexts`.
+    pub contexts: Vec<String>,
+    /// A dsa-router's instance marker ([`crate::base::instance`]): the
+    /// block is a router, not a DSA.
+    pub router_instance: Option<String>,
+}
+
 /// `check --online`: read each DSA's naming contexts (anonymously, within
-/// `limits`' connect and operation timeouts): (DSA index, its contexts,
+/// `limits`' connect and operation timeouts): (DSA index, what it said,
 /// or why not).
 pub async fn read(
     snap: &Snapshot,
     table: &Table,
     limits: crate::backend::settings::Limits,
-) -> Vec<(DsaId, crate::base::error::Result<Vec<String>>)> {
+) -> Vec<(DsaId, crate::base::error::Result<Read>)> {
     let mut idx: Vec<DsaId> = table
         .partitions()
         .iter()
@@ -229,18 +239,22 @@ pub async fn read(
     idx.into_iter().zip(got).collect()
 }
 
-/// One DSA's naming contexts.
+/// One DSA's naming contexts and router marker.
 async fn read_one(
     d: &DsaDef,
     limits: crate::backend::settings::Limits,
-) -> crate::base::error::Result<Vec<String>> {
+) -> crate::base::error::Result<Read> {
     let state = Arc::new(crate::backend::dsa_state::DsaState::new(d.name.clone()));
     let addrs = crate::backend::upstream::pool::targets(d);
     let conn =
         crate::backend::upstream::pool::connect_bound(&state, &addrs, None, limits, None).await?;
     let got = crate::backend::upstream::advertised::read(&conn, limits.op_timeout).await;
     conn.close();
-    Ok(got?.naming_contexts)
+    let got = got?;
+    Ok(Read {
+        contexts: got.naming_contexts,
+        router_instance: got.router_instance,
+    })
 }
 
 #[cfg(test)]

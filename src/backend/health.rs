@@ -12,7 +12,10 @@
 //! searches never time out). Probes follow reloads: they read the snapshot
 //! afresh every round. After a good probe, a DSA's root DSE is read when it
 //! was not yet, or 5 minutes ago (what it advertises: SASL mechanisms,
-//! controls, extensions, its schema entry).
+//! controls, extensions, its schema entry). A root DSE that carries this
+//! process's instance marker ([`crate::base::instance`]) is this router
+//! itself, at an address that did not say so: that block is taken as the
+//! router's own, out of selection and no longer probed.
 
 use crate::admission::policy::schema;
 use crate::backend::dsa_state::DsaState;
@@ -173,6 +176,11 @@ async fn read_dse(router: &Backend, st: &DsaState, c: &Arc<Conn>, fresh: bool, t
     let schema = router.policies.hides() && (stale || fresh || schemas.due(&st.name));
     if stale || schema {
         match advertised::read(c, timeout).await {
+            Ok(a) if a.router_instance.as_deref() == Some(crate::base::instance::marker()) => {
+                // Our own marker: the probe reached this router.
+                st.found_itself("its root DSE carries this process's instance marker");
+                return;
+            }
             Ok(a) => st.set_advertised(a),
             Err(e) => {
                 tracing::debug!(dsa = %st.name, error = %crate::base::logsafe::esc(&e), "root DSE not read");
@@ -250,6 +258,7 @@ pub(crate) async fn run(
                 .iter()
                 .enumerate()
                 .filter(|(i, _)| Some(DsaId::new(*i)) != routing.table.router)
+                .filter(|(i, _)| !routing.states.0[*i].is_itself())
                 .map(|(_, d)| d.name.to_string())
                 .collect();
             router.policies.schemas.expect(&names);
@@ -261,6 +270,8 @@ pub(crate) async fn run(
             .enumerate()
             .map(|(i, d)| (DsaId::new(i), d))
             .filter(|(i, _)| Some(*i) != routing.table.router)
+            // A block found to be this router: never probed again.
+            .filter(|(i, _)| !routing.states.0[*i].is_itself())
             .map(|(i, d)| {
                 let st = routing.states.0[i].clone();
                 let probe = Probe {

@@ -132,30 +132,34 @@ impl Pinned {
     }
 }
 
-/// Knowledge's router-wide settings, each with the `serve` setting that
-/// overrides it and its value.
-pub fn knowledge_values(k: &RouterSettings) -> [(&'static str, &'static str, Option<u32>); 7] {
+/// Knowledge's router-wide settings that it sets: each line's `key =
+/// value` as written, with the `serve` setting that overrides it.
+pub fn knowledge_values(k: &RouterSettings) -> Vec<(String, &'static str)> {
+    let n = |key: &str, v: Option<u32>| v.map(|v| format!("{key} = {v}"));
+    let d = |v: &Option<crate::directory::knowledge::SetDuration>| {
+        v.as_ref().map(|d| d.written.clone())
+    };
     [
-        ("dsa-router-cpu-threshold", "cpu-threshold", k.cpu_threshold),
         (
-            "dsa-router-memory-threshold",
+            n("dsa-router-cpu-threshold", k.cpu_threshold),
+            "cpu-threshold",
+        ),
+        (
+            n("dsa-router-memory-threshold", k.memory_threshold),
             "memory-threshold",
-            k.memory_threshold,
         ),
         (
-            "dsa-router-concurrency-limit",
+            n("dsa-router-concurrency-limit", k.concurrency_limit),
             "dsa-concurrency-limit",
-            k.concurrency_limit,
         ),
-        ("dsa-router-hedge-budget", "hedge-budget", k.hedge_budget),
-        ("dsa-router-hedge-floor-ms", "hedge-floor", k.hedge_floor_ms),
-        ("dsa-router-max-ejection", "max-ejection", k.max_ejection),
-        (
-            "dsa-router-ejection-time",
-            "ejection-time",
-            k.ejection_time_s,
-        ),
+        (n("dsa-router-hedge-budget", k.hedge_budget), "hedge-budget"),
+        (d(&k.hedge_floor), "hedge-floor"),
+        (n("dsa-router-max-ejection", k.max_ejection), "max-ejection"),
+        (d(&k.ejection_time), "ejection-time"),
     ]
+    .into_iter()
+    .filter_map(|(written, flag)| Some((written?, flag)))
+    .collect()
 }
 
 /// What knowledge's `set dsa-router-*` lines do under `pinned`: one
@@ -163,16 +167,11 @@ pub fn knowledge_values(k: &RouterSettings) -> [(&'static str, &'static str, Opt
 pub fn knowledge_notices(k: &RouterSettings, pinned: &Pinned) -> Vec<String> {
     knowledge_values(k)
         .into_iter()
-        .filter_map(|(key, flag, v)| {
-            let v = v?;
-            Some(match pinned.by(flag) {
-                Some(by) => format!(
-                    "knowledge: set {key} = {v} is overridden by {flag} from {by}"
-                ),
-                None => format!(
-                    "knowledge: set {key} = {v} is in force (the settings file's {flag}, or --{flag}, would override it)"
-                ),
-            })
+        .map(|(written, flag)| match pinned.by(flag) {
+            Some(by) => format!("knowledge: set {written} is overridden by {flag} from {by}"),
+            None => format!(
+                "knowledge: set {written} is in force (the settings file's {flag}, or --{flag}, would override it)"
+            ),
         })
         .collect()
 }
@@ -184,13 +183,14 @@ impl Live {
         let own = |flag: &str| self.pinned.by(flag).is_some();
         let cli = self.tail;
         let pick = |flag: &str, v: Option<u32>| v.filter(|_| !own(flag));
+        let time = |flag: &str, v: &Option<crate::directory::knowledge::SetDuration>| {
+            v.as_ref().filter(|_| !own(flag)).map(|d| d.value)
+        };
         TailConfig {
             hedge_budget: pick("hedge-budget", k.hedge_budget).unwrap_or(cli.hedge_budget),
-            hedge_floor: pick("hedge-floor", k.hedge_floor_ms)
-                .map_or(cli.hedge_floor, |ms| Duration::from_millis(ms.into())),
+            hedge_floor: time("hedge-floor", &k.hedge_floor).unwrap_or(cli.hedge_floor),
             max_ejection: pick("max-ejection", k.max_ejection).unwrap_or(cli.max_ejection),
-            ejection_time: pick("ejection-time", k.ejection_time_s)
-                .map_or(cli.ejection_time, |s| Duration::from_secs(s.max(1).into())),
+            ejection_time: time("ejection-time", &k.ejection_time).unwrap_or(cli.ejection_time),
         }
     }
 

@@ -5,6 +5,8 @@
 //! * [`error`]: the one error type: who caused it, whether the operation
 //!   may be retried, and its LDAP result code and message.
 //! * `fasthash`: the unkeyed hasher of the maps on every operation's path.
+//! * [`instance`]: this process's instance marker, which its root DSE
+//!   carries so that it knows itself at any address.
 //! * [`logsafe`]: client- and DSA-supplied text in log lines, escaped
 //!   ([`logsafe::esc`]).
 //! * [`memory`]: freed memory given back to the system while the router
@@ -18,6 +20,7 @@
 
 pub mod error;
 pub(crate) mod fasthash;
+pub mod instance;
 pub mod logsafe;
 pub mod memory;
 pub(crate) mod outbox;

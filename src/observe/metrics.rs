@@ -2,6 +2,8 @@
 //! so tests can assert them). Fixed arrays of atomics: recording an
 //! operation is a few relaxed increments, no locks, no allocation.
 
+use super::catalog::{header, single};
+use super::histogram::Histogram;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
@@ -13,11 +15,6 @@ pub(crate) static TRACES_CALLER_CAPPED: AtomicU64 = AtomicU64::new(0);
 pub(crate) const OPS: &[&str] = &[
     "bind", "unbind", "search", "modify", "add", "delete", "moddn", "compare", "abandon",
     "extended",
-];
-
-/// Latency histogram bucket bounds, seconds.
-pub(crate) const BUCKETS: &[f64] = &[
-    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
 ];
 
 /// Why the router refused work.
@@ -49,9 +46,8 @@ pub(crate) fn op_index(name: &str) -> usize {
 
 pub struct Metrics {
     ops: Vec<AtomicU64>,
-    hist: Vec<AtomicU64>,
-    hist_sum_us: Vec<AtomicU64>,
-    hist_count: Vec<AtomicU64>,
+    /// Latency per operation kind.
+    hist: Vec<Histogram>,
     refusals: Vec<AtomicU64>,
     pub retries: AtomicU64,
     /// Hedged reads: hedges sent, hedges that answered first, slow reads
@@ -77,9 +73,7 @@ impl Default for Metrics {
     fn default() -> Self {
         Metrics {
             ops: zeros(OPS.len() * 256),
-            hist: zeros(OPS.len() * (BUCKETS.len() + 1)),
-            hist_sum_us: zeros(OPS.len()),
-            hist_count: zeros(OPS.len()),
+            hist: (0..OPS.len()).map(|_| Histogram::default()).collect(),
             refusals: zeros(REFUSALS.len()),
             retries: AtomicU64::new(0),
             hedges_sent: AtomicU64::new(0),
@@ -100,14 +94,9 @@ impl Metrics {
     pub fn op(&self, op: usize, code: u8, micros: u64) {
         let op = op.min(OPS.len() - 1);
         self.ops[op * 256 + code as usize].fetch_add(1, Ordering::Relaxed);
-        let secs = micros as f64 / 1e6;
-        let b = BUCKETS
-            .iter()
-            .position(|&le| secs <= le)
-            .unwrap_or(BUCKETS.len());
-        self.hist[op * (BUCKETS.len() + 1) + b].fetch_add(1, Ordering::Relaxed);
-        self.hist_sum_us[op].fetch_add(micros, Ordering::Relaxed);
-        self.hist_count[op].fetch_add(1, Ordering::Relaxed);
+        if let Some(h) = self.hist.get(op) {
+            h.observe_us(micros);
+        }
     }
 
     pub fn refused(&self, why: Refusal) {
@@ -128,18 +117,15 @@ impl Metrics {
         self.render_operations(out);
         self.render_latency(out);
         self.render_refusals(out);
-        for (name, kind, help, v) in self.singles() {
-            let _ = writeln!(out, "# HELP {name} {help}");
-            let _ = writeln!(out, "# TYPE {name} {kind}");
-            let _ = writeln!(out, "{name} {v}");
+        for (name, v) in self.singles() {
+            single(out, name, v);
         }
     }
 
     /// `dsa_router_operations_total`: one series per operation type and
     /// result code seen.
     fn render_operations(&self, out: &mut String) {
-        let _ = writeln!(out, "# HELP dsa_router_operations_total Operations completed, by type and LDAP result code.");
-        let _ = writeln!(out, "# TYPE dsa_router_operations_total counter");
+        header(out, "dsa_router_operations_total");
         for (oi, op) in OPS.iter().enumerate() {
             for code in 0..256 {
                 let v = self.ops[oi * 256 + code].load(Ordering::Relaxed);
@@ -156,51 +142,18 @@ impl Metrics {
     /// `dsa_router_operation_duration_seconds`: a histogram per operation
     /// type seen.
     fn render_latency(&self, out: &mut String) {
-        let _ = writeln!(
-            out,
-            "# HELP dsa_router_operation_duration_seconds Operation latency through the router."
-        );
-        let _ = writeln!(
-            out,
-            "# TYPE dsa_router_operation_duration_seconds histogram"
-        );
-        for (oi, op) in OPS.iter().enumerate() {
-            let count = self.hist_count[oi].load(Ordering::Relaxed);
-            if count == 0 {
-                continue;
+        let name = "dsa_router_operation_duration_seconds";
+        header(out, name);
+        for (op, h) in OPS.iter().zip(&self.hist) {
+            if h.count() > 0 {
+                h.render(out, name, &format!("op=\"{op}\""));
             }
-            let mut cum = 0;
-            for (bi, le) in BUCKETS.iter().enumerate() {
-                cum += self.hist[oi * (BUCKETS.len() + 1) + bi].load(Ordering::Relaxed);
-                let _ = writeln!(
-                    out,
-                    "dsa_router_operation_duration_seconds_bucket{{op=\"{op}\",le=\"{le}\"}} {cum}"
-                );
-            }
-            cum += self.hist[oi * (BUCKETS.len() + 1) + BUCKETS.len()].load(Ordering::Relaxed);
-            let _ = writeln!(
-                out,
-                "dsa_router_operation_duration_seconds_bucket{{op=\"{op}\",le=\"+Inf\"}} {cum}"
-            );
-            let sum = self.hist_sum_us[oi].load(Ordering::Relaxed) as f64 / 1e6;
-            let _ = writeln!(
-                out,
-                "dsa_router_operation_duration_seconds_sum{{op=\"{op}\"}} {sum}"
-            );
-            let _ = writeln!(
-                out,
-                "dsa_router_operation_duration_seconds_count{{op=\"{op}\"}} {cum}"
-            );
         }
     }
 
     /// `dsa_router_refusals_total`, by reason.
     fn render_refusals(&self, out: &mut String) {
-        let _ = writeln!(
-            out,
-            "# HELP dsa_router_refusals_total Operations or connections refused, by reason."
-        );
-        let _ = writeln!(out, "# TYPE dsa_router_refusals_total counter");
+        header(out, "dsa_router_refusals_total");
         for (i, r) in REFUSALS.iter().enumerate() {
             let _ = writeln!(
                 out,
@@ -210,85 +163,60 @@ impl Metrics {
         }
     }
 
-    /// The single-valued series: (name, type, help, value).
-    fn singles(&self) -> Vec<(&'static str, &'static str, &'static str, i64)> {
+    /// The single-valued series: (name, value); their help is in the
+    /// catalog.
+    fn singles(&self) -> Vec<(&'static str, i64)> {
         vec![
             (
                 "dsa_router_access_log_lines_total",
-                "counter",
-                "Access-log lines written.",
                 crate::observe::access::written() as i64,
             ),
             (
                 "dsa_router_access_log_dropped_total",
-                "counter",
-                "Access-log lines dropped because their destination did not keep up.",
                 crate::observe::access::dropped() as i64,
             ),
             (
                 "dsa_router_traces_caller_capped_total",
-                "counter",
-                "Operations whose caller asked for a trace past --otlp-caller-rate (sampled at --otlp-sample instead).",
                 TRACES_CALLER_CAPPED.load(Ordering::Relaxed) as i64,
             ),
             (
                 "dsa_router_hedges_total",
-                "counter",
-                "Slow reads also sent to another DSA of their group.",
                 self.hedges_sent.load(Ordering::Relaxed) as i64,
             ),
             (
                 "dsa_router_hedges_won_total",
-                "counter",
-                "Hedges that answered before the read they hedged.",
                 self.hedges_won.load(Ordering::Relaxed) as i64,
             ),
             (
                 "dsa_router_hedge_budget_refusals_total",
-                "counter",
-                "Slow reads left unhedged because the hedge budget was spent.",
                 self.hedge_refusals.load(Ordering::Relaxed) as i64,
             ),
             (
                 "dsa_router_ejections_total",
-                "counter",
-                "DSAs taken out of selection as outliers.",
                 self.ejections.load(Ordering::Relaxed) as i64,
             ),
             (
                 "dsa_router_bind_ejections_total",
-                "counter",
-                "DSAs taken out of selection for binds (their binds time out).",
                 self.bind_ejections.load(Ordering::Relaxed) as i64,
             ),
             (
                 "dsa_router_retries_total",
-                "counter",
-                "Reads re-sent to another DSA.",
                 self.retries.load(Ordering::Relaxed) as i64,
             ),
             (
-                "dsa_router_client_connections",
-                "gauge",
-                "Client connections open.",
+                "dsa_router_client_connections_open",
                 self.clients.load(Ordering::Relaxed),
             ),
             (
                 "dsa_router_client_connections_total",
-                "counter",
-                "Client connections accepted.",
                 self.clients_total.load(Ordering::Relaxed) as i64,
             ),
             (
                 "dsa_router_reloads_total",
-                "counter",
-                "Knowledge reloads applied.",
                 self.reloads_ok.load(Ordering::Relaxed) as i64,
             ),
             (
                 "dsa_router_reload_failures_total",
-                "counter",
-                "Knowledge reloads rejected.",
                 self.reloads_failed.load(Ordering::Relaxed) as i64,
             ),
         ]

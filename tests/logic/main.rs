@@ -18,6 +18,7 @@ mod future_size;
 mod fuzz_inputs;
 mod knowledge_load;
 mod knowledge_secrets;
+mod monitoring;
 mod properties;
 mod reference_doc;
 mod seed_table;

@@ -146,7 +146,7 @@ knowledge or settings are refused and the old stay in force. Settings
 changed in the file that need a restart are named in the log.
 .TP
 \fBSIGUSR1\fR
-Reopen the access log's file (logrotate).
+Reopen the access log's file (logrotate; \fBdsa-router ctl reopen-logs\fR).
 .TP
 \fBSIGUSR2\fR
 Hot upgrade to the binary at the router's own path (\fBdsa-router ctl upgrade\fR).

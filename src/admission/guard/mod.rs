@@ -311,27 +311,19 @@ impl Guard {
         (self.pairs.len(), self.dns.len(), self.addresses.len())
     }
 
-    /// The `/metrics` lines.
+    /// The `/metrics` lines (help and type from
+    /// [`crate::observe::catalog`]).
     pub fn render(&self, out: &mut String) {
+        use crate::observe::catalog::{header, single};
         let (pairs, dns, addrs) = self.tracked();
+        single(out, "dsa_router_binds_refused_total", self.refused());
+        single(out, "dsa_router_bind_backoffs_total", self.backoffs());
+        single(out, "dsa_router_binds_in_flight_busy_total", self.busy());
+        header(out, "dsa_router_failed_bind_keys");
         out.push_str(&format!(
-            "# HELP dsa_router_binds_refused_total Simple binds the router answered invalidCredentials itself (a DN or address in failed-bind back-off).\n\
-             # TYPE dsa_router_binds_refused_total counter\n\
-             dsa_router_binds_refused_total {}\n\
-             # HELP dsa_router_bind_backoffs_total Failed-bind back-offs begun (--failed-bind-limit, --failed-bind-limit-per-dn, --failed-bind-limit-per-address).\n\
-             # TYPE dsa_router_bind_backoffs_total counter\n\
-             dsa_router_bind_backoffs_total {}\n\
-             # HELP dsa_router_binds_in_flight_busy_total Simple binds answered busy (51): their DN's (address's) failures plus binds in flight stayed at its limit for the whole --bind-timeout.\n\
-             # TYPE dsa_router_binds_in_flight_busy_total counter\n\
-             dsa_router_binds_in_flight_busy_total {}\n\
-             # HELP dsa_router_failed_bind_keys Bind DNs (from one client address, and from all) and client addresses the failed-bind defence counts now.\n\
-             # TYPE dsa_router_failed_bind_keys gauge\n\
-             dsa_router_failed_bind_keys{{of=\"dn_address\"}} {pairs}\n\
+            "dsa_router_failed_bind_keys{{of=\"dn_address\"}} {pairs}\n\
              dsa_router_failed_bind_keys{{of=\"dn\"}} {dns}\n\
-             dsa_router_failed_bind_keys{{of=\"address\"}} {addrs}\n",
-            self.refused(),
-            self.backoffs(),
-            self.busy(),
+             dsa_router_failed_bind_keys{{of=\"address\"}} {addrs}\n"
         ));
     }
 }

@@ -344,14 +344,15 @@ impl Policies {
 
     /// The `/metrics` lines.
     pub fn render(&self, out: &mut String) {
-        out.push_str("# HELP dsa_router_policy_refusals_total Operations refused by a policy rule (--policy), by rule.\n# TYPE dsa_router_policy_refusals_total counter\n");
+        use crate::observe::catalog::header;
+        header(out, "dsa_router_policy_refusals_total");
         for (rule, n) in self.refusals() {
             let rule = rule.replace('\\', "\\\\").replace('"', "\\\"");
             out.push_str(&format!(
                 "dsa_router_policy_refusals_total{{rule=\"{rule}\"}} {n}\n"
             ));
         }
-        out.push_str("# HELP dsa_router_rate_limited_total Operations answered busy for the policy file's rates, by key and operation.\n# TYPE dsa_router_rate_limited_total counter\n");
+        header(out, "dsa_router_rate_limited_total");
         for (i, (of, op)) in [
             ("address", "other"),
             ("identity", "other"),

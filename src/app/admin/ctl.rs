@@ -1,6 +1,6 @@
 //! `dsa-router ctl`: the admin API for people (a table) and scripts
-//! (`--json`); exit status non-zero on any failure. `status` reads over
-//! TCP (`--admin`); state changes go through the control socket
+//! (`--json`); exit status non-zero on any failure. `status` and `ready`
+//! read over TCP (`--admin`); state changes go through the control socket
 //! (`--control-socket`, [`super::socket`]: root and the router's user),
 //! or over TCP with `--token`.
 
@@ -44,6 +44,11 @@ pub struct CtlArgs {
 pub enum CtlCmd {
     /// Partitions and DSAs: state, in-flight, served, errors.
     Status,
+    /// Whether the router is ready to route (`GET /readyz` on --admin):
+    /// exit 0 when it is, 1 naming each partition with no DSA up (or when
+    /// the router cannot be reached). For health checks where no HTTP
+    /// client is at hand (the container image).
+    Ready,
     /// Take a DSA out of service now.
     Disable { name: String },
     /// Drain a DSA: it takes no new operations (reads go to the rest of
@@ -60,6 +65,9 @@ pub enum CtlCmd {
         #[arg(long)]
         force: bool,
     },
+    /// Reopen the access log's file, as on SIGUSR1: after logrotate moved
+    /// it, the next lines go to a new file of that name.
+    ReopenLogs,
     /// Drain the router and exit, as on SIGTERM: no new connections,
     /// operations in flight finish (`--drain-timeout`), each client
     /// connection closes between operations.
@@ -165,11 +173,13 @@ fn escape(name: &str) -> String {
 pub fn run(args: &CtlArgs) -> ExitCode {
     let (method, path) = match &args.cmd {
         CtlCmd::Status => ("GET", "/status".to_string()),
+        CtlCmd::Ready => ("GET", "/readyz".to_string()),
         CtlCmd::Disable { name } => ("POST", format!("/dsas/{}/disable", escape(name))),
         CtlCmd::Drain { name } => ("POST", format!("/dsas/{}/drain", escape(name))),
         CtlCmd::Enable { name } => ("POST", format!("/dsas/{}/enable", escape(name))),
         CtlCmd::Reload { force: false } => ("POST", "/reload".to_string()),
         CtlCmd::Reload { force: true } => ("POST", "/reload?force=true".to_string()),
+        CtlCmd::ReopenLogs => ("POST", "/reopen-logs".to_string()),
         CtlCmd::Shutdown => ("POST", "/shutdown".to_string()),
         CtlCmd::Upgrade => ("POST", "/upgrade".to_string()),
     };
@@ -198,13 +208,14 @@ pub fn run(args: &CtlArgs) -> ExitCode {
                 return ExitCode::from(1);
             }
         },
+        CtlCmd::Ready => println!("ready"),
         CtlCmd::Shutdown => println!("draining: the router exits once its clients' operations end"),
         CtlCmd::Upgrade => println!(
             "upgraded: process {} ({}) serves; this one hands over its sessions and exits",
             v.get("pid").and_then(|m| m.as_u64()).unwrap_or(0),
             v.get("binary").and_then(|m| m.as_str()).unwrap_or("?")
         ),
-        CtlCmd::Reload { .. } => println!(
+        CtlCmd::Reload { .. } | CtlCmd::ReopenLogs => println!(
             "{}",
             v.get("message")
                 .and_then(|m| m.as_str())
@@ -258,6 +269,9 @@ pub fn render(s: &Status) -> String {
     );
     for w in &s.prefix_warnings {
         let _ = writeln!(out, "WARNING: {}", w.message);
+    }
+    for w in &s.warnings {
+        let _ = writeln!(out, "WARNING: {w}");
     }
     if let Some(r) = &s.last_reload {
         let _ = writeln!(

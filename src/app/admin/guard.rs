@@ -9,8 +9,11 @@
 //! address is no credential.
 //!
 //! Reads need no token (Prometheus holds no key that could stop the
-//! router), but a request without the token must come from a page of the
-//! API's own:
+//! router) unless a read-only token is set (`--admin-read-token`): then
+//! `/status` and `/metrics` need it or the control token, and the read-only
+//! token is refused (403) for every state change (`reader`, `control`).
+//! `/healthz` and `/readyz` never need one. A request without a token must
+//! come from a page of the API's own:
 //! * a request's `Host` must name the address it listens on
 //!   (`127.0.0.1:PORT`, `localhost:PORT`, `[::1]:PORT`, the `--admin`
 //!   address as given, or any IP address with the port): a page on another
@@ -47,7 +50,9 @@ impl std::fmt::Display for Exposed {
             "--admin {} is not a loopback address and the admin API has no token: \
              keep --admin on 127.0.0.1 or [::1], or set --admin-token (or \
              $DSA_ROUTER_ADMIN_TOKEN) to control the router from other machines (then \
-             /status and /metrics are readable by whoever reaches the port: a firewall decides)",
+             /status and /metrics are readable by whoever reaches the port: a firewall decides), \
+             or --admin-read-token (or $DSA_ROUTER_ADMIN_READ_TOKEN) to let other machines \
+             read /status and /metrics with it",
             self.0
         )
     }
@@ -196,7 +201,9 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 /// Refuses what [`refusal`] says (a request without the token) and adds
 /// the headers of [`secure`] to every response.
 pub(super) async fn guard(State(app): State<super::App>, req: Request, next: Next) -> Response {
-    let refused = if authorized(app.token.as_deref(), req.headers()) {
+    let refused = if authorized(app.token.as_deref(), req.headers())
+        || authorized(app.read_token.as_deref(), req.headers())
+    {
         None
     } else {
         refusal(&app.hosts, req.headers())
@@ -223,7 +230,13 @@ pub(super) async fn control(State(app): State<super::App>, req: Request, next: N
     if authorized(app.token.as_deref(), req.headers()) {
         return next.run(req).await;
     }
+    let read_only = authorized(app.read_token.as_deref(), req.headers());
     let (status, why) = match app.token {
+        _ if read_only => (
+            StatusCode::FORBIDDEN,
+            "the read-only token (--admin-read-token) allows reads only: state changes need \
+             --admin-token, or `dsa-router ctl` on the router's host",
+        ),
         None => (
             StatusCode::FORBIDDEN,
             "the admin API over TCP is read-only without --admin-token: change state with \
@@ -234,6 +247,24 @@ pub(super) async fn control(State(app): State<super::App>, req: Request, next: N
     };
     tracing::warn!(method = %req.method(), uri = %req.uri(), "admin request refused: {why}");
     (status, Json(json!({"ok": false, "error": why}))).into_response()
+}
+
+/// Refuses a read (401, `why`) when the API has a token (control or
+/// read-only) and the request carries neither; `None`: it may read.
+pub(super) fn reader(app: &super::App, headers: &HeaderMap, why: &str) -> Option<Response> {
+    if app.token.is_none() && app.read_token.is_none() {
+        return None;
+    }
+    if authorized(app.token.as_deref(), headers) || authorized(app.read_token.as_deref(), headers) {
+        return None;
+    }
+    Some(
+        (
+            StatusCode::UNAUTHORIZED,
+            Json(json!({"ok": false, "error": why})),
+        )
+            .into_response(),
+    )
 }
 
 /// The security headers of every response.

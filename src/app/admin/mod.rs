@@ -1,14 +1,19 @@
 //! The admin HTTP API (axum), served twice:
 //!
 //! * over TCP (`--admin`, loopback by default): reads for anyone who
-//!   reaches it (same-origin only, see [`guard`]); state changes only with
-//!   the bearer token (`--admin-token`), so without one it is read-only;
+//!   reaches it (same-origin only, see [`guard`]), or with a read-only
+//!   token (`--admin-read-token`) for those who hold it or the control
+//!   token; state changes only with the bearer token (`--admin-token`), so
+//!   without one it is read-only;
 //! * on the control socket ([`socket`]): everything, for root and the
 //!   router's own user (the kernel names the peer); what `ctl` uses.
 //!
 //! Reads:
 //! * `GET /`: the status page; `GET /status`: JSON, each partition with
-//!   its DSAs in order; `GET /metrics`: Prometheus text format.
+//!   its DSAs in order; `GET /metrics`: Prometheus text format
+//!   ([`exposition`]).
+//! * `GET /healthz`, `GET /readyz`: liveness and readiness ([`health`]),
+//!   for anyone who reaches the API (no token, no names of clients).
 //!
 //! State changes (POST):
 //! * `/dsas/{name}/disable|drain|enable`: administrative state.
@@ -18,12 +23,16 @@
 //! * `/reload`: reload knowledge (validated whole; the old snapshot
 //!   stays on error, and the response says why); a reload that takes
 //!   the DSAs away only with `?force=true`.
+//! * `/reopen-logs`: reopen the access log's file, as on SIGUSR1.
 
 pub mod ctl;
 mod ctl_socket;
+pub mod exposition;
 pub mod guard;
+pub mod health;
 pub mod socket;
 pub mod status;
+pub mod status_fields;
 
 use crate::backend::dsa_state::Admin;
 use crate::service::context::Context;
@@ -36,13 +45,58 @@ use serde_json::json;
 use std::sync::Arc;
 use tokio::sync::watch;
 
+pub use exposition::metrics_text;
+pub use health::ReadyWhen;
+
+/// Who may do what over TCP, and what `/readyz` asks.
+#[derive(Clone, Default)]
+pub struct Access {
+    /// The token that allows state changes (`--admin-token`).
+    pub token: Option<String>,
+    /// The token that allows reads only (`--admin-read-token`): with one,
+    /// `/status` and `/metrics` need it (or the control token).
+    pub read_token: Option<String>,
+    pub ready: ReadyWhen,
+}
+
+/// Written by hand: the tokens are secrets.
+impl std::fmt::Debug for Access {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Access")
+            .field("token", &self.token.as_ref().map(|_| "<set>"))
+            .field("read_token", &self.read_token.as_ref().map(|_| "<set>"))
+            .field("ready", &self.ready)
+            .finish()
+    }
+}
+
+impl Access {
+    /// Empty tokens are no tokens.
+    fn cleaned(self) -> Access {
+        Access {
+            token: self.token.filter(|t| !t.is_empty()),
+            read_token: self.read_token.filter(|t| !t.is_empty()),
+            ready: self.ready,
+        }
+    }
+
+    /// Whether any token guards the API (then it may listen off
+    /// loopback: [`guard::exposure`]).
+    fn any_token(&self) -> Option<&str> {
+        self.token.as_deref().or(self.read_token.as_deref())
+    }
+}
+
 #[derive(Clone)]
 struct App {
     router: Arc<Context>,
     /// Over TCP: the token that allows state changes (none: read-only).
     token: Option<Arc<str>>,
+    /// Over TCP: the token that allows reads only.
+    read_token: Option<Arc<str>>,
     /// The `Host` values accepted without a token ([`guard`]).
     hosts: Arc<[String]>,
+    ready: ReadyWhen,
 }
 
 /// The live status page (`GET /`): one embedded HTML file (no outside
@@ -61,47 +115,38 @@ async fn get_page() -> Response {
         .into_response()
 }
 
-/// `/status` names client sessions (addresses, bound DNs): with a token,
-/// only for those who hold it (the control socket is checked by its own
-/// peer credentials). `/metrics` holds no names and needs no token.
+/// `/status` names client sessions (addresses, bound DNs): with a token
+/// (control or read-only), only for those who hold one (the control
+/// socket is checked by its own peer credentials).
 async fn get_status(State(app): State<App>, headers: axum::http::HeaderMap) -> Response {
-    if app.token.is_some() && !guard::authorized(app.token.as_deref(), &headers) {
-        return (
-            StatusCode::UNAUTHORIZED,
-            Json(json!({"ok": false, "error": "/status needs the admin token (it lists client sessions)"})),
-        )
-            .into_response();
+    if let Some(refused) = guard::reader(
+        &app,
+        &headers,
+        "/status needs an admin token (it lists client sessions)",
+    ) {
+        return refused;
     }
     Json(status::status(&app.router)).into_response()
 }
 
-/// The whole `/metrics` exposition (Prometheus text format).
-pub fn metrics_text(router: &crate::service::context::Context) -> String {
-    let mut out = String::with_capacity(8192);
-    router.backend.metrics.render(&mut out);
-    if let Some(w) = router.workers.get() {
-        w.render(&mut out);
+/// `/metrics` holds no names of clients: with a read-only token set, it
+/// needs that token (or the control token); else none.
+async fn get_metrics(State(app): State<App>, headers: axum::http::HeaderMap) -> Response {
+    if app.read_token.is_some() {
+        if let Some(refused) = guard::reader(
+            &app,
+            &headers,
+            "/metrics needs the read-only token or the admin token",
+        ) {
+            return refused;
+        }
     }
-    status::dsa_metrics(router, &mut out);
-    router.admission.failed_binds.render(&mut out);
-    router.admission.policies.render(&mut out);
-    let budget = &router.admission.response_memory;
-    out.push_str(&format!(
-        "# HELP dsa_router_queued_response_bytes Responses queued for clients that do not keep up (--max-response-memory).\n\
-         # TYPE dsa_router_queued_response_bytes gauge\n\
-         dsa_router_queued_response_bytes {}\n\
-         # HELP dsa_router_response_memory_disconnects_total Clients disconnected because the responses queued for all clients reached --max-response-memory.\n\
-         # TYPE dsa_router_response_memory_disconnects_total counter\n\
-         dsa_router_response_memory_disconnects_total {}\n",
-        budget.used(),
-        budget.refused()
-    ));
-    out
-}
-
-async fn get_metrics(State(app): State<App>) -> Response {
     let out = metrics_text(&app.router);
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
+}
+
+async fn get_readyz(State(app): State<App>) -> Response {
+    health::readyz(&app.router, app.ready)
 }
 
 async fn post_dsa(
@@ -160,6 +205,18 @@ async fn post_reload(
     }
 }
 
+/// `POST /reopen-logs` (`ctl reopen-logs`): reopen the access log's
+/// file, as on SIGUSR1 (after logrotate moved it); which file, if any.
+async fn post_reopen_logs() -> Response {
+    let file = crate::observe::access::file();
+    crate::observe::access::reopen();
+    let message = match &file {
+        Some(f) => format!("the access log {} is reopened", f.display()),
+        None => "the access log goes to no file: nothing to reopen".to_string(),
+    };
+    Json(json!({"ok": true, "file": file, "message": message})).into_response()
+}
+
 /// `POST /shutdown` (`ctl shutdown`): drain and exit, as on SIGTERM.
 async fn post_shutdown(State(app): State<App>) -> Response {
     tracing::info!("admin API: shutdown asked");
@@ -208,25 +265,30 @@ async fn post_upgrade(State(app): State<App>) -> Response {
 /// what counts).
 pub async fn start(
     addr: &str,
-    token: Option<String>,
+    access: Access,
     router: Arc<Context>,
     shutdown: watch::Receiver<bool>,
 ) -> crate::base::error::Result<std::os::fd::OwnedFd> {
     use crate::base::error::Error;
-    let token = token.filter(|t| !t.is_empty());
+    let access = access.cleaned();
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| Error::config(format!("cannot listen on --admin {addr}: {e}")))?;
     let bound = listener
         .local_addr()
         .map_err(|e| Error::config(e.to_string()))?;
-    guard::exposure(bound, token.as_deref())?;
-    tracing::info!(%addr, token = token.is_some(), "admin API listening");
+    guard::exposure(bound, access.any_token())?;
+    tracing::info!(
+        %addr,
+        token = access.token.is_some(),
+        read_token = access.read_token.is_some(),
+        "admin API listening"
+    );
     // A copy of the listening socket, for a hot upgrade to hand over.
     let copy = std::os::fd::AsFd::as_fd(&listener)
         .try_clone_to_owned()
         .map_err(|e| Error::config(format!("--admin {addr}: {e}")))?;
-    tokio::spawn(run(listener, addr.to_string(), router, token, shutdown));
+    tokio::spawn(run(listener, addr.to_string(), router, access, shutdown));
     Ok(copy)
 }
 
@@ -237,12 +299,12 @@ pub async fn run(
     listener: tokio::net::TcpListener,
     given: String,
     router: Arc<Context>,
-    token: Option<String>,
+    access: Access,
     shutdown: watch::Receiver<bool>,
 ) {
-    let token = token.filter(|t| !t.is_empty());
+    let access = access.cleaned();
     let hosts = match listener.local_addr() {
-        Ok(a) => match guard::exposure(a, token.as_deref()) {
+        Ok(a) => match guard::exposure(a, access.any_token()) {
             Ok(()) => guard::hosts(a, &given),
             Err(e) => {
                 tracing::error!("admin API not started: {e}");
@@ -257,8 +319,10 @@ pub async fn run(
     let drained = router.clone();
     let app = App {
         router,
-        token: token.map(Arc::from),
+        token: access.token.map(Arc::from),
+        read_token: access.read_token.map(Arc::from),
         hosts: hosts.into(),
+        ready: access.ready,
     };
     // State changes need the token over TCP.
     let controls = controls().route_layer(axum::middleware::from_fn_with_state(
@@ -280,12 +344,15 @@ pub async fn run(
     }
 }
 
-/// The routes that read: the page, `/status`, `/metrics`.
+/// The routes that read: the page, `/status`, `/metrics`, `/healthz`,
+/// `/readyz`.
 fn reads() -> axum::Router<App> {
     axum::Router::new()
         .route("/", get(get_page))
         .route("/status", get(get_status))
         .route("/metrics", get(get_metrics))
+        .route("/healthz", get(health::get_healthz))
+        .route("/readyz", get(get_readyz))
 }
 
 /// The routes that change state.
@@ -293,6 +360,7 @@ fn controls() -> axum::Router<App> {
     axum::Router::new()
         .route("/dsas/{name}/{action}", post(post_dsa))
         .route("/reload", post(post_reload))
+        .route("/reopen-logs", post(post_reopen_logs))
         .route("/shutdown", post(post_shutdown))
         .route("/upgrade", post(post_upgrade))
 }
@@ -316,6 +384,7 @@ pub async fn start_control(
     setting: &socket::Setting,
     takeover: bool,
     router: Arc<Context>,
+    ready: ReadyWhen,
     shutdown: watch::Receiver<bool>,
 ) -> crate::base::error::Result<()> {
     use crate::base::error::Error;
@@ -343,7 +412,7 @@ pub async fn start_control(
         Err(e) => return Err(Error::config(e.to_string())),
     };
     tracing::info!(socket = %path.display(), "control socket listening (root and this process's user)");
-    tokio::spawn(serve_control(bound, own, router, shutdown));
+    tokio::spawn(serve_control(bound, own, router, ready, shutdown));
     Ok(())
 }
 
@@ -352,12 +421,15 @@ async fn serve_control(
     bound: (tokio::net::UnixListener, socket::Placed),
     own: u32,
     router: Arc<Context>,
+    ready: ReadyWhen,
     shutdown: watch::Receiver<bool>,
 ) {
     let app = App {
         router: router.clone(),
         token: None,
+        read_token: None,
         hosts: Arc::from(Vec::new()),
+        ready,
     };
     let svc = reads()
         .merge(controls())

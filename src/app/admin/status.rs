@@ -1,7 +1,6 @@
 //! The `/status` view: each partition with its DSAs in order.
 
 use crate::backend::dsa_state::Admin;
-use crate::directory::knowledge::DsaId;
 use crate::service::context::{Context, ReloadOutcome};
 use serde::{Deserialize, Serialize};
 use std::time::UNIX_EPOCH;
@@ -91,6 +90,10 @@ pub struct Status {
     /// `namingContexts`), with the likely prefix.
     #[serde(default)]
     pub prefix_warnings: Vec<PrefixNote>,
+    /// Other warnings: knowledge blocks found to be this router itself
+    /// (at an address that did not say so).
+    #[serde(default)]
+    pub warnings: Vec<String>,
 }
 
 /// A partition's prefix that no DSA of it holds.
@@ -243,30 +246,7 @@ pub fn status(router: &Context) -> Status {
                         }
                         .to_string(),
                         health: if st.is_up() { "up" } else { "down" }.to_string(),
-                        reason: match st.admin() {
-                            Admin::Enabled if lagging.is_some() => {
-                                format!(
-                                    "serves no reads: {}; health: {}",
-                                    lagging.unwrap_or_default(),
-                                    t.reason
-                                )
-                            }
-                            Admin::Enabled => match (st.ejection(), st.bind_ejection()) {
-                                (Some(e), _) if st.is_up() => {
-                                    format!("ejected as an outlier: {e}; health: {}", t.reason)
-                                }
-                                (_, Some(b)) if st.is_up() => {
-                                    format!("{b}; health: {}", t.reason)
-                                }
-                                _ => t.reason.clone(),
-                            },
-                            Admin::Disabled => {
-                                format!("disabled by an administrator; health: {}", t.reason)
-                            }
-                            Admin::Draining => {
-                                format!("draining by an administrator; health: {}", t.reason)
-                            }
-                        },
+                        reason: reason(st, &t, lagging.as_deref()),
                         in_flight: st.in_flight(),
                         own_connections: st.own_conns.load(std::sync::atomic::Ordering::Relaxed),
                         spare_connections: st
@@ -321,7 +301,51 @@ pub fn status(router: &Context) -> Status {
             .into_iter()
             .map(PrefixNote::from)
             .collect(),
+        warnings: itself(&r.states),
     }
+}
+
+/// Why a DSA is in its state, as `/status` says it.
+fn reason(
+    st: &crate::backend::dsa_state::DsaState,
+    t: &crate::backend::dsa_state::Track,
+    lagging: Option<&str>,
+) -> String {
+    match st.admin() {
+        _ if st.is_itself() => t.reason.clone(),
+        Admin::Enabled if lagging.is_some() => {
+            format!(
+                "serves no reads: {}; health: {}",
+                lagging.unwrap_or_default(),
+                t.reason
+            )
+        }
+        Admin::Enabled => match (st.ejection(), st.bind_ejection()) {
+            (Some(e), _) if st.is_up() => {
+                format!("ejected as an outlier: {e}; health: {}", t.reason)
+            }
+            (_, Some(b)) if st.is_up() => {
+                format!("{b}; health: {}", t.reason)
+            }
+            _ => t.reason.clone(),
+        },
+        Admin::Disabled => {
+            format!("disabled by an administrator; health: {}", t.reason)
+        }
+        Admin::Draining => {
+            format!("draining by an administrator; health: {}", t.reason)
+        }
+    }
+}
+
+/// The warnings for knowledge blocks found to be this router itself.
+fn itself(states: &crate::backend::dsa_state::States) -> Vec<String> {
+    states
+        .0
+        .iter()
+        .filter(|st| st.is_itself())
+        .map(|st| format!("knowledge block {} is this router itself (its root DSE carries this process's instance marker): taken as the router's own block, never a target; pass --name {} to say so", st.name, st.name))
+        .collect()
 }
 
 impl Utilization {
@@ -334,159 +358,6 @@ impl Utilization {
             cpu_threshold_percent: t.cpu,
             memory_threshold_percent: t.memory,
             window_seconds: throttle.window().as_secs_f64(),
-        }
-    }
-}
-
-/// Per-DSA Prometheus series.
-pub fn dsa_metrics(router: &Context, out: &mut String) {
-    use std::fmt::Write;
-    let (cpu, mem) = router.admission.throttle.averages();
-    let t = router.admission.throttle.thresholds();
-    for (name, help, v) in [
-        (
-            "dsa_router_cpu_average_percent",
-            "Router CPU use averaged over the utilization window.",
-            cpu,
-        ),
-        (
-            "dsa_router_memory_average_percent",
-            "Memory use averaged over the utilization window.",
-            mem,
-        ),
-        (
-            "dsa_router_cpu_threshold_percent",
-            "CPU threshold (0 = off).",
-            t.cpu as f64,
-        ),
-        (
-            "dsa_router_memory_threshold_percent",
-            "Memory threshold (0 = off).",
-            t.memory as f64,
-        ),
-    ] {
-        let _ = writeln!(out, "# HELP {name} {help}");
-        let _ = writeln!(out, "# TYPE {name} gauge");
-        let _ = writeln!(out, "{name} {v}");
-    }
-    let r = router.routing();
-    let series: [(&str, &str, &str); 9] = [
-        (
-            "dsa_router_dsa_in_flight",
-            "gauge",
-            "Operations in flight from this router to the DSA.",
-        ),
-        (
-            "dsa_router_dsa_own_connections",
-            "gauge",
-            "Dedicated connections open to the DSA: each serves one client only (stateful clients).",
-        ),
-        (
-            "dsa_router_dsa_spare_connections",
-            "gauge",
-            "Idle dedicated connections to the DSA, kept open for later clients' binds (--spare-connections).",
-        ),
-        (
-            "dsa_router_dsa_persistent_searches",
-            "gauge",
-            "Persistent searches (sync refreshAndPersist) running on the DSA.",
-        ),
-        (
-            "dsa_router_dsa_up",
-            "gauge",
-            "1 when the DSA is up by health, else 0.",
-        ),
-        (
-            "dsa_router_dsa_eligible",
-            "gauge",
-            "1 when the DSA takes new work (up, not disabled or draining).",
-        ),
-        (
-            "dsa_router_dsa_operations_total",
-            "counter",
-            "Operations the DSA answered.",
-        ),
-        (
-            "dsa_router_dsa_errors_total",
-            "counter",
-            "Operations failed on the DSA (lost connection, timeout).",
-        ),
-        (
-            "dsa_router_dsa_out_of_scope_entries_total",
-            "counter",
-            "Entries the DSA returned outside their search's base and scope (dropped).",
-        ),
-    ];
-    for (name, kind, help) in series {
-        let _ = writeln!(out, "# HELP {name} {help}");
-        let _ = writeln!(out, "# TYPE {name} {kind}");
-        for (i, d) in r.snap.dsas.iter().enumerate() {
-            let i = DsaId::new(i);
-            if Some(i) == r.table.router {
-                continue;
-            }
-            let st = &r.states.0[i];
-            let v = match name {
-                "dsa_router_dsa_in_flight" => st.in_flight() as u64,
-                "dsa_router_dsa_own_connections" => st
-                    .own_conns
-                    .load(std::sync::atomic::Ordering::Relaxed)
-                    .max(0) as u64,
-                "dsa_router_dsa_spare_connections" => st
-                    .spare_conns
-                    .load(std::sync::atomic::Ordering::Relaxed)
-                    .max(0) as u64,
-                "dsa_router_dsa_persistent_searches" => st
-                    .persistent
-                    .load(std::sync::atomic::Ordering::Relaxed)
-                    .max(0) as u64,
-                "dsa_router_dsa_up" => st.is_up() as u64,
-                "dsa_router_dsa_eligible" => st.status().eligible() as u64,
-                "dsa_router_dsa_operations_total" => {
-                    st.served.load(std::sync::atomic::Ordering::Relaxed)
-                }
-                "dsa_router_dsa_out_of_scope_entries_total" => st.out_of_scope.count(),
-                _ => st.errors.load(std::sync::atomic::Ordering::Relaxed),
-            };
-            let _ = writeln!(
-                out,
-                "{name}{{dsa=\"{}\",partition=\"{}\"}} {v}",
-                label(&d.name),
-                label(&d.prefix.to_string())
-            );
-        }
-    }
-    crate::backend::follow::report::metrics(&router.backend, out, label);
-}
-
-/// A label value as the Prometheus text format writes it: backslash,
-/// double quote and line feed escaped (DSA names may hold the first two).
-pub fn label(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    for c in value.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod label_tests {
-    #[test]
-    fn label_values_escape_backslash_quote_and_newline() {
-        let rows = [
-            ("D1", "D1"),
-            ("q\"uote", "q\\\"uote"),
-            ("back\\slash", "back\\\\slash"),
-            ("two\nlines", "two\\nlines"),
-            ("\\\"", "\\\\\\\""),
-        ];
-        for (raw, want) in rows {
-            assert_eq!(super::label(raw), want, "{raw:?}");
         }
     }
 }

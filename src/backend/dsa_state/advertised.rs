@@ -16,6 +16,9 @@ pub struct Advertised {
     /// The DNs of the entries it holds at the top of its trees
     /// (`namingContexts`): a partition's prefix is compared with them.
     pub naming_contexts: Vec<String>,
+    /// A dsa-router's instance marker ([`crate::base::instance`]): the
+    /// DSA is a dsa-router, this one when the marker is this process's.
+    pub router_instance: Option<String>,
 }
 
 impl Advertised {
@@ -34,6 +37,7 @@ impl Advertised {
                 "supportedcontrol" => a.controls = values,
                 "subschemasubentry" => a.subschema = values.into_iter().next(),
                 "namingcontexts" => a.naming_contexts = values,
+                "dsarouterinstance" => a.router_instance = values.into_iter().next(),
                 _ => {}
             }
         }

@@ -38,6 +38,32 @@ impl DsaState {
             .store(if up { HEALTH_UP } else { HEALTH_DOWN }, Ordering::Relaxed);
     }
 
+    /// The DSA is this router itself: its root DSE carries this
+    /// process's instance marker (`why` says where it was met). Out of
+    /// selection for good (operations waiting on it are re-sent), never
+    /// probed again; said once, as a warning. Whether this call found it.
+    pub fn found_itself(&self, why: &str) -> bool {
+        if self.itself.swap(true, Ordering::Relaxed) {
+            return false;
+        }
+        let reason = format!("this router itself: {why}");
+        tracing::warn!(dsa = %self.name, "knowledge block {} is this router itself ({why}): taken as the router's own block, never a target, not probed again; pass --name {} to say so", self.name, self.name);
+        let mut t = self.track();
+        self.set_up(false);
+        t.reason = reason;
+        t.since = SystemTime::now();
+        t.oks = 0;
+        t.recovering_since = None;
+        self.down_epoch.fetch_add(1, Ordering::Relaxed);
+        self.down_signal.notify_waiters();
+        true
+    }
+
+    /// Whether the DSA turned out to be this router itself.
+    pub fn is_itself(&self) -> bool {
+        self.itself.load(Ordering::Relaxed)
+    }
+
     pub fn down_epoch(&self) -> u64 {
         self.down_epoch.load(Ordering::Relaxed)
     }
@@ -58,6 +84,7 @@ impl DsaState {
     /// been down, after probes have succeeded for `hold` (the failback
     /// hold-down) unless an administrator waived it.
     pub fn probe_ok(&self, latency: Duration, rise: u32, hold: Duration) {
+        self.probe_latency.observe(latency);
         let mut t = self.track();
         t.fails = 0;
         t.probe_latency = Some(latency);

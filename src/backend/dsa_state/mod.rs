@@ -72,6 +72,10 @@ pub struct DsaState {
     track: Mutex<Track>,
     /// Latency of its reads, gathered by the tail-latency task.
     pub reads: ReadStats,
+    /// Latency of the operations it answered, and of its successful
+    /// health probes (`/metrics`).
+    pub latency: crate::observe::histogram::Histogram,
+    pub probe_latency: crate::observe::histogram::Histogram,
     /// Taken out of selection as an outlier (see `tail`), and why.
     ejected: std::sync::atomic::AtomicBool,
     ejection: Mutex<Option<String>>,
@@ -87,6 +91,9 @@ pub struct DsaState {
     /// Each connection to it starts with a PROXY protocol v2 header
     /// (`--send-proxy-to`): [`crate::proto::proxy_protocol::send`].
     pub send_proxy: std::sync::atomic::AtomicBool,
+    /// It turned out to be this router itself ([`DsaState::found_itself`]):
+    /// out of selection, not probed again.
+    itself: std::sync::atomic::AtomicBool,
 }
 
 /// One thing held on a DSA, counted while it lives (a persistent search,
@@ -145,7 +152,10 @@ impl DsaState {
             }),
             advertised: Mutex::new(None),
             send_proxy: std::sync::atomic::AtomicBool::new(false),
+            itself: std::sync::atomic::AtomicBool::new(false),
             reads: ReadStats::default(),
+            latency: Default::default(),
+            probe_latency: Default::default(),
             ejected: std::sync::atomic::AtomicBool::new(false),
             ejection: Mutex::new(None),
             replication: Default::default(),
@@ -171,6 +181,9 @@ impl DsaState {
     }
 
     pub fn status(&self) -> DsaStatus {
+        if self.is_itself() {
+            return DsaStatus::Disabled;
+        }
         match self.admin() {
             Admin::Disabled => DsaStatus::Disabled,
             Admin::Draining => DsaStatus::Draining,

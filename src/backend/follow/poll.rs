@@ -75,7 +75,8 @@ fn targets(routing: &Routing) -> Vec<(DsaId, String)> {
     let mut out = Vec::new();
     for p in routing.table.partitions() {
         for &i in &p.order {
-            if Some(i) == routing.table.router {
+            // The router's own block, or one found to be this router.
+            if Some(i) == routing.table.router || routing.states.0[i].is_itself() {
                 continue;
             }
             let base = base_of(routing, i, &p.prefix.to_string());
@@ -233,7 +234,7 @@ fn assess(rep: &Replication, routing: &Routing, p: &Poller) {
             .order
             .iter()
             .copied()
-            .filter(|&i| Some(i) != routing.table.router)
+            .filter(|&i| Some(i) != routing.table.router && !routing.states.0[i].is_itself())
             .collect();
         let prefix = part.prefix.to_string();
         let reading = |i: DsaId| {

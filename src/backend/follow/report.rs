@@ -1,6 +1,7 @@
 //! Positions as `/status` and `/metrics` show them.
 
 use crate::backend::routing::Backend;
+use crate::observe::catalog::{header, single};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -39,39 +40,32 @@ pub fn of(router: &Backend, key: &str, dsa: &str) -> Option<Report> {
     })
 }
 
-/// The replication series of `/metrics`.
+/// The replication series of `/metrics` (help and type from
+/// [`crate::observe::catalog`]).
 pub fn metrics(router: &Backend, out: &mut String, label: fn(&str) -> String) {
     let r = router.routing();
     let rep = &router.replication;
-    let series = [
-        (
-            "dsa_router_dsa_replication_lag_seconds",
-            "Seconds the DSA's replication position (contextCSN) is behind its load-share group's newest (-1: unknown).",
-        ),
-        (
-            "dsa_router_dsa_replication_reading_age_seconds",
-            "Seconds since the DSA's replication position was last read.",
-        ),
-        (
-            "dsa_router_dsa_replication_out",
-            "1 when the DSA serves no reads for its replication lag or staleness.",
-        ),
-    ];
-    for (name, help) in series {
-        let _ = writeln!(out, "# HELP {name} {help}");
-        let _ = writeln!(out, "# TYPE {name} gauge");
+    for name in [
+        "dsa_router_dsa_replication_lag_seconds",
+        "dsa_router_dsa_replication_reading_age_seconds",
+        "dsa_router_dsa_replication_out",
+    ] {
+        header(out, name);
         for p in r.table.partitions_sorted() {
             for &i in &p.order {
                 let d = &r.snap.dsas[i];
                 let Some(x) = of(router, &p.key, &d.name) else {
                     continue;
                 };
+                // An unknown value has no sample (not a -1 that graphs
+                // and alerts would read as a value).
                 let v = match name {
-                    "dsa_router_dsa_replication_lag_seconds" => x.lag_s.unwrap_or(-1.0),
-                    "dsa_router_dsa_replication_reading_age_seconds" => {
-                        x.reading_age_s.unwrap_or(-1.0)
-                    }
-                    _ => f64::from(u8::from(x.out.is_some())),
+                    "dsa_router_dsa_replication_lag_seconds" => x.lag_s,
+                    "dsa_router_dsa_replication_reading_age_seconds" => x.reading_age_s,
+                    _ => Some(f64::from(u8::from(x.out.is_some()))),
+                };
+                let Some(v) = v else {
+                    continue;
                 };
                 let _ = writeln!(
                     out,
@@ -82,25 +76,20 @@ pub fn metrics(router: &Backend, out: &mut String, label: fn(&str) -> String) {
             }
         }
     }
-    for (name, help, v) in [
+    for (name, v) in [
         (
             "dsa_router_replication_readings_total",
-            "contextCSN readings sent to DSAs.",
             rep.requests.load(std::sync::atomic::Ordering::Relaxed),
         ),
         (
             "dsa_router_replication_reading_bytes_total",
-            "Bytes of contextCSN readings (requests and answers).",
             rep.bytes.load(std::sync::atomic::Ordering::Relaxed),
         ),
         (
             "dsa_router_replication_entry_csn_writes_total",
-            "Writes whose position the router took from the written entry's entryCSN (post-read control).",
             rep.entry_csns.load(std::sync::atomic::Ordering::Relaxed),
         ),
     ] {
-        let _ = writeln!(out, "# HELP {name} {help}");
-        let _ = writeln!(out, "# TYPE {name} counter");
-        let _ = writeln!(out, "{name} {v}");
+        single(out, name, v);
     }
 }

@@ -302,6 +302,32 @@ mod tests {
             let e = load(bad).expect_err(bad);
             assert!(e.to_string().contains("percentage"), "{bad}: {e}");
         }
+        // Units, as the flags and the settings file take them; a value
+        // out of range is refused with its place and the range.
+        let snap = load("set dsa-router-hedge-floor = 30ms;\nset dsa-router-ejection-time = 2m;\n")
+            .expect("loads");
+        let t = settings(&snap.settings, &live);
+        assert_eq!(t.hedge_floor, Duration::from_millis(30));
+        assert_eq!(t.ejection_time, cli.ejection_time, "pinned by router.toml");
+        live.pinned.0.clear();
+        assert_eq!(
+            settings(&snap.settings, &live).ejection_time,
+            Duration::from_secs(120)
+        );
+        for (bad, want) in [
+            (
+                "set dsa-router-ejection-time = 0;\n",
+                "set dsa-router-ejection-time = 0: 0 is out of range: from 100ms to 24h",
+            ),
+            (
+                "set dsa-router-hedge-floor = 2m;\n",
+                "set dsa-router-hedge-floor = 2m: 2m is out of range: from 1ms to 1m",
+            ),
+        ] {
+            let e = load(bad).expect_err(bad).to_string();
+            assert!(e.contains(want), "{bad}: {e}");
+            assert!(e.contains("--> /k/r.dxg:2:"), "{bad}: {e}");
+        }
         let e = load("set dsa-router-hedge-budgt = 5;\n").map(|s| s.warnings.len());
         assert!(matches!(e, Ok(1)), "a misspelt setting warns: {e:?}");
     }

@@ -21,12 +21,15 @@ use tokio::sync::oneshot;
 pub(crate) const REFRESH: Duration = Duration::from_secs(300);
 
 /// The root DSE attributes the router takes from its DSAs.
-const ATTRS: [&str; 5] = [
+const ATTRS: [&str; 6] = [
     "supportedSASLMechanisms",
     "supportedExtension",
     "supportedControl",
     "subschemaSubentry",
     "namingContexts",
+    // A dsa-router's instance marker: the block is a router, perhaps
+    // this one.
+    crate::base::instance::ATTRIBUTE,
 ];
 
 /// The root DSE read request.

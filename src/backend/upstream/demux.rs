@@ -121,6 +121,7 @@ fn refused_by_dsa(conn: &Conn, code: Option<u8>, pdu: &[u8], h: &Header) -> Opti
 fn account(conn: &Conn, p: &Pending, code: Option<u8>, took: Duration) {
     if p.for_client() && !p.is_own() {
         conn.dsa.served.fetch_add(1, Ordering::Relaxed);
+        conn.dsa.latency.observe(took);
         p.record(code.unwrap_or(Code::Other as u8), took);
         if !p.is_write() && !p.is_persistent() {
             conn.dsa.reads.record(took.as_micros() as u64);

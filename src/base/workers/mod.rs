@@ -146,31 +146,6 @@ impl Shared {
             f.leave.store(n, Relaxed);
         }
     }
-
-    /// Prometheus series: workers in use, sessions per worker, moves.
-    pub fn render(&self, out: &mut String) {
-        use std::fmt::Write;
-        let _ = writeln!(
-            out,
-            "# HELP dsa_router_workers_in_use Worker threads taking new clients (--spread-above)."
-        );
-        let _ = writeln!(out, "# TYPE dsa_router_workers_in_use gauge");
-        let _ = writeln!(out, "dsa_router_workers_in_use {}", self.in_use());
-        let _ = writeln!(
-            out,
-            "# HELP dsa_router_worker_sessions Client sessions on each worker thread."
-        );
-        let _ = writeln!(out, "# TYPE dsa_router_worker_sessions gauge");
-        for (i, n) in self.sessions().iter().enumerate() {
-            let _ = writeln!(out, "dsa_router_worker_sessions{{worker=\"{i}\"}} {n}");
-        }
-        let _ = writeln!(
-            out,
-            "# HELP dsa_router_session_moves_total Client sessions moved to another worker thread."
-        );
-        let _ = writeln!(out, "# TYPE dsa_router_session_moves_total counter");
-        let _ = writeln!(out, "dsa_router_session_moves_total {}", self.moves());
-    }
 }
 
 impl Slot {

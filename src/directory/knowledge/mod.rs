@@ -24,6 +24,7 @@
 //!   validation.
 //! * `dsa`: the `set dsa` block, a table of the attributes the router uses.
 //! * `values`: attribute values (names, numbers, DNs, addresses, flags).
+//! * `router_settings`: the router-only `set dsa-router-*` settings.
 //! * `diag`: errors and warnings that point into the files.
 
 mod diag;
@@ -34,11 +35,13 @@ mod lexer;
 mod loader;
 mod name;
 mod redact;
+mod router_settings;
 mod skipped;
 mod values;
 
 pub use diag::{edit_distance, Diagnostic, LoadError, Location, Severity};
 pub use name::{DsaId, DsaName};
+pub use router_settings::{RouterSettings, SetDuration, EJECTION_TIME, HEDGE_FLOOR};
 
 use crate::proto::dn::Dn;
 use std::collections::HashMap;
@@ -222,27 +225,6 @@ pub struct Snapshot {
     pub warnings: Vec<Diagnostic>,
     /// Router-only `set dsa-router-...` commands.
     pub settings: RouterSettings,
-}
-
-/// Router-only settings a knowledge tree may carry (they override the
-/// command line and change on reload). CA Directory ignores them as unknown
-/// `set` commands would be; keep them in the router's own files.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RouterSettings {
-    /// `set dsa-router-cpu-threshold = PCT;`
-    pub cpu_threshold: Option<u32>,
-    /// `set dsa-router-memory-threshold = PCT;`
-    pub memory_threshold: Option<u32>,
-    /// `set dsa-router-concurrency-limit = N;` (per DSA; 0 = none)
-    pub concurrency_limit: Option<u32>,
-    /// `set dsa-router-hedge-budget = PCT;` (0 = no hedged reads)
-    pub hedge_budget: Option<u32>,
-    /// `set dsa-router-hedge-floor-ms = MS;`
-    pub hedge_floor_ms: Option<u32>,
-    /// `set dsa-router-max-ejection = PCT;` (0 = no outlier ejection)
-    pub max_ejection: Option<u32>,
-    /// `set dsa-router-ejection-time = SECONDS;`
-    pub ejection_time_s: Option<u32>,
 }
 
 impl Snapshot {

@@ -60,11 +60,23 @@ impl Session {
             all.push(("supportedSASLMechanisms", bytes(mechs)));
         }
         let want_all = attrs.is_empty() || attrs.iter().any(|a| a == "*" || a == "+");
-        let chosen = all
+        let mut chosen: Vec<(String, Vec<Vec<u8>>)> = all
             .into_iter()
             .filter(|(name, _)| want_all || attrs.iter().any(|a| a.eq_ignore_ascii_case(name)))
             .map(|(n, v)| (n.to_string(), v))
             .collect();
+        // This process's marker, for those who ask for it by name: a probe
+        // of a knowledge block that reaches this router knows it.
+        use crate::base::instance;
+        if attrs
+            .iter()
+            .any(|a| a.eq_ignore_ascii_case(instance::ATTRIBUTE))
+        {
+            chosen.push((
+                instance::ATTRIBUTE.to_string(),
+                vec![instance::marker().as_bytes().to_vec()],
+            ));
+        }
         let mut b = BytesMut::new();
         response::entry(req.msgid, "", chosen, &mut b);
         response::result(req.msgid, 0x65, Code::Success, "", "", &mut b);

@@ -161,6 +161,14 @@ pub fn reopen() {
     }
 }
 
+/// The file the access log goes to, when it goes to one.
+pub fn file() -> Option<PathBuf> {
+    match LOG.get().map(|l| &l.target) {
+        Some(Target::File(p)) => Some(p.clone()),
+        _ => None,
+    }
+}
+
 /// Write what every thread holds, now (shutdown).
 pub fn flush() {
     if let Some(log) = LOG.get() {

@@ -1,7 +1,7 @@
 //! The access log through a real router process in front of slapd: the
 //! JSON format parses line by line with every field, the text format keeps
-//! its `key=value` shape, and SIGUSR1 reopens the file after logrotate
-//! moved it, losing no line.
+//! its `key=value` shape, and SIGUSR1 (or `ctl reopen-logs`) reopens the
+//! file after logrotate moved it, losing no line.
 //!
 //! Needs slapd and ldap-utils (`scripts/install-deps.sh`).
 #![allow(clippy::unwrap_used, clippy::panic)]
@@ -43,7 +43,7 @@ fn lines_of(path: &Path, n: usize) -> Vec<String> {
 }
 
 #[test]
-fn json_lines_to_a_file_reopened_on_sigusr1() {
+fn json_lines_to_a_file_reopened_on_sigusr1_and_ctl() {
     let s = Slapd::start(SlapdConfig::seeded("D1", &[DEMOCORP]));
     let dir = tempfile::tempdir().unwrap();
     let k = support::slapd::one_dsa_knowledge(dir.path(), s.port, ROUTER_PW);
@@ -121,6 +121,40 @@ fn json_lines_to_a_file_reopened_on_sigusr1() {
         fs::read_to_string(&rotated).unwrap().lines().count(),
         lines.len()
     );
+
+    // Again with `ctl reopen-logs` (what the Debian package's logrotate
+    // file runs) in place of the signal.
+    let rotated2 = dir.path().join("access.log.2");
+    fs::rename(&file, &rotated2).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_dsa-router"))
+        .args(["ctl", "--control-socket"])
+        .arg(&router.control)
+        .arg("reopen-logs")
+        .env_remove("DSA_ROUTER_ADMIN_TOKEN")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{said} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        said.trim(),
+        format!("the access log {} is reopened", file.display())
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !file.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "no new file after ctl reopen-logs"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    read_alice(&router.url, false);
+    let third = lines_of(&file, 2);
+    assert_eq!(third.len(), 2, "{third:#?}");
+    assert_eq!(fs::read_to_string(&rotated2).unwrap().lines().count(), 2);
 }
 
 #[test]

@@ -31,35 +31,41 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// An HTTP response: status, headers (names in lower case), body.
-struct Resp {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: String,
+pub(super) struct Resp {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
 }
 
 impl Resp {
-    fn header(&self, name: &str) -> &str {
+    pub fn header(&self, name: &str) -> &str {
         self.headers
             .iter()
             .find(|(n, _)| n == name)
             .map_or("", |(_, v)| v.as_str())
     }
 
-    fn json(&self) -> Value {
+    pub fn json(&self) -> Value {
         serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("{e}: {}", self.body))
     }
 }
 
 /// One HTTP/1.0 request to `addr` with exactly these headers (no `Host`
 /// unless given).
-fn http(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Resp {
+pub(super) fn http(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Resp {
     let s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     exchange(s, method, path, headers, body)
 }
 
 /// One HTTP/1.0 request on the control socket at `path`.
-fn unix_http(socket: &Path, method: &str, path: &str) -> Resp {
+pub(super) fn unix_http(socket: &Path, method: &str, path: &str) -> Resp {
     let s = UnixStream::connect(socket).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     exchange(s, method, path, &[("Host", "localhost")], "")
@@ -103,13 +109,13 @@ fn exchange(
 }
 
 /// A GET with the API's own `Host`.
-fn get(admin: &str, path: &str) -> Resp {
+pub(super) fn get(admin: &str, path: &str) -> Resp {
     http(admin, "GET", path, &[("Host", admin)], "")
 }
 
 /// One DSA per name (quoted, escapes as knowledge writes them) on a port
 /// where nothing listens, in one load-share group.
-fn unreachable_dsas(names: &[&str]) -> Knowledge {
+pub(super) fn unreachable_dsas(names: &[&str]) -> Knowledge {
     Knowledge::new().dsas(names.iter().map(|n| {
         Dsa::new(n, pick_port())
             .prefix("<c AU><o DEMOCORP>")
@@ -120,7 +126,7 @@ fn unreachable_dsas(names: &[&str]) -> Knowledge {
 
 /// A router with its admin API on `admin` (`extra` options more), once
 /// the API answers.
-fn router(k: &Path, dir: &Path, admin: &str, extra: &[&str]) -> Router {
+pub(super) fn router(k: &Path, dir: &Path, admin: &str, extra: &[&str]) -> Router {
     // No probes and no position reads: nothing but the API changes a
     // DSA's state (a failed connection of the contextCSN poller to these
     // DSAs, where nothing listens, would mark them down).

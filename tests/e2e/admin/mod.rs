@@ -3,6 +3,7 @@
 
 mod access_log;
 mod admin_api;
+mod health;
 mod metrics;
 mod prefix_contexts;
 mod reload_guard;

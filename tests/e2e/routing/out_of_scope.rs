@@ -51,8 +51,7 @@ async fn a_base_search_answered_with_another_entry_gets_nothing() {
     );
     assert!(r.0.is_empty(), "bob's entry reached the client: {:?}", r.0);
     assert_eq!(dropped(&h), 1, "one counted fault");
-    let mut metrics = String::new();
-    dsa_router::app::admin::status::dsa_metrics(&h.router, &mut metrics);
+    let metrics = dsa_router::app::admin::metrics_text(&h.router);
     assert!(
         metrics.lines().any(
             |l| l.starts_with("dsa_router_dsa_out_of_scope_entries_total{") && l.ends_with(" 1")

@@ -8,6 +8,7 @@ use super::flags::{
     ReplicationArgs,
 };
 use super::groups::{DSAS, LIMITS, LISTEN, LOGS, REPLICATION, ROUTER};
+use super::naming::Naming;
 use super::values::{Bytes, Dur, Num};
 use crate::base::error::{Error, Result};
 use crate::base::units::{Count, Size, Span, GIB, TIB};
@@ -49,8 +50,9 @@ const QUEUE_BYTES: Size = Size {
 };
 const PROBES: Count = Count { min: 1, max: 1000 };
 const READ_YOUR_WRITES: Span = secs(ms(1), DAY).or_zero();
-const HEDGE_FLOOR: Span = secs(ms(1), Duration::from_secs(60)).or_zero();
-const EJECTION_TIME: Span = secs(ms(100), DAY);
+// Shared with knowledge's `set dsa-router-hedge-floor` and
+// `dsa-router-ejection-time`.
+use crate::directory::knowledge::{EJECTION_TIME, HEDGE_FLOOR};
 const IDLE: Span = secs(Duration::from_secs(1), Duration::from_secs(30 * 86_400)).or_zero();
 const TIMEOUT: Span = secs(ms(10), DAY);
 const CONNECT: Span = secs(ms(10), HOUR);
@@ -291,12 +293,14 @@ fn count<T: TryFrom<u64>>(flag: &str, v: u64) -> Result<T> {
 impl LimitArgs {
     /// The configuration these flags give (the rest at its defaults); the
     /// first bad value is the error.
-    pub fn config(&self) -> Result<Config> {
+    /// `naming` names the settings in an error that weighs two.
+    pub fn config(&self, naming: &dyn Naming) -> Result<Config> {
         if self.max_request_memory < self.max_request_pdu {
+            let size = |n: usize| crate::base::units::format_size(n as u64);
             return Err(Error::config(format!(
-                "--max-request-memory {} is below --max-request-pdu {}: it must hold at least one request",
-                crate::base::units::format_size(self.max_request_memory as u64),
-                crate::base::units::format_size(self.max_request_pdu as u64),
+                "{} is below {}: it must hold at least one request",
+                naming.show("max-request-memory", &size(self.max_request_memory)),
+                naming.show("max-request-pdu", &size(self.max_request_pdu)),
             )));
         }
         Ok(Config {

@@ -1,6 +1,7 @@
 //! `serve` and `demo`: the flags ([`LimitArgs`], [`TlsArgs`],
 //! [`ServeArgs`]; `flags`: the clap forms of other layers' settings;
-//! `values`: durations, sizes and counts; [`groups`]: the help headings),
+//! `values`: durations, sizes and counts; [`groups`]: the help headings;
+//! [`naming`]: settings named in errors by where they came from),
 //! the settings file ([`settings`]), the
 //! startup sequence (`startup`: knowledge, context, workers, listeners),
 //! and what reaches a running router from outside (`signals`: signals and
@@ -9,6 +10,7 @@
 mod flags;
 pub mod groups;
 mod limits;
+pub mod naming;
 pub mod settings;
 mod signals;
 mod startup;
@@ -81,6 +83,19 @@ pub struct ServeArgs {
     /// empty: none over TCP, use `ctl` on this host).
     #[arg(long, env = "DSA_ROUTER_ADMIN_TOKEN", hide_env_values = true, help_heading = groups::ADMIN)]
     pub admin_token: Option<String>,
+    /// Bearer token that allows reads only over --admin (`/status`,
+    /// `/metrics`, the status page; every state change is refused), for a
+    /// monitoring system (default: $DSA_ROUTER_ADMIN_READ_TOKEN). With one,
+    /// `/status` and `/metrics` need it or --admin-token, and --admin may
+    /// listen off loopback. `/healthz` and `/readyz` need no token.
+    #[arg(long, env = "DSA_ROUTER_ADMIN_READ_TOKEN", hide_env_values = true, help_heading = groups::ADMIN)]
+    pub admin_read_token: Option<String>,
+    /// When `/readyz` (and `ctl ready`) says the router is ready:
+    /// `every-partition`, its knowledge is loaded and every partition has
+    /// at least one DSA up; `knowledge`, its knowledge is loaded. Never
+    /// while it drains.
+    #[arg(long, value_enum, default_value = "every-partition", value_name = "WHEN", help_heading = groups::ADMIN)]
+    pub ready_when: crate::app::admin::ReadyWhen,
     /// The control socket `ctl` uses: the admin API for root and this
     /// process's user only (the kernel names who connects); `none` turns
     /// it off. Default: $RUNTIME_DIRECTORY/control.sock (systemd's
@@ -178,7 +193,7 @@ pub fn demo(limits: &LimitArgs, listen: Option<String>) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let mut cfg = match limits.config() {
+    let mut cfg = match limits.config(&naming::Flags) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("error: {e}");

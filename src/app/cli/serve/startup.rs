@@ -82,16 +82,22 @@ pub(super) fn run(args: &ServeArgs) -> std::result::Result<(), Stop> {
     result.map_err(Stop::from)
 }
 
-/// The admin API's token, checked against --admin: an empty token is no
+/// The admin API's tokens, checked against --admin: an empty token is no
 /// token; without one, the admin API stays on loopback (refused before
 /// anything listens).
-fn admin_token(args: &ServeArgs) -> std::result::Result<Option<String>, Stop> {
+fn admin_token(args: &ServeArgs) -> std::result::Result<crate::app::admin::Access, Stop> {
     let token = args.admin_token.clone().filter(|t| !t.is_empty());
+    let read_token = args.admin_read_token.clone().filter(|t| !t.is_empty());
     if args.admin != "none" {
-        crate::app::admin::guard::admin_flag(&args.admin, token.as_deref())
+        let any = token.as_deref().or(read_token.as_deref());
+        crate::app::admin::guard::admin_flag(&args.admin, any)
             .map_err(|e| Stop(format!("error: {e}\n")))?;
     }
-    Ok(token)
+    Ok(crate::app::admin::Access {
+        token,
+        read_token,
+        ready: args.ready_when,
+    })
 }
 
 /// The knowledge, its warnings logged.
@@ -122,8 +128,8 @@ fn context(args: &ServeArgs, snap: Snapshot) -> Result<Context> {
             })
         })
         .unwrap_or_else(|| crate::app::cli::DEFAULT_LISTEN.to_string());
-    let mut c = args.limits.config()?;
-    args.tls.apply(&mut c)?;
+    let mut c = args.limits.config(&args.origins)?;
+    args.tls.apply(&mut c, &args.origins)?;
     let name = match &args.name {
         Some(n) => Some(n.clone()),
         None => own_block(&snap, &listen, c.ldaps_listen.as_deref())?,
@@ -223,7 +229,7 @@ fn copy(l: &tokio::net::TcpListener) -> Result<std::os::fd::OwnedFd> {
 /// the accept loop until shutdown.
 async fn listen_and_serve(
     args: &ServeArgs,
-    admin_token: Option<String>,
+    admin_token: crate::app::admin::Access,
     router: Arc<Context>,
     pool: &crate::base::workers::Workers,
     taking: Taking,
@@ -237,8 +243,14 @@ async fn listen_and_serve(
     // The control socket first: once the router says it listens, `ctl`
     // works. A new process of a hot upgrade replaces the old one's.
     let control = crate::app::admin::socket::Setting::from_flag(args.control_socket.as_deref());
-    crate::app::admin::start_control(&control, incoming.is_some(), router.clone(), rx.clone())
-        .await?;
+    crate::app::admin::start_control(
+        &control,
+        incoming.is_some(),
+        router.clone(),
+        args.ready_when,
+        rx.clone(),
+    )
+    .await?;
     let listen = &router.cfg.listen;
     let listener = match handed.ldap {
         Some(l) => inherited(l)?,

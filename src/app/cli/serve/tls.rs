@@ -1,6 +1,7 @@
 //! The TLS flags of `serve`: towards clients (LDAPS, StartTLS, client
 //! certificates) and towards DSAs.
 
+use super::naming::Naming;
 use crate::base::error::{Error, Result};
 use crate::service::context::Config;
 use std::path::PathBuf;
@@ -15,19 +16,19 @@ pub struct TlsArgs {
     pub ldaps_listen: Option<String>,
     /// Server certificate chain (PEM) for LDAPS and StartTLS; re-read on
     /// reload (SIGHUP, `ctl reload`, --watch).
-    #[arg(long, requires = "tls_key")]
+    #[arg(long)]
     pub tls_cert: Option<PathBuf>,
     /// Private key (PEM: PKCS#8, PKCS#1 or SEC1) of --tls-cert.
-    #[arg(long, requires = "tls_cert")]
+    #[arg(long)]
     pub tls_key: Option<PathBuf>,
     /// Verify client certificates against these CA certificates (PEM);
     /// clients without a certificate are still admitted unless
     /// --tls-require-client-cert.
-    #[arg(long, requires = "tls_cert")]
+    #[arg(long)]
     pub tls_client_ca: Option<PathBuf>,
     /// With --tls-client-ca: refuse TLS clients without a valid
     /// certificate.
-    #[arg(long, requires = "tls_client_ca")]
+    #[arg(long)]
     pub tls_require_client_cert: bool,
     /// Refuse binds that send a password (simple with a password, SASL
     /// PLAIN and LOGIN) on connections without TLS
@@ -42,8 +43,58 @@ pub struct TlsArgs {
 }
 
 impl TlsArgs {
-    /// Add the TLS settings to `cfg`.
-    pub fn apply(&self, cfg: &mut Config) -> Result<()> {
+    /// The settings TLS towards clients needs beside those given: the
+    /// first missing, said as `naming` names them.
+    fn check(&self, naming: &dyn Naming) -> Result<()> {
+        let path = |p: &PathBuf| p.display().to_string();
+        let missing = match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), None) => Some((
+                naming.show("tls-cert", &path(cert)),
+                "its key",
+                vec!["tls-key"],
+            )),
+            (None, Some(key)) => Some((
+                naming.show("tls-key", &path(key)),
+                "its certificate",
+                vec!["tls-cert"],
+            )),
+            (None, None) => match (&self.ldaps_listen, &self.tls_client_ca) {
+                (Some(l), _) => Some((
+                    naming.show("ldaps-listen", l),
+                    "a certificate and its key",
+                    vec!["tls-cert", "tls-key"],
+                )),
+                (None, Some(ca)) => Some((
+                    naming.show("tls-client-ca", &path(ca)),
+                    "a server certificate and its key",
+                    vec!["tls-cert", "tls-key"],
+                )),
+                (None, None) => None,
+            },
+            (Some(_), Some(_)) => None,
+        };
+        let missing = missing.or_else(|| {
+            (self.tls_require_client_cert && self.tls_client_ca.is_none()).then(|| {
+                (
+                    naming.show("tls-require-client-cert", ""),
+                    "the CA certificates to verify clients against",
+                    vec!["tls-client-ca"],
+                )
+            })
+        });
+        match missing {
+            Some((given, what, flags)) => Err(Error::config(format!(
+                "{given} needs {what}: {}",
+                naming.missing(&flags)
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// Add the TLS settings to `cfg`; `naming` names the settings in an
+    /// error that weighs two.
+    pub fn apply(&self, cfg: &mut Config, naming: &dyn Naming) -> Result<()> {
+        self.check(naming)?;
         cfg.tls = match (&self.tls_cert, &self.tls_key) {
             (Some(cert), Some(key)) => Some(crate::proto::tls::TlsFiles {
                 cert: cert.clone(),
@@ -53,11 +104,6 @@ impl TlsArgs {
             }),
             _ => None,
         };
-        if self.ldaps_listen.is_some() && cfg.tls.is_none() {
-            return Err(Error::config(
-                "--ldaps-listen needs --tls-cert and --tls-key",
-            ));
-        }
         cfg.ldaps_listen = self.ldaps_listen.clone();
         cfg.require_tls_for_bind = self.require_tls_for_bind;
         cfg.dsa_ca = self.dsa_ca.clone();

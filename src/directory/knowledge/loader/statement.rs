@@ -9,23 +9,12 @@ use crate::directory::knowledge::diag;
 use crate::directory::knowledge::dsa;
 use crate::directory::knowledge::file::{text_of, File, PResult};
 use crate::directory::knowledge::lexer::{Tok, Token};
+use crate::directory::knowledge::router_settings;
 use crate::directory::knowledge::skipped::DXSERVER_ONLY;
 use std::path::Path;
 
 /// The `set` commands the router reads (for "did you mean" hints).
-const KNOWN_SETS: &[&str] = &[
-    "dsa",
-    "dsa-router-dsa",
-    "precedence",
-    "write-precedence",
-    "dsa-router-cpu-threshold",
-    "dsa-router-memory-threshold",
-    "dsa-router-concurrency-limit",
-    "dsa-router-hedge-budget",
-    "dsa-router-hedge-floor-ms",
-    "dsa-router-max-ejection",
-    "dsa-router-ejection-time",
-];
+const KNOWN_SETS: &[&str] = &["dsa", "dsa-router-dsa", "precedence", "write-precedence"];
 
 impl Loader<'_> {
     /// One statement (a lone `;` is one).
@@ -144,18 +133,13 @@ impl Loader<'_> {
                 self.router_dsas.push(r);
                 Ok(())
             }
-            "dsa-router-cpu-threshold"
-            | "dsa-router-memory-threshold"
-            | "dsa-router-concurrency-limit"
-            | "dsa-router-hedge-budget"
-            | "dsa-router-hedge-floor-ms"
-            | "dsa-router-max-ejection"
-            | "dsa-router-ejection-time" => self.set_router_setting(f, &key),
+            k if router_settings::KEYS.contains(&k) => self.set_router_setting(f, &key),
             _ => {
                 // A near miss of a command the router reads is likely a
                 // typo: said on its own line. The rest (DXserver's own
                 // settings: a .dxi's limits, logging, ...) count by kind.
-                match diag::closest(&key, KNOWN_SETS.iter().copied()) {
+                let known = KNOWN_SETS.iter().chain(router_settings::KEYS);
+                match diag::closest(&key, known.copied()) {
                     // Counted, not made: a flood of them stays linear.
                     Some(_) if self.warnings.len() >= MAX_ERRORS => self.suppressed += 1,
                     Some(c) => self.warn(f.warn_at(
@@ -210,41 +194,13 @@ impl Loader<'_> {
     }
 
     /// `set dsa-router-cpu-threshold = PCT;` and the other router-only
-    /// settings.
+    /// settings ([`router_settings`]).
     fn set_router_setting(&mut self, f: &mut File, key: &str) -> PResult<()> {
         f.expect(Tok::Eq, "'='")?;
-        let v = f.name("a number")?;
-        let n: u32 = text_of(&v).parse().map_err(|_| {
-            f.err_at(
-                v.line,
-                v.column,
-                format!("set {key} takes a whole number, found {}", v.tok.describe()),
-            )
-        })?;
-        let percent = !matches!(
-            key,
-            "dsa-router-concurrency-limit"
-                | "dsa-router-hedge-floor-ms"
-                | "dsa-router-ejection-time"
-        );
-        if percent && n > 100 {
-            return Err(f.err_at(
-                v.line,
-                v.column,
-                format!("set {key} is a percentage 0-100 (0 = off)"),
-            ));
-        }
-        f.expect(Tok::Semi, "';'")?;
-        let s = &mut self.settings;
-        match key {
-            "dsa-router-cpu-threshold" => s.cpu_threshold = Some(n),
-            "dsa-router-memory-threshold" => s.memory_threshold = Some(n),
-            "dsa-router-hedge-budget" => s.hedge_budget = Some(n),
-            "dsa-router-hedge-floor-ms" => s.hedge_floor_ms = Some(n),
-            "dsa-router-max-ejection" => s.max_ejection = Some(n),
-            "dsa-router-ejection-time" => s.ejection_time_s = Some(n),
-            _ => s.concurrency_limit = Some(n),
-        }
-        Ok(())
+        let v = f.name("a value")?;
+        self.settings
+            .set(key, text_of(&v))
+            .map_err(|e| f.err_at(v.line, v.column, e.0))?;
+        f.expect(Tok::Semi, "';'")
     }
 }

@@ -381,7 +381,7 @@ mod tests {
             .into_iter()
             .map(|e| e.key)
             .collect();
-        assert_eq!(keys, ["admin", "knowledge", "name"]);
+        assert_eq!(keys, ["admin", "access-log", "knowledge", "name"]);
         let examples: String = text
             .lines()
             .map(|l| match l.strip_prefix("# ") {

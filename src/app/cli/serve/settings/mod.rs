@@ -72,6 +72,48 @@ impl Origins {
     }
 }
 
+impl super::naming::Naming for Origins {
+    /// `[table] key = VALUE in FILE` when the settings file gave it (and
+    /// the command line did not), else `--key VALUE`.
+    fn show(&self, flag: &str, value: &str) -> String {
+        let in_file = self
+            .from_file
+            .iter()
+            .find(|e| e.key == flag && e.value.is_some());
+        match (&self.file, in_file) {
+            (Some(path), Some(e)) if !self.from_flags.iter().any(|f| f == flag) => {
+                let value = if value.is_empty() { "true" } else { value };
+                format!("[{}] {flag} = {value} in {}", e.table, path.display())
+            }
+            _ => super::naming::as_flag(flag, value),
+        }
+    }
+
+    /// With a settings file, `[table] a and b in FILE, or --a and --b`;
+    /// else `--a and --b`.
+    fn missing(&self, flags: &[&str]) -> String {
+        let as_flags = super::naming::as_flags(flags);
+        let Some(path) = &self.file else {
+            return as_flags;
+        };
+        let cmd = command();
+        let table = |f: &str| {
+            file::settable(&cmd)
+                .find(|(_, a)| a.get_long() == Some(f))
+                .map(|(t, _)| t)
+        };
+        let first = flags.first().and_then(|f| table(f));
+        match first {
+            Some(t) if flags.iter().all(|f| table(f) == Some(t)) => format!(
+                "[{t}] {} in {}, or {as_flags}",
+                flags.join(" and "),
+                path.display()
+            ),
+            _ => as_flags,
+        }
+    }
+}
+
 /// The settings file of a command line (`--config FILE`,
 /// `--config=FILE`).
 fn config_flag(args: &[OsString]) -> Option<PathBuf> {
@@ -230,6 +272,61 @@ mod tests {
                 "{args:?}"
             );
         }
+    }
+
+    #[test]
+    fn errors_between_two_settings_name_where_each_came_from() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("router.toml");
+        let f = file.display().to_string();
+        // (settings file, command line, the error)
+        let cases: &[(&str, &[&str], String)] = &[
+            (
+                "[limits]\nmax-request-memory = \"1MiB\"\n",
+                &["--max-request-pdu", "2MiB"],
+                format!("[limits] max-request-memory = 1MiB in {f} is below --max-request-pdu 2MiB: it must hold at least one request"),
+            ),
+            (
+                "[limits]\nmax-request-pdu = \"2MiB\"\n",
+                &["--max-request-memory", "1MiB"],
+                format!("--max-request-memory 1MiB is below [limits] max-request-pdu = 2MiB in {f}: it must hold at least one request"),
+            ),
+            (
+                "[listen]\nldaps-listen = \"127.0.0.1:1636\"\n",
+                &[],
+                format!("[listen] ldaps-listen = 127.0.0.1:1636 in {f} needs a certificate and its key: [tls] tls-cert and tls-key in {f}, or --tls-cert and --tls-key"),
+            ),
+            (
+                "[listen]\nldaps-listen = \"127.0.0.1:1636\"\n",
+                &["--ldaps-listen", "127.0.0.1:2636"],
+                format!("--ldaps-listen 127.0.0.1:2636 needs a certificate and its key: [tls] tls-cert and tls-key in {f}, or --tls-cert and --tls-key"),
+            ),
+            (
+                "[tls]\ntls-cert = \"/c.pem\"\n",
+                &[],
+                format!("[tls] tls-cert = /c.pem in {f} needs its key: [tls] tls-key in {f}, or --tls-key"),
+            ),
+            (
+                "[tls]\ntls-require-client-cert = true\n",
+                &["--tls-cert", "/c.pem", "--tls-key", "/k.pem"],
+                format!("[tls] tls-require-client-cert = true in {f} needs the CA certificates to verify clients against: [tls] tls-client-ca in {f}, or --tls-client-ca"),
+            ),
+        ];
+        for (text, args, want) in cases {
+            std::fs::write(&file, format!("[router]\nknowledge = \"k.dxg\"\n{text}")).unwrap();
+            let mut argv = os(&["--config", &f]);
+            argv.extend(os(args));
+            let o = origins(argv).unwrap();
+            let e = reread::parse(&o).err().unwrap().to_string();
+            assert_eq!(e, *want, "{text} {args:?}");
+        }
+        // Without a settings file: the flags.
+        let o = origins(os(&["--knowledge", "k", "--tls-key", "/k.pem"])).unwrap();
+        let e = reread::parse(&o).err().unwrap().to_string();
+        assert_eq!(e, "--tls-key /k.pem needs its certificate: --tls-cert");
+        let o = origins(os(&["--knowledge", "k", "--tls-client-ca", "/ca.pem"])).unwrap();
+        let e = reread::parse(&o).err().unwrap().to_string();
+        assert_eq!(e, "--tls-client-ca /ca.pem needs a server certificate and its key: --tls-cert and --tls-key");
     }
 
     #[test]

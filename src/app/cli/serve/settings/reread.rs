@@ -29,8 +29,8 @@ pub(super) fn parse(o: &Origins) -> Result<(ServeArgs, Config)> {
         .try_get_matches_from(o.argv())
         .map_err(|e| Error::config(clap_text(&e)))?;
     let args = ServeArgs::from_arg_matches(&m).map_err(|e| Error::config(clap_text(&e)))?;
-    let mut cfg = args.limits.config()?;
-    args.tls.apply(&mut cfg)?;
+    let mut cfg = args.limits.config(o)?;
+    args.tls.apply(&mut cfg, o)?;
     cfg.pinned = o.pinned();
     Ok((args, cfg))
 }
