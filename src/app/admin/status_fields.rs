@@ -201,6 +201,10 @@ pub const FIELDS: &[(&str, &str)] = &[
         "the likely prefix, when one is near",
     ),
     ("prefix_warnings[].message", "the whole warning, as logged"),
+    (
+        "warnings",
+        "other warnings: a knowledge block found to be this router itself, at an address that did not say so",
+    ),
 ];
 
 /// A `/status` with every optional field set and one element in each list.
@@ -286,6 +290,7 @@ fn example() -> Status {
             suggestion: text(),
             ..PrefixNote::default()
         }],
+        warnings: vec![String::new()],
     }
 }
 
