@@ -203,7 +203,7 @@ pub const FIELDS: &[(&str, &str)] = &[
     ("prefix_warnings[].message", "the whole warning, as logged"),
     (
         "warnings",
-        "other warnings: a knowledge block found to be this router itself, at an address that did not say so",
+        "other warnings, as logged: a knowledge block found to be this router itself (its root DSE carries this process's marker)",
     ),
 ];
 
