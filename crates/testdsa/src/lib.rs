@@ -160,6 +160,7 @@ struct Counters {
     operations: AtomicU64,
     entries_sent: AtomicU64,
     abandoned: AtomicU64,
+    binds: AtomicU64,
 }
 
 /// An open connection, counted until dropped.
@@ -203,6 +204,11 @@ impl Stats {
         self.c.abandoned.load(Ordering::Relaxed)
     }
 
+    /// Bind requests received (answered or not).
+    pub fn binds(&self) -> u64 {
+        self.c.binds.load(Ordering::Relaxed)
+    }
+
     fn bump(counter: &AtomicU64) {
         counter.fetch_add(1, Ordering::Relaxed);
     }
@@ -222,6 +228,9 @@ impl Stats {
     }
     pub(crate) fn entry_sent(&self) {
         Self::bump(&self.c.entries_sent);
+    }
+    pub(crate) fn bind(&self) {
+        Self::bump(&self.c.binds);
     }
     pub(crate) fn search_abandoned(&self) {
         Self::bump(&self.c.abandoned);

@@ -103,6 +103,9 @@ async fn read_loop(
             }
         };
         ctx.stats.operation();
+        if matches!(msg.op, LdapOp::BindRequest(_)) {
+            ctx.stats.bind();
+        }
         if matches!(msg.op, LdapOp::UnbindRequest) {
             debug!(name = %ctx.name, "testdsa unbind");
             break;

@@ -12,9 +12,12 @@
 //! view (rise, fall, failback hold-down); `reads` the read latencies the
 //! tail-latency task takes; `ejection` why it is out of selection for a
 //! while (an outlier for reads, a DSA whose binds time out for binds);
+//! `bind_deadline` how long its binds are waited for, learned from their
+//! times;
 //! `advertised` what its root DSE says.
 
 mod advertised;
+pub(crate) mod bind_deadline;
 mod ejection;
 mod health;
 mod reads;
@@ -81,6 +84,8 @@ pub struct DsaState {
     /// Taken out of selection for binds (its binds time out), and why.
     bind_out: std::sync::atomic::AtomicBool,
     binds: Mutex<ejection::BindEjection>,
+    /// What its binds took lately: their deadline (`bind_deadline`).
+    pub(crate) bind_times: bind_deadline::BindTimes,
     /// What its root DSE advertised, and when it was read.
     advertised: Mutex<Option<(std::time::Instant, Arc<Advertised>)>>,
     /// Each connection to it starts with a PROXY protocol v2 header
@@ -156,6 +161,7 @@ impl DsaState {
             replication: Default::default(),
             bind_out: std::sync::atomic::AtomicBool::new(false),
             binds: Mutex::new(ejection::BindEjection::default()),
+            bind_times: Default::default(),
         }
     }
 

@@ -1,7 +1,8 @@
 //! Ejection for binds (architecture.md, "Tail latency"). A DSA whose binds time out
-//! while it answers its probes stays up, and each bind would wait
-//! `--bind-timeout` there before going to the next DSA. The bind that
-//! waited ejects it for binds ([`bind_timed_out`]): later binds skip it
+//! while it answers its probes stays up, and each bind would wait its bind
+//! deadline there (`dsa_state::bind_deadline`) before going to the next
+//! DSA. The third bind given up in a row, or one that waited the whole
+//! `--bind-timeout`, ejects it for binds ([`bind_timed_out`]): later binds skip it
 //! ([`skipped_for_binds`]) for the ejection time, longer after each
 //! ejection in a row, as reads skip an outlier. As for reads, at most
 //! `max_ejection` percent of a partition's DSAs are ejected for binds at

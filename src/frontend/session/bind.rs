@@ -21,6 +21,7 @@
 
 use super::operation::Operation;
 use super::{dispatch, Bound, Flow, Identity, Session};
+use crate::backend::dsa_state::bind_deadline::Missed;
 use crate::backend::upstream::conn::Conn;
 use crate::backend::upstream::pending::{Kind, Pending, Sink};
 use crate::backend::upstream::pool::BindPdu;
@@ -62,12 +63,12 @@ struct Sending<'a> {
 /// How one attempt at a bind on one DSA ended.
 enum Attempt {
     Answered(Answered),
-    /// The DSA did not answer (`timed_out`: within --bind-timeout), or
+    /// The DSA did not answer within its bind deadline (`missed`), or
     /// lost the connection: the next DSA is tried.
     Failed {
         dsa: DsaId,
         why: String,
-        timed_out: bool,
+        missed: Option<Missed>,
     },
     /// A spare connection the DSA had closed: once more.
     SpareLost,
@@ -275,9 +276,12 @@ impl Session {
 
     /// Place the bind like a read, on a fresh connection of the client's
     /// own, skipping the DSAs ejected for binds; a DSA that does not
-    /// answer within --bind-timeout (or loses the connection) counts as a
-    /// failed probe, a timeout may eject it for binds, and the bind goes
-    /// to the next DSA, like a read. `None`: the client was answered.
+    /// answer within its bind deadline (learned from its bind times, at
+    /// most --bind-timeout: `bind_deadline`) or loses the connection has
+    /// the bind given up, its connection closed, and the bind goes to the
+    /// next DSA, like a read: one DSA at a time. A lost connection or the
+    /// whole --bind-timeout counts as a failed probe; binds given up in a
+    /// row may eject it for binds. `None`: the client was answered.
     async fn place_bind(&self, b: Sending<'_>) -> Option<Answered> {
         let Sending {
             req,
@@ -291,23 +295,22 @@ impl Session {
         let mut spare_lost = false;
         loop {
             let skip: Vec<DsaId> = skipped.iter().chain(&tried).copied().collect();
-            let (dsa, why, timed_out) = match self.try_bind(b, skip, spare_lost).await {
+            let (dsa, why, missed) = match self.try_bind(b, skip, spare_lost).await {
                 Attempt::Answered(a) => return Some(a),
                 Attempt::Done => return None,
                 Attempt::SpareLost => {
                     spare_lost = true;
                     continue;
                 }
-                Attempt::Failed {
-                    dsa,
-                    why,
-                    timed_out,
-                } => (dsa, why, timed_out),
+                Attempt::Failed { dsa, why, missed } => (dsa, why, missed),
             };
             let name = &routing.snap.dsas[dsa].name;
             let fall = self.router.cfg.health.as_ref().map_or(3, |h| h.fall);
-            routing.states.0[dsa].probe_failed(&format!("a bind {why}"), fall);
-            if timed_out {
+            // A bind given up before --bind-timeout is no failed probe.
+            if missed.is_none_or(|m| m.full) {
+                routing.states.0[dsa].probe_failed(&format!("a bind {why}"), fall);
+            }
+            if missed.is_some_and(|m| m.eject) {
                 crate::backend::tail::bind_timed_out(&self.router.backend, routing, p, dsa, &why);
             }
             tracing::warn!(client = %self.client.peer, dsa = %name, "bind {why}; trying the next DSA");
@@ -328,7 +331,7 @@ impl Session {
     }
 
     /// Send the bind `b` to the DSA of its partition selection gives,
-    /// skipping `skip`, and wait --bind-timeout for its answer
+    /// skipping `skip`, and wait its bind deadline for its answer
     /// (`spare_lost`: a spare connection was lost once already).
     async fn try_bind(&self, b: Sending<'_>, skip: Vec<DsaId>, spare_lost: bool) -> Attempt {
         let Sending {
@@ -370,17 +373,21 @@ impl Session {
         if let Some(t) = trace {
             t.placed(&name);
         }
-        let wait = self.router.cfg.bind_timeout.min(self.router.cfg.op_timeout);
-        let (why, timed_out) = match tokio::time::timeout(wait, rx).await {
+        let ceiling = self.router.cfg.bind_timeout.min(self.router.cfg.op_timeout);
+        let times = &routing.states.0[dsa].bind_times;
+        let wait = times.deadline(ceiling);
+        let sent_at = std::time::Instant::now();
+        let (why, missed) = match tokio::time::timeout(wait, rx).await {
             Ok(Ok(resp)) => match frame::header(&resp) {
                 Ok(rh) => {
+                    times.answered(sent_at.elapsed());
                     return Attempt::Answered(Answered {
                         dsa,
                         name: name.to_string(),
                         conn,
                         resp,
                         rh,
-                    })
+                    });
                 }
                 Err(_) => {
                     conn.close();
@@ -389,20 +396,19 @@ impl Session {
                     return Attempt::Done;
                 }
             },
-            Err(_) => (format!("timed out after {} s", wait.as_secs_f32()), true),
+            Err(_) => (
+                format!("timed out after {} s", wait.as_secs_f32()),
+                Some(times.gave_up(wait, ceiling)),
+            ),
             // A spare the DSA closed while it waited (an idle timeout):
             // not the DSA's fault; once more, on a new connection or
             // another spare.
             Ok(Err(_)) if conn.reused() && !spare_lost => return Attempt::SpareLost,
-            Ok(Err(_)) => ("connection lost".to_string(), false),
+            Ok(Err(_)) => ("connection lost".to_string(), None),
         };
         conn.abandon(id);
         conn.close();
-        Attempt::Failed {
-            dsa,
-            why,
-            timed_out,
-        }
+        Attempt::Failed { dsa, why, missed }
     }
 
     /// The bind's metrics and access-log line.

@@ -138,6 +138,9 @@ impl Upgrader {
             }),
             Err(e) => {
                 stop(&mut child);
+                if self.cancelled.load(Ordering::SeqCst) {
+                    return Err(UpgradeError::ShuttingDown);
+                }
                 Err(e)
             }
         }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 /// A simple bind as alice on a new connection: its result code and how
 /// long it took.
-async fn timed_bind(url: &str) -> (u32, Duration) {
+pub(super) async fn timed_bind(url: &str) -> (u32, Duration) {
     let mut l = ldap(url).await;
     let t0 = Instant::now();
     let r = within("bind", l.simple_bind(ALICE, "alicepw"))
@@ -19,7 +19,7 @@ async fn timed_bind(url: &str) -> (u32, Duration) {
     (r.rc, t0.elapsed())
 }
 
-fn report(h: &Harness, name: &str) -> DsaReport {
+pub(super) fn report(h: &Harness, name: &str) -> DsaReport {
     status(&h.router)
         .partitions
         .into_iter()
@@ -28,7 +28,7 @@ fn report(h: &Harness, name: &str) -> DsaReport {
         .expect("the DSA in /status")
 }
 
-fn bind_ejections(h: &Harness) -> String {
+pub(super) fn bind_ejections(h: &Harness) -> String {
     dsa_router::app::admin::metrics_text(&h.router)
         .lines()
         .find(|l| l.starts_with("dsa_router_bind_ejections_total "))

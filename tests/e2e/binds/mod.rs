@@ -2,6 +2,7 @@
 //! look-alike DNs, bind timeouts, the identity conveyed to the DSAs and
 //! proxied authorization.
 
+mod bind_deadline;
 mod bind_ejection;
 mod failed_binds;
 mod identity;

@@ -550,10 +550,22 @@ fn sigterm_under_load_fails_no_operation_clients_reconnect_to_the_other_router()
 /// SIGTERM ends a router whose upgrade never completes: the binary at the
 /// router's path is, this time, a program that takes the handover socket
 /// and never answers. SIGUSR2 starts it; SIGTERM then abandons the
-/// upgrade (the program is stopped) and the router exits at once, not
-/// after the handover's 60 s wait for the new process.
+/// upgrade (the program is stopped) and the router exits at once, well
+/// within its drain timeout, not after the handover's 60 s wait for the
+/// new process.
 #[test]
 fn sigterm_ends_a_router_whose_upgrade_child_never_answers() {
+    sigterm_during_an_upgrade_that_never_answers(false);
+}
+
+/// The same, the upgrade asked by `ctl upgrade` (which is answered that
+/// the upgrade failed, and returns).
+#[test]
+fn sigterm_ends_a_router_whose_ctl_upgrade_child_never_answers() {
+    sigterm_during_an_upgrade_that_never_answers(true);
+}
+
+fn sigterm_during_an_upgrade_that_never_answers(by_ctl: bool) {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
@@ -585,7 +597,22 @@ fn sigterm_ends_a_router_whose_upgrade_child_never_answers() {
         let ok = Command::new("kill").args([sig, &pid]).status().unwrap();
         assert!(ok.success(), "kill {sig}");
     };
-    signal("-USR2");
+    let mut asked = if by_ctl {
+        let c = Command::new(env!("CARGO_BIN_EXE_dsa-router"))
+            .args(["ctl", "--admin", &admin, "--control-socket"])
+            .arg(crate::support::control_socket(&admin))
+            .arg("upgrade")
+            .env_remove("DSA_ROUTER_ADMIN_TOKEN")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        kill.0.push(c.id());
+        Some(c)
+    } else {
+        signal("-USR2");
+        None
+    };
     until("the fake new process started", || started.exists());
     let child: u32 = read_num(&started).try_into().unwrap();
     assert!(child > 0);
@@ -594,20 +621,39 @@ fn sigterm_ends_a_router_whose_upgrade_child_never_answers() {
     assert!(router.try_wait().unwrap().is_none(), "the router exited");
     let t0 = Instant::now();
     signal("-TERM");
-    let deadline = t0 + Duration::from_secs(20);
+    // start_router's --drain-timeout.
+    let drain_timeout = Duration::from_secs(20);
     let status = loop {
         if let Some(s) = router.try_wait().unwrap() {
             break s;
         }
         assert!(
-            Instant::now() < deadline,
+            t0.elapsed() < drain_timeout,
             "the router ignored SIGTERM while its upgrade waited:\n{}",
             std::fs::read_to_string(&log).unwrap()
         );
-        std::thread::sleep(Duration::from_millis(50));
+        std::thread::sleep(Duration::from_millis(10));
     };
+    let took = t0.elapsed();
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(status.success(), "{status:?}\n{text}");
     assert!(text.contains("upgrade under way is abandoned"), "{text}");
     until("the fake new process is stopped", || gone(child));
+    let stopped = t0.elapsed();
+    let answer = asked.take().map(|c| text_of(c.wait_with_output().unwrap()));
+    println!(
+        "upgrade by {}: the router exited {} ms after SIGTERM (drain timeout {} s); its never-answering new process was gone {} ms after SIGTERM; ctl said: {:?}",
+        if by_ctl { "ctl upgrade" } else { "SIGUSR2" },
+        took.as_millis(),
+        drain_timeout.as_secs(),
+        stopped.as_millis(),
+        answer
+    );
+    if let Some(a) = answer {
+        assert!(a.contains("the router is shutting down"), "{a}");
+    }
+}
+
+fn text_of(o: Output) -> String {
+    text(&o).trim().to_string()
 }

@@ -172,9 +172,12 @@ pub struct LimitArgs {
     /// answers (0: no cap; a bare number is seconds).
     #[arg(long, default_value = "0", value_parser = Dur(TIMEOUT.or_zero()), help_heading = DSAS)]
     pub op_total_timeout: Duration,
-    /// How long a simple bind waits for its DSA; then that DSA counts a
-    /// failed probe and the bind goes to the next DSA of the partition
-    /// (up to 3 tries), as a read would. A bare number is seconds.
+    /// The longest a simple bind waits for its DSA. The wait is learned
+    /// from that DSA's recent bind times (4 times their 95th percentile,
+    /// at least 100 ms) up to this; a bind not answered in time is given
+    /// up there and goes to the next DSA of the partition (up to 3 tries),
+    /// as a read would. Waiting this long counts as a failed probe. A bare
+    /// number is seconds.
     #[arg(long, default_value = "5s", value_parser = Dur(BIND), help_heading = DSAS)]
     pub bind_timeout: Duration,
     /// How long a drain (SIGTERM, SIGINT, `ctl shutdown`) lets operations

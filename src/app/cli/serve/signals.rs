@@ -10,6 +10,9 @@ use tokio::sync::watch;
 
 /// How long a changed file must stay unchanged before `--watch` reads it.
 const SETTLE: Duration = Duration::from_millis(500);
+/// How long SIGTERM waits for an upgrade it abandons to stop its new
+/// process and answer whoever asked for it.
+const CANCEL_WAIT: Duration = Duration::from_secs(2);
 
 /// `--watch`: reload when any knowledge, TLS or settings file's
 /// modification time or size changes, once it has stopped changing
@@ -133,11 +136,14 @@ pub(super) async fn signals(
             }
         }
     }
-    if upgrading.is_some() {
+    if let Some(h) = upgrading.take() {
         tracing::warn!(
             "shutting down: the upgrade under way is abandoned; its new process is stopped"
         );
         upgrader.cancel();
+        // The new process stopped and whoever asked answered (bounded: a
+        // stop never delays the drain for long).
+        let _ = tokio::time::timeout(CANCEL_WAIT, h).await;
     }
     if router.lifecycle.handover.exporting().is_some() {
         tracing::info!(
