@@ -344,7 +344,13 @@ fn serve_finds_its_own_block_at_an_ordinary_address_by_its_instance_marker() {
         .filter(|l| l.contains(" access: ") && l.contains("op=\"search\" dn=dc=example,dc=com "))
         .filter_map(|l| l.split_whitespace().find_map(|w| w.strip_prefix("dsa=")))
         .collect();
-    assert_eq!(dsas, vec!["DSA1"; 8], "{log}");
+    // The router's own read that went through R1 before the marker was
+    // met may be logged just after the warning (its inner half, sent on to
+    // DSA1): at least the 8 searches, every one of them by DSA1.
+    assert!(
+        dsas.len() >= 8 && dsas.iter().all(|d| *d == "DSA1"),
+        "{dsas:?}\n{log}"
+    );
     // Never probed again: no new connection through the relay over
     // several probe intervals.
     std::thread::sleep(Duration::from_millis(1500));
